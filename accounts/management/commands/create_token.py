@@ -1,0 +1,44 @@
+"""`manage.py create_token --handle H [--scopes agent:read,memories:write] [--expires-in DAYS] [--create-user]`."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from accounts import services
+from accounts.models import User
+
+
+class Command(BaseCommand):
+    help = "Issue an API token for a user and print its secret once (only its SHA-256 is stored)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--handle", required=True, help="The user's handle (case-insensitive).")
+        parser.add_argument(
+            "--scopes",
+            default=",".join(services.ALL_SCOPES),
+            help="Comma-separated scopes (default: agent:read,memories:write).",
+        )
+        parser.add_argument("--expires-in", type=int, default=None, metavar="DAYS", help="Expire after DAYS days.")
+        parser.add_argument("--name", default="", help="A label for the token.")
+        parser.add_argument("--create-user", action="store_true", help="Create the user if the handle is unknown.")
+
+    def handle(self, *args, **options):
+        handle = options["handle"]
+        user = User.objects.filter(handle__iexact=handle).first()
+        if user is None:
+            if not options["create_user"]:
+                raise CommandError(f"No user with handle {handle!r} (use --create-user to create one).")
+            try:
+                user, _ = services.ensure_user(handle=handle)
+            except Exception as exc:  # ValidationError from full_clean: report, don't trace
+                raise CommandError(f"Cannot create user {handle!r}: {exc}") from None
+        scopes = [s.strip() for s in options["scopes"].split(",") if s.strip()]
+        try:
+            issued = services.issue_token(
+                user=user, scopes=scopes, name=options["name"], expires_in_days=options["expires_in"]
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(issued.secret)
+        if options["verbosity"] > 1:
+            self.stderr.write(f"token id {issued.token.id} for {user.handle}, scopes {issued.token.scopes}")

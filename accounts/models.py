@@ -1,0 +1,178 @@
+"""Users (agents are users), API tokens, projects and forum sections with memberships (SPEC §2–§3)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
+from django.contrib.postgres.fields import ArrayField
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models.functions import Lower
+from django.utils import timezone
+
+HANDLE_RE = r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_])?$"
+SLUG_RE = r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?$"
+handle_validator = RegexValidator(HANDLE_RE, "A handle is 1–64 ASCII letters, digits, '.', '_' or '-'.")
+slug_validator = RegexValidator(SLUG_RE, "A slug is 1–64 ASCII letters, digits, '_' or '-'.")
+
+
+class Visibility(models.TextChoices):
+    PRIVATE = "private", "private"
+    PUBLIC = "public", "public"
+
+
+class UserManager(BaseUserManager):
+    """Creates users by handle; handles are unique case-insensitively (see `User.Meta`)."""
+
+    use_in_migrations = True
+
+    def get_by_natural_key(self, handle: str) -> User:
+        return self.get(handle__iexact=handle)
+
+    def create_user(self, handle: str, password: str | None = None, **extra) -> User:
+        user = self.model(handle=handle, **extra)
+        if password:
+            user.set_password(password)
+        else:
+            user.set_unusable_password()
+        user.full_clean(exclude=["password"])
+        user.save(using=self._db)
+        return user
+
+    def create_superuser(self, handle: str, password: str | None = None, **extra) -> User:
+        extra.update(is_staff=True, is_superuser=True)
+        return self.create_user(handle, password, **extra)
+
+
+class User(AbstractBaseUser, PermissionsMixin):
+    """A person or an agent. `handle` is the public name, unique regardless of case (SPEC §2)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    handle = models.CharField(max_length=64, validators=[handle_validator])
+    display_name = models.CharField(max_length=255, blank=True)
+    is_active = models.BooleanField(default=True)
+    is_staff = models.BooleanField(default=False)
+    date_joined = models.DateTimeField(default=timezone.now)
+
+    objects = UserManager()
+
+    USERNAME_FIELD = "handle"
+    REQUIRED_FIELDS: list[str] = []
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(Lower("handle"), name="user_handle_ci_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return self.handle
+
+
+class TokenScope(models.TextChoices):
+    AGENT_READ = "agent:read", "agent:read"
+    MEMORIES_WRITE = "memories:write", "memories:write"
+
+
+class ApiToken(models.Model):
+    """A bearer credential. Only `digest` (SHA-256 hex of the secret) and a public `prefix` are stored.
+
+    `id` is the `api_key_id` that actors record (SPEC §5). Revoked (`revoked_at`) and expired
+    (`expires_at` in the past) tokens authenticate nobody.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, db_index=True)
+    digest = models.CharField(max_length=64, unique=True)
+    scopes = ArrayField(models.CharField(max_length=32, choices=TokenScope.choices), default=list)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API token"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user_id})"
+
+    def is_usable(self, now=None) -> bool:
+        """True when neither revoked nor expired (at `now`, default the current time)."""
+        now = now or timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", "owner"
+    MEMBER = "member", "member"
+
+
+class Project(models.Model):
+    """A project: its store inherits `visibility`; owners and active members write (SPEC §3)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    slug = models.CharField(max_length=64, validators=[slug_validator])
+    name = models.CharField(max_length=255)
+    visibility = models.CharField(max_length=8, choices=Visibility.choices, default=Visibility.PRIVATE)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(Lower("slug"), name="project_slug_ci_unique")]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class ProjectMembership(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="project_memberships")
+    role = models.CharField(max_length=8, choices=Role.choices, default=Role.MEMBER)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint("project", "user", name="project_membership_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} in {self.project_id} ({self.role})"
+
+
+class Posting(models.TextChoices):
+    MEMBERS = "members", "members with can_post"
+    OPEN = "open", "every active user"
+
+
+class Section(models.Model):
+    """A forum section (board). Its store inherits `visibility`; `posting` says who writes (SPEC §3)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    slug = models.CharField(max_length=64, validators=[slug_validator])
+    name = models.CharField(max_length=255)
+    visibility = models.CharField(max_length=8, choices=Visibility.choices, default=Visibility.PUBLIC)
+    posting = models.CharField(max_length=8, choices=Posting.choices, default=Posting.MEMBERS)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "forum section"
+        constraints = [models.UniqueConstraint(Lower("slug"), name="section_slug_ci_unique")]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class SectionMembership(models.Model):
+    section = models.ForeignKey(Section, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="section_memberships")
+    role = models.CharField(max_length=8, choices=Role.choices, default=Role.MEMBER)
+    can_post = models.BooleanField(default=True)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint("section", "user", name="section_membership_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} in {self.section_id} ({self.role})"

@@ -1,0 +1,38 @@
+"""The embedded PostgreSQL used when DATABASE_URL is unset (SPEC: a fresh machine needs no database set-up).
+
+The `pgserver` package ships PostgreSQL binaries; we keep its data folder in the git-ignored `.data/`
+folder of the checkout (or `MEMORIES_DATA_DIR`). The server keeps running after the process that started
+it exits, so gunicorn workers, `manage.py` and the tests all share one instance; `get_server` reuses a
+running instance.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def data_dir() -> Path:
+    """Return the folder holding the embedded cluster (`$MEMORIES_DATA_DIR` or `<checkout>/.data/pg`)."""
+    return Path(os.environ.get("MEMORIES_DATA_DIR") or BASE_DIR / ".data" / "pg")
+
+
+def database_settings() -> dict:
+    """Start (or reuse) the embedded PostgreSQL and return a Django DATABASES entry for it.
+
+    The host is the server's Unix socket directory. Raises whatever `pgserver` raises when the
+    binaries cannot start (the error names the data folder).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on servers
+        import pgserver
+
+        folder = data_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        server = pgserver.get_server(folder, cleanup_mode=None)
+        uri = server.get_uri()  # postgresql://postgres:@/postgres?host=/path
+    socket_dir = uri.split("host=", 1)[1]
+    return {"NAME": "postgres", "USER": "postgres", "PASSWORD": "", "HOST": socket_dir, "PORT": ""}

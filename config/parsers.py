@@ -1,0 +1,63 @@
+"""The only request parser: strict JSON that names the field holding NUL, a lone surrogate or NaN."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import BaseParser
+
+from config.text import first_forbidden_char
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def find_forbidden(value: Any, path: str = "") -> tuple[str, str] | None:
+    """Walk parsed JSON; return ``(field_path, reason)`` for the first bad string or key, else None."""
+    if isinstance(value, str):
+        problem = first_forbidden_char(value)
+        return (path or "body", problem) if problem else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = first_forbidden_char(key)
+            if problem:
+                return (path or "body", f"has a key that {problem}")
+            found = find_forbidden(item, f"{path}.{key}" if path else key)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = find_forbidden(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
+class StrictJSONParser(BaseParser):
+    """Parse `application/json` bodies strictly (UTF-8 only, no NaN/Infinity, no NUL, no lone surrogates).
+
+    Raises ParseError (→ 400 invalid_request_error) with a message naming the field.
+    """
+
+    media_type = "application/json"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        raw = stream.read() if stream is not None else b""
+        if not raw.strip():
+            return {}
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ParseError("Request body is not valid UTF-8.") from None
+        try:
+            data = json.loads(text, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as exc:
+            raise ParseError(f"Request body is not valid JSON: {exc}") from None
+        found = find_forbidden(data)
+        if found:
+            field, problem = found
+            raise ParseError(f"{field} {problem}.")
+        return data

@@ -1,0 +1,22 @@
+"""URL map (SPEC §1). Routes never need a trailing slash."""
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+
+from config import health
+
+handler400 = "config.errors.handler400"
+handler403 = "config.errors.handler403"
+handler404 = "config.errors.handler404"
+handler500 = "config.errors.handler500"
+
+urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("openapi.yaml", SpectacularAPIView.as_view(), name="openapi"),
+    path("backoffice/", admin.site.urls),
+    path("api/v1/", include("accounts.api.urls")),
+    path("api/v1/", include("stores.api.urls")),
+    path("api/v1/", include("memories.api.urls")),
+]

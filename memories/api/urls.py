@@ -1,0 +1,3 @@
+"""Memories log endpoints under /api/v1/memories/{id}/… (filled by the log issue)."""
+
+urlpatterns: list = []

@@ -1,0 +1,95 @@
+"""The Memories log: append-only entries and the aligned binary tree of summaries (SPEC §4)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+from django.utils import timezone
+
+BODY_MAX_BYTES = 1024
+SUMMARY_MAX_BYTES = 1024
+NONCE_MAX_CHARS = 128
+MODEL_MAX_CHARS = 200
+
+
+class Entry(models.Model):
+    """One immutable log entry. `seq` is 0-based and contiguous per store (assigned under the store lock).
+
+    `body_md` is stored exactly as sent (1..1,024 UTF-8 bytes; `size_bytes` is its byte length).
+    `client_nonce` makes appends idempotent per (store, author). `provenance` is set by imports only.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    store = models.ForeignKey("stores.Store", on_delete=models.CASCADE, related_name="entries", db_index=False)
+    seq = models.BigIntegerField()
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    body_md = models.TextField()
+    size_bytes = models.IntegerField()
+    client_nonce = models.CharField(max_length=NONCE_MAX_CHARS, null=True, blank=True)
+    session_id = models.UUIDField(null=True, blank=True)
+    provenance = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint("store", "seq", name="entry_store_seq_unique"),
+            models.UniqueConstraint("store", "author", "client_nonce", name="entry_store_author_nonce_unique"),
+            models.CheckConstraint(name="entry_seq_nonnegative", condition=Q(seq__gte=0)),
+            models.CheckConstraint(
+                name="entry_size_bytes_range", condition=Q(size_bytes__gte=1, size_bytes__lte=BODY_MAX_BYTES)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"entry {self.seq} of {self.store_id}"
+
+
+class Summary(models.Model):
+    """A summary of the aligned range ``[start, end]`` (inclusive; size ``2**level``, level ≥ 1).
+
+    Never edited: `forget` sets `invalidated_at` (kept for audit). At most one live summary per range
+    (partial unique constraint). `source_digest` identifies the two children it was built from.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    store = models.ForeignKey("stores.Store", on_delete=models.CASCADE, related_name="summaries", db_index=False)
+    start = models.BigIntegerField()
+    end = models.BigIntegerField()
+    level = models.SmallIntegerField()
+    summary_md = models.TextField()
+    size_bytes = models.IntegerField()
+    model = models.CharField(max_length=MODEL_MAX_CHARS)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    source_digest = models.CharField(max_length=64)
+    generation = models.BigIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+    invalidated_at = models.DateTimeField(null=True, blank=True)
+    invalidated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        verbose_name_plural = "summaries"
+        constraints = [
+            models.UniqueConstraint(
+                "store", "start", "end", condition=Q(invalidated_at__isnull=True), name="summary_one_live_per_range"
+            ),
+            models.CheckConstraint(
+                name="summary_range_shape", condition=Q(level__gte=1, start__gte=0, end__gt=F("start"))
+            ),
+            models.CheckConstraint(
+                name="summary_size_bytes_range",
+                condition=Q(size_bytes__gte=1, size_bytes__lte=SUMMARY_MAX_BYTES),
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["store", "level", "start"],
+                condition=Q(invalidated_at__isnull=True),
+                name="summary_live_by_level",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"summary {self.start}-{self.end} of {self.store_id}"

@@ -1,0 +1,34 @@
+"""What can go wrong with stores (SPEC §3)."""
+
+from __future__ import annotations
+
+from config.errors import Conflict, NotFound, PermissionError_
+
+
+class StoreNotFound(NotFound):
+    """Missing *or unreadable*: the body is identical in both cases (SPEC §2)."""
+
+    message = "Store not found."
+
+
+class StoreWriteForbidden(PermissionError_):
+    message = "You can read this store but not write to it."
+
+
+class StoreOwnerRequired(PermissionError_):
+    message = "Only the store's owner can do that."
+
+
+class StoreArchived(Conflict):
+    reason = "store_archived"
+    message = "This store is archived and read-only."
+
+
+class MembershipGoverned(Conflict):
+    reason = "membership_governed"
+    message = "Access to project and board stores follows project/section membership; share applies to user stores."
+
+
+class StoreAttached(Conflict):
+    reason = "store_attached"
+    message = "This store is attached to a session that has not ended."

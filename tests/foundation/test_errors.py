@@ -1,0 +1,122 @@
+"""One error shape everywhere, and hostile input that never reaches a 500 (SPEC §2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client, override_settings
+
+from tests.foundation.test_auth import assert_error
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.foundation.urls")]
+
+
+def test_validation_error_names_the_field(owner_client):
+    body = assert_error(owner_client.post("/probe", {"count": "many"}), 400, "invalid_request_error")
+    assert "count" in body["error"]["message"]
+    assert "count" in body["error"]["details"]["fields"]
+
+
+def test_unknown_field_is_rejected_by_name(owner_client):
+    body = assert_error(owner_client.post("/probe", {"count": 1, "colour": "red"}), 400, "invalid_request_error")
+    assert "colour" in body["error"]["message"]
+
+
+def test_bad_json_is_400(owner_client):
+    response = owner_client.generic("POST", "/probe", b'{"count": ', content_type="application/json")
+    assert_error(response, 400, "invalid_request_error")
+
+
+def test_nan_is_not_json(owner_client):
+    response = owner_client.generic("POST", "/probe", b'{"count": NaN}', content_type="application/json")
+    assert_error(response, 400, "invalid_request_error")
+
+
+def test_invalid_utf8_body_is_400(owner_client):
+    response = owner_client.generic("POST", "/probe", b'{"text": "\xff\xfe"}', content_type="application/json")
+    body = assert_error(response, 400, "invalid_request_error")
+    assert "UTF-8" in body["error"]["message"]
+
+
+@pytest.mark.parametrize("payload", [b'{"count": 1, "text": "a\\u0000b"}', b'{"count": 1, "text": "\\ud800"}'])
+def test_nul_and_lone_surrogate_in_json_are_400_naming_the_field(owner_client, payload):
+    response = owner_client.generic("POST", "/probe", payload, content_type="application/json")
+    body = assert_error(response, 400, "invalid_request_error")
+    assert "text" in body["error"]["message"]
+
+
+def test_nul_in_a_json_key_is_400(owner_client):
+    response = owner_client.generic("POST", "/probe", b'{"a\\u0000": 1}', content_type="application/json")
+    assert_error(response, 400, "invalid_request_error")
+
+
+def test_raw_surrogate_bytes_in_body_are_400(owner_client):
+    response = owner_client.generic("POST", "/probe", b'{"text": "\xed\xa0\x80"}', content_type="application/json")
+    assert_error(response, 400, "invalid_request_error")
+
+
+@pytest.mark.parametrize("query", ["q=%00", "q=%ED%A0%80", "q=%FF", "a%00b=1"])
+def test_nul_surrogate_or_bad_utf8_in_query_is_400(owner_client, query):
+    assert_error(owner_client.get(f"/probe?{query}"), 400, "invalid_request_error")
+
+
+@pytest.mark.parametrize("path", ["/api/v1/me%00", "/api/v1/%ED%A0%80", "/probe%00x"])
+def test_nul_or_surrogate_in_path_is_400(owner_client, path):
+    assert_error(owner_client.get(path), 400, "invalid_request_error")
+
+
+def test_unknown_route_is_404_in_the_error_shape(owner_client):
+    assert_error(owner_client.get("/api/v1/nope"), 404, "not_found_error")
+    assert_error(Client().get("/definitely/not/here"), 404, "not_found_error")
+
+
+def test_wrong_method_is_405_in_the_error_shape(owner_client):
+    body = assert_error(owner_client.delete("/api/v1/me"), 405, "invalid_request_error")
+    assert "DELETE" in body["error"]["message"]
+
+
+@override_settings(MAX_REQUEST_BYTES=1000)
+def test_oversized_body_is_413(owner_client):
+    payload = json.dumps({"count": 1, "text": "x" * 2000})
+    response = owner_client.generic("POST", "/probe", payload, content_type="application/json")
+    assert_error(response, 413, "request_too_large")
+
+
+def test_body_over_default_ceiling_is_413(owner_client):
+    payload = json.dumps({"count": 1, "text": "x" * (1024 * 1024 + 1)})
+    response = owner_client.generic("POST", "/probe", payload, content_type="application/json")
+    assert_error(response, 413, "request_too_large")
+
+
+def test_unhandled_exception_in_api_view_is_500_without_traceback(owner_client):
+    owner_client.raise_request_exception = False
+    response = owner_client.get("/explode")
+    body = assert_error(response, 500, "api_error")
+    assert "secret-internal-detail" not in response.content.decode()
+    assert "Traceback" not in response.content.decode()
+    assert body["request_id"] in body["error"]["message"] or "request id" in body["error"]["message"]
+
+
+def test_unhandled_exception_in_plain_view_is_500_in_the_error_shape():
+    client = Client(raise_request_exception=False)
+    response = client.get("/explode-django")
+    assert_error(response, 500, "api_error")
+    assert "secret-internal-detail" not in response.content.decode()
+
+
+def test_every_response_has_a_request_id(owner_client):
+    first = owner_client.get("/api/v1/me")
+    second = owner_client.get("/api/v1/me")
+    assert first["Request-Id"].startswith("req_")
+    assert first["Request-Id"] != second["Request-Id"]
+
+
+def test_wrong_content_type_is_415(owner_client):
+    response = owner_client.generic("POST", "/probe", "count=1", content_type="application/x-www-form-urlencoded")
+    assert_error(response, 415, "invalid_request_error")
+
+
+def test_non_object_json_body_is_400(owner_client):
+    response = owner_client.generic("POST", "/probe", b"[1, 2]", content_type="application/json")
+    assert_error(response, 400, "invalid_request_error")
