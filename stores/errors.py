@@ -32,3 +32,14 @@ class MembershipGoverned(Conflict):
 class StoreAttached(Conflict):
     reason = "store_attached"
     message = "This store is attached to a session that has not ended."
+
+
+class StaleConfirmation(Conflict):
+    reason = "stale_confirmation"
+    message = "expected_entry_count and generation must match the store's current values."
+
+
+class SubjectNotFound(NotFound):
+    """An unknown or unreadable user handle, project or section (named in the message)."""
+
+    message = "Not found."

@@ -1,11 +1,156 @@
-"""Write use-cases for stores (SPEC §3). Each owns its transaction and locks the store row first."""
+"""Write use-cases for stores (SPEC §3), shared by the Memories and Memory Stores surfaces.
+
+Each service owns its transaction and locks the store row first (`select_for_update(of=("self",))`).
+Access (read / write / owner) is checked by the caller through `stores.selectors.get_store_for`;
+services check state (archived, counts, generation) under the lock.
+"""
 
 from __future__ import annotations
 
-from django.db import transaction
+from typing import Any
+
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from stores.models import Store
+from accounts.models import Project, Section, User, Visibility
+from config.errors import InvalidRequest
+from stores import validation
+from stores.errors import MembershipGoverned, StaleConfirmation, StoreArchived, SubjectNotFound
+from stores.models import ReaderGrant, Scope, Store
+
+UNSET: Any = object()
+
+
+def _lock(store: Store) -> Store:
+    return Store.objects.select_for_update(of=("self",)).get(pk=store.pk)
+
+
+def default_name(*, scope: str, user: User | None = None, project: Project | None = None, section=None) -> str:
+    """The name `ensure` gives a new canonical store: the handle's, project's or section's name."""
+    if scope == Scope.PROJECT:
+        return project.name[:255]
+    if scope == Scope.BOARD:
+        return section.name[:255]
+    return f"{user.handle} memories"
+
+
+def ensure_canonical_store(
+    *,
+    scope: str,
+    user: User | None = None,
+    project: Project | None = None,
+    section: Section | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    created_by: User | None = None,
+) -> tuple[Store, bool]:
+    """Return the canonical store of one subject, creating it if absent (SPEC §4 ensure).
+
+    Exactly one of `user`/`project`/`section` matches `scope`. Returns ``(store, created)``; an
+    existing store is returned untouched (name/description arguments are ignored then). The partial
+    unique constraint makes concurrent ensures safe: the loser of the race reads the winner's row.
+    The caller has already checked the write right on the subject. Raises InvalidRequest for a bad
+    name/description.
+    """
+    subject = {"user": {"owner": user}, "project": {"project": project}, "board": {"section": section}}[scope]
+    existing = Store.objects.filter(scope=scope, canonical=True, **subject).first()
+    if existing is not None:
+        return existing, False
+    name = (
+        validation.clean_name(name)
+        if name is not None
+        else default_name(scope=scope, user=user, project=project, section=section)
+    )
+    description = validation.clean_description(description, field="description_md") if description else ""
+    try:
+        with transaction.atomic():
+            store = Store.objects.create(
+                scope=scope,
+                canonical=True,
+                name=name,
+                description=description,
+                visibility=Visibility.PRIVATE if scope == Scope.USER else None,
+                created_by=created_by,
+                **subject,
+            )
+    except IntegrityError:
+        return Store.objects.get(scope=scope, canonical=True, **subject), False
+    return store, True
+
+
+def create_store(
+    *, owner: User, name: object, description: object = "", metadata: object = None, canonical: bool = False
+) -> Store:
+    """Create a private user store owned by `owner` (the Memory Stores surface's `create`, SPEC §5).
+
+    name: 1–255 chars; description: ≤1,024 chars; metadata: ≤16 string pairs. Raises InvalidRequest.
+    """
+    return Store.objects.create(
+        scope=Scope.USER,
+        owner=owner,
+        canonical=canonical,
+        name=validation.clean_name(name),
+        description=validation.clean_description(description if description is not None else ""),
+        metadata=validation.clean_metadata(metadata if metadata is not None else {}),
+        visibility=Visibility.PRIVATE,
+        created_by=owner,
+    )
+
+
+@transaction.atomic
+def update_store(
+    *,
+    store: Store,
+    name: object = UNSET,
+    description: object = UNSET,
+    metadata_patch: object = UNSET,
+    visibility: object = UNSET,
+    description_field: str = "description",
+) -> Store:
+    """Update store metadata; the caller has checked the owner right (SPEC §3 / §5 update).
+
+    metadata_patch: ``{key: str | None}``; None deletes the key; the result must satisfy the metadata
+    limits. visibility: user stores only (400 otherwise). `updated_at` moves only when something changes.
+    Raises StoreArchived (409), InvalidRequest (400).
+    """
+    locked = _lock(store)
+    if locked.archived_at is not None:
+        raise StoreArchived()
+    changed: list[str] = []
+    if name is not UNSET and name is not None:
+        new = validation.clean_name(name)
+        if new != locked.name:
+            locked.name = new
+            changed.append("name")
+    if description is not UNSET and description is not None:
+        new = validation.clean_description(description, field=description_field)
+        if new != locked.description:
+            locked.description = new
+            changed.append("description")
+    if metadata_patch is not UNSET and metadata_patch is not None:
+        if not isinstance(metadata_patch, dict):
+            raise InvalidRequest("metadata: must be an object.", details={"error_code": "invalid_metadata"})
+        merged = dict(locked.metadata)
+        for key, value in metadata_patch.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        merged = validation.clean_metadata(merged)
+        if merged != locked.metadata:
+            locked.metadata = merged
+            changed.append("metadata")
+    if visibility is not UNSET and visibility is not None:
+        new = validation.clean_visibility(visibility)
+        if locked.scope != Scope.USER:
+            raise InvalidRequest("visibility: project and board stores inherit their parent's visibility.")
+        if new != locked.visibility:
+            locked.visibility = new
+            changed.append("visibility")
+    if changed:
+        locked.updated_at = timezone.now()
+        locked.save(update_fields=[*changed, "updated_at"])
+    return locked
 
 
 @transaction.atomic
@@ -14,7 +159,7 @@ def archive_store(*, store: Store) -> tuple[Store, bool]:
 
     Locks the store row; bumps `updated_at` when it archives (SPEC §3, MEMORY_STORES_API §6.9).
     """
-    locked = Store.objects.select_for_update(of=("self",)).get(pk=store.pk)
+    locked = _lock(store)
     if locked.archived_at is not None:
         return locked, False
     now = timezone.now()
@@ -22,3 +167,56 @@ def archive_store(*, store: Store) -> tuple[Store, bool]:
     locked.updated_at = now
     locked.save(update_fields=["archived_at", "updated_at"])
     return locked, True
+
+
+def _check_not_attached(store: Store) -> None:
+    """Raise StoreAttached while a session that has not ended has `store` attached (SPEC §3).
+
+    Sessions arrive with a later issue; until then no store can be attached.
+    """
+
+
+@transaction.atomic
+def delete_store(*, store: Store, expected_entry_count: int | None = None, generation: int | None = None) -> None:
+    """Delete `store` with all entries, summaries, files and versions (SPEC §4 delete / §5 store delete).
+
+    When `expected_entry_count`/`generation` are given (the Memories surface requires both), they must
+    equal the locked store's values, else StaleConfirmation (409 `stale_confirmation`) and nothing is
+    deleted. Archived stores may be deleted. Raises StoreAttached while a live session holds it.
+    """
+    locked = _lock(store)
+    confirming = expected_entry_count is not None or generation is not None
+    if confirming and (expected_entry_count != locked.entry_count or generation != locked.generation):
+        raise StaleConfirmation(details={"entry_count": locked.entry_count, "generation": locked.generation})
+    _check_not_attached(locked)
+    locked.delete()
+
+
+@transaction.atomic
+def set_reader(*, store: Store, handle: object, active: bool, granted_by: User) -> ReaderGrant:
+    """Grant (`active=True`) or revoke (`active=False`) read access to the user `handle` (SPEC §4 share).
+
+    User stores only (MembershipGoverned 409 otherwise); archived → StoreArchived; unknown or inactive
+    handle → SubjectNotFound naming it; the owner cannot grant themselves (400). Idempotent.
+    """
+    locked = _lock(store)
+    if locked.scope != Scope.USER:
+        raise MembershipGoverned()
+    if locked.archived_at is not None:
+        raise StoreArchived()
+    if not isinstance(handle, str) or not handle:
+        raise InvalidRequest("handle: must be a non-empty string.")
+    user = User.objects.filter(handle__iexact=handle, is_active=True).first()
+    if user is None:
+        raise SubjectNotFound(f"No user with handle {handle!r}.", details={"handle": handle})
+    if user.pk == locked.owner_id:
+        raise InvalidRequest("handle: the owner already reads their own store.")
+    grant, created = ReaderGrant.objects.get_or_create(
+        store=locked, user=user, defaults={"active": active, "granted_by": granted_by}
+    )
+    if not created and grant.active != active:
+        grant.active = active
+        grant.granted_by = granted_by
+        grant.updated_at = timezone.now()
+        grant.save(update_fields=["active", "granted_by", "updated_at"])
+    return grant

@@ -1,0 +1,77 @@
+"""Store field rules shared by both surfaces (SPEC §3, §9): name, description, metadata, visibility."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from config.errors import InvalidRequest
+from config.text import first_forbidden_char
+from stores.models import (
+    DESCRIPTION_MAX_CHARS,
+    METADATA_KEY_MAX_CHARS,
+    METADATA_MAX_PAIRS,
+    METADATA_VALUE_MAX_CHARS,
+    NAME_MAX_CHARS,
+)
+
+
+def _has_control(text: str) -> bool:
+    return any(unicodedata.category(ch) == "Cc" for ch in text)
+
+
+def clean_name(value: object, *, field: str = "name") -> str:
+    """Return a valid store name: a string of 1–255 characters without control (Cc) characters.
+
+    Raises InvalidRequest naming `field`.
+    """
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{field}: must be a string.")
+    if not 1 <= len(value) <= NAME_MAX_CHARS:
+        raise InvalidRequest(f"{field}: must be 1–{NAME_MAX_CHARS} characters (got {len(value)}).")
+    if first_forbidden_char(value) or _has_control(value):
+        raise InvalidRequest(f"{field}: must not contain control characters.")
+    return value
+
+
+def clean_description(value: object, *, field: str = "description") -> str:
+    """Return a valid Markdown description: a string of at most 1,024 characters (newlines allowed)."""
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{field}: must be a string.")
+    if len(value) > DESCRIPTION_MAX_CHARS:
+        raise InvalidRequest(f"{field}: must be at most {DESCRIPTION_MAX_CHARS} characters (got {len(value)}).")
+    problem = first_forbidden_char(value)
+    if problem:
+        raise InvalidRequest(f"{field}: {problem}.")
+    return value
+
+
+def clean_metadata(value: object, *, field: str = "metadata") -> dict[str, str]:
+    """Return valid metadata: at most 16 string pairs, keys 1–64 chars, values at most 512 chars.
+
+    Raises InvalidRequest with ``details.error_code = "invalid_metadata"`` (what the anthropic SDK maps).
+    """
+
+    def bad(message: str) -> InvalidRequest:
+        return InvalidRequest(f"{field}: {message}", details={"error_code": "invalid_metadata"})
+
+    if not isinstance(value, dict):
+        raise bad("must be an object of string pairs.")
+    if len(value) > METADATA_MAX_PAIRS:
+        raise bad(f"at most {METADATA_MAX_PAIRS} pairs (got {len(value)}).")
+    for key, item in value.items():
+        if not isinstance(key, str) or not 1 <= len(key) <= METADATA_KEY_MAX_CHARS:
+            raise bad(f"keys must be 1–{METADATA_KEY_MAX_CHARS} characters.")
+        if not isinstance(item, str):
+            raise bad(f"value of {key!r} must be a string.")
+        if len(item) > METADATA_VALUE_MAX_CHARS:
+            raise bad(f"value of {key!r} must be at most {METADATA_VALUE_MAX_CHARS} characters.")
+        if first_forbidden_char(key) or first_forbidden_char(item):
+            raise bad("keys and values must not contain NUL or lone surrogates.")
+    return dict(value)
+
+
+def clean_visibility(value: object, *, field: str = "visibility") -> str:
+    """Return ``"private"`` or ``"public"``; anything else raises InvalidRequest."""
+    if value not in ("private", "public"):
+        raise InvalidRequest(f"{field}: must be 'private' or 'public'.")
+    return value  # type: ignore[return-value]
