@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "accounts",
     "stores",
     "memories",
+    "backoffice",
 ]
 
 MIDDLEWARE = [
@@ -88,8 +89,9 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
-# WhiteNoise serves static files (the back office's CSS/JS) from the app folders; no collectstatic needed.
+# WhiteNoise serves static files (the back office's CSS/JS) straight from the app folders (finders), so no
+# collectstatic step is needed; STATIC_ROOT is only used when someone runs collectstatic for a CDN.
+STATIC_ROOT = env.str("STATIC_ROOT", default="") or None
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 

@@ -1,0 +1,253 @@
+"""The staff surface for stores and audit events (SPEC §6): metadata only, archive with a reason.
+
+Entries, summaries, file memories and versions are deliberately not registered anywhere: staff status
+never reveals content. Store pages are view-only; the one write is Archive, which asks for a reason and
+goes through `backoffice.services.archive_store_with_reason` (the API's archive service plus an AuditEvent).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q
+from django.http import HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from backoffice import services
+from backoffice.models import REASON_MAX_CHARS, AuditEvent
+from config.errors import DomainError
+from stores.models import Scope, Store
+
+
+class ArchivedFilter(admin.SimpleListFilter):
+    title = "archived"
+    parameter_name = "archived"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Archived"), ("no", "Not archived")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(archived_at__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(archived_at__isnull=True)
+        return queryset
+
+
+class VisibilityFilter(admin.SimpleListFilter):
+    """Effective visibility: a user store's own, a project's or a section's for the others."""
+
+    title = "visibility"
+    parameter_name = "visibility"
+
+    def lookups(self, request, model_admin):
+        return [("public", "public"), ("private", "private")]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value not in ("public", "private"):
+            return queryset
+        return queryset.filter(
+            Q(scope=Scope.USER, visibility=value)
+            | Q(scope=Scope.PROJECT, project__visibility=value)
+            | Q(scope=Scope.BOARD, section__visibility=value)
+        )
+
+
+class ArchiveForm(forms.Form):
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 80}),
+        max_length=REASON_MAX_CHARS,
+        strip=True,
+        help_text="Why this store is archived. Recorded in the audit log; archiving cannot be undone.",
+    )
+
+
+def can_archive(request) -> bool:
+    """Staff with the change permission on stores (superusers always) may archive."""
+    return request.user.is_active and request.user.is_staff and request.user.has_perm("stores.change_store")
+
+
+@admin.register(Store)
+class StoreAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "scope",
+        "subject",
+        "effective_visibility_display",
+        "entry_count",
+        "memory_count",
+        "created_at",
+        "archived_at",
+    ]
+    list_select_related = ["owner", "project", "section"]
+    list_filter = ["scope", VisibilityFilter, ArchivedFilter]
+    search_fields = ["name", "owner__handle", "project__slug", "project__name", "section__slug", "section__name"]
+    ordering = ["-created_at"]
+    actions = ["archive_selected"]
+    fields = [
+        "id",
+        "scope",
+        "subject",
+        "canonical",
+        "name",
+        "description",
+        "effective_visibility_display",
+        "entry_count",
+        "summary_count",
+        "generation",
+        "memory_count",
+        "metadata",
+        "created_at",
+        "updated_at",
+        "archived_at",
+    ]
+    readonly_fields = fields
+    change_form_template = "admin/stores/store/change_form.html"
+
+    @admin.display(description="subject")
+    def subject(self, store: Store) -> str:
+        if store.scope == Scope.PROJECT:
+            return f"project {store.project.slug}"
+        if store.scope == Scope.BOARD:
+            return f"board {store.section.slug}"
+        return f"@{store.owner.handle}"
+
+    @admin.display(description="visibility")
+    def effective_visibility_display(self, store: Store) -> str:
+        return store.effective_visibility
+
+    def get_search_results(self, request, queryset, search_term):
+        results, distinct = super().get_search_results(request, queryset, search_term)
+        with contextlib.suppress(ValueError):
+            results |= queryset.filter(pk=uuid.UUID(search_term.strip()))
+        return results, distinct
+
+    # View-only: staff change nothing here except through Archive.
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return (
+            request.user.is_active
+            and request.user.is_staff
+            and (request.user.has_perm("stores.view_store") or request.user.has_perm("stores.change_store"))
+        )
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        if not can_archive(request):
+            actions.pop("archive_selected", None)
+        return actions
+
+    @admin.action(description="Archive selected stores (asks for a reason)")
+    def archive_selected(self, request, queryset):
+        ids = ",".join(str(pk) for pk in queryset.values_list("pk", flat=True))
+        return HttpResponseRedirect(f"{reverse('admin:stores_store_archive')}?ids={ids}")
+
+    def get_urls(self):
+        own = [
+            path("archive/", self.admin_site.admin_view(self.archive_view), name="stores_store_archive"),
+            path(
+                "<uuid:object_id>/archive/",
+                self.admin_site.admin_view(self.archive_view),
+                name="stores_store_archive_one",
+            ),
+        ]
+        return own + super().get_urls()
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = {**(extra_context or {}), "can_archive": can_archive(request)}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def archive_view(self, request, object_id=None):
+        """GET: the reason form for the chosen stores; POST: archive each and report the outcome."""
+        if not can_archive(request):
+            raise PermissionDenied
+        raw_ids = [str(object_id)] if object_id else request.POST.get("ids", request.GET.get("ids", "")).split(",")
+        ids = []
+        for raw in raw_ids:
+            try:
+                ids.append(uuid.UUID(raw.strip()))
+            except ValueError:
+                continue
+        stores = list(Store.objects.filter(pk__in=ids).select_related("owner", "project", "section"))
+        changelist = reverse("admin:stores_store_changelist")
+        if not stores:
+            self.message_user(request, "No stores were selected.", messages.WARNING)
+            return HttpResponseRedirect(changelist)
+        form = ArchiveForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            archived, already = [], []
+            for store in stores:
+                try:
+                    _, event = services.archive_store_with_reason(
+                        store=store,
+                        actor=request.user,
+                        reason=form.cleaned_data["reason"],
+                        request_id=getattr(request, "request_id", ""),
+                    )
+                except DomainError as exc:
+                    self.message_user(request, f"{store.name}: {exc.message}", messages.ERROR)
+                    continue
+                (archived if event else already).append(store.name)
+            if archived:
+                self.message_user(request, f"Archived: {', '.join(archived)}.", messages.SUCCESS)
+            if already:
+                self.message_user(
+                    request, f"Already archived (left unchanged): {', '.join(already)}.", messages.WARNING
+                )
+            return HttpResponseRedirect(changelist)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Archive stores",
+            "opts": self.model._meta,
+            "stores": stores,
+            "ids": ",".join(str(s.pk) for s in stores),
+            "form": form,
+            "subject": self.subject,
+        }
+        return TemplateResponse(request, "admin/stores/store/archive.html", context)
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """Read-only for everyone, superusers included: no add, change or delete, no bulk actions."""
+
+    list_display = ["created_at", "actor_handle", "action", "store_link", "store_name", "reason", "request_id"]
+    list_filter = ["action"]
+    search_fields = ["store_name", "actor_handle", "reason", "request_id"]
+    ordering = ["-created_at"]
+    fields = ["id", "created_at", "actor_handle", "action", "store_id", "store_name", "reason", "request_id"]
+    readonly_fields = fields
+    actions = None
+
+    @admin.display(description="store id")
+    def store_link(self, event: AuditEvent) -> str:
+        return format_html(
+            '<a href="{}">{}</a>', reverse("admin:stores_store_change", args=[event.store_id]), event.store_id
+        )
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_staff

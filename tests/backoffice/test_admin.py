@@ -1,0 +1,198 @@
+"""The back office (SPEC §6): staff only, metadata only, archive with an audited reason."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib import admin
+from django.urls import reverse
+
+from backoffice.models import AuditEvent
+from memories.models import Entry, Summary
+from stores.models import Store
+from tests.factories import ProjectFactory, StoreFactory, UserFactory, project_store
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "Zanzibar-7f3c-private-history"
+
+
+@pytest.fixture
+def staff_client(client, staff):
+    client.force_login(staff)
+    return client
+
+
+@pytest.fixture
+def seeded_store(owner):
+    """A store whose entries and summary carry the secret word (and a public one beside it)."""
+    store = StoreFactory(owner=owner, name="Owner private log", entry_count=2, summary_count=1)
+    for seq in range(2):
+        Entry.objects.create(store=store, seq=seq, author=owner, body_md=f"{SECRET} {seq}", size_bytes=40)
+    Summary.objects.create(
+        store=store,
+        start=0,
+        end=1,
+        level=1,
+        summary_md=f"summary of {SECRET}",
+        size_bytes=40,
+        model="test",
+        author=owner,
+        source_digest="0" * 64,
+        generation=1,
+    )
+    project_store(ProjectFactory(), name="Team log")
+    return store
+
+
+def archive_url(store: Store) -> str:
+    return reverse("admin:stores_store_archive_one", args=[store.pk])
+
+
+def test_non_staff_cannot_reach_the_back_office(client, owner, seeded_store):
+    owner.set_password("pw")
+    owner.save()
+    client.force_login(owner)
+    for url in [reverse("admin:index"), reverse("admin:stores_store_changelist"), archive_url(seeded_store)]:
+        response = client.get(url)
+        assert response.status_code == 302
+        assert "/login/" in response["Location"]
+
+
+def test_anonymous_is_sent_to_login(client, seeded_store):
+    response = client.get(reverse("admin:stores_store_changelist"))
+    assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_staff_see_store_metadata_in_the_list(staff_client, seeded_store):
+    response = staff_client.get(reverse("admin:stores_store_changelist"))
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Owner private log" in page and "Team log" in page
+    assert "@owner" in page
+
+
+def test_store_list_filters_and_search(staff_client, seeded_store):
+    url = reverse("admin:stores_store_changelist")
+    assert "Team log" not in staff_client.get(url, {"scope": "user"}).content.decode()
+    assert "Owner private log" in staff_client.get(url, {"q": str(seeded_store.pk)}).content.decode()
+    assert "Owner private log" in staff_client.get(url, {"q": "owner"}).content.decode()
+    assert "Owner private log" not in staff_client.get(url, {"archived": "yes"}).content.decode()
+    assert "Owner private log" in staff_client.get(url, {"visibility": "private"}).content.decode()
+
+
+def test_store_list_has_no_n_plus_one(staff_client, django_assert_max_num_queries):
+    for _ in range(30):
+        StoreFactory()
+    project_store(ProjectFactory())
+    with django_assert_max_num_queries(12):
+        assert staff_client.get(reverse("admin:stores_store_changelist")).status_code == 200
+
+
+def test_content_models_are_not_registered():
+    registered = {model._meta.label for model in admin.site._registry}
+    assert "memories.Entry" not in registered
+    assert "memories.Summary" not in registered
+    assert "versions.Memory" not in registered
+    assert "versions.Version" not in registered
+
+
+def test_archiving_requires_a_reason(staff_client, seeded_store):
+    for reason in ["", "   \n "]:
+        response = staff_client.post(archive_url(seeded_store), {"reason": reason})
+        assert response.status_code == 200  # the form again, with an error
+        assert "This field is required" in response.content.decode()
+    seeded_store.refresh_from_db()
+    assert seeded_store.archived_at is None
+    assert not AuditEvent.objects.exists()
+
+
+def test_archiving_with_a_reason_archives_and_writes_an_audit_event(staff_client, staff, seeded_store):
+    response = staff_client.post(archive_url(seeded_store), {"reason": "Spam reported by three users"})
+    assert response.status_code == 302
+    seeded_store.refresh_from_db()
+    assert seeded_store.archived_at is not None
+    event = AuditEvent.objects.get()
+    assert event.actor == staff and event.actor_handle == staff.handle
+    assert event.action == "archive_store"
+    assert event.store_id == seeded_store.pk and event.store_name == "Owner private log"
+    assert event.reason == "Spam reported by three users"
+    assert event.request_id.startswith("req_")
+
+
+def test_already_archived_stores_are_reported_not_rearchived(staff_client, seeded_store):
+    staff_client.post(archive_url(seeded_store), {"reason": "first"})
+    seeded_store.refresh_from_db()
+    first_archived_at = seeded_store.archived_at
+    response = staff_client.post(archive_url(seeded_store), {"reason": "second"}, follow=True)
+    assert "Already archived" in response.content.decode()
+    seeded_store.refresh_from_db()
+    assert seeded_store.archived_at == first_archived_at
+    assert AuditEvent.objects.count() == 1
+
+
+def test_bulk_archive_action_leads_to_the_reason_form(staff_client, seeded_store):
+    other = StoreFactory(name="Another")
+    response = staff_client.post(
+        reverse("admin:stores_store_changelist"),
+        {"action": "archive_selected", "_selected_action": [seeded_store.pk, other.pk]},
+    )
+    assert response.status_code == 302
+    form_page = staff_client.get(response["Location"])
+    assert "Owner private log" in form_page.content.decode() and "Another" in form_page.content.decode()
+    staff_client.post(response["Location"], {"reason": "bulk clean-up", "ids": f"{seeded_store.pk},{other.pk}"})
+    assert Store.objects.filter(archived_at__isnull=False).count() == 2
+    assert AuditEvent.objects.count() == 2
+
+
+def test_staff_without_store_permissions_cannot_archive(client, seeded_store):
+    plain_staff = UserFactory(is_staff=True)
+    client.force_login(plain_staff)
+    assert client.post(archive_url(seeded_store), {"reason": "x"}).status_code == 403
+    seeded_store.refresh_from_db()
+    assert seeded_store.archived_at is None
+
+
+def test_audit_events_cannot_be_added_changed_or_deleted(staff_client, seeded_store):
+    staff_client.post(archive_url(seeded_store), {"reason": "keep me"})
+    event = AuditEvent.objects.get()
+    assert staff_client.get(reverse("admin:backoffice_auditevent_add")).status_code == 403
+    change = staff_client.post(reverse("admin:backoffice_auditevent_change", args=[event.pk]), {"reason": "edited"})
+    assert change.status_code == 403
+    delete = staff_client.post(reverse("admin:backoffice_auditevent_delete", args=[event.pk]), {"post": "yes"})
+    assert delete.status_code == 403
+    bulk = staff_client.post(
+        reverse("admin:backoffice_auditevent_changelist"), {"action": "delete_selected", "_selected_action": [event.pk]}
+    )
+    assert bulk.status_code in (200, 302)
+    event.refresh_from_db()
+    assert event.reason == "keep me"
+    assert AuditEvent.objects.count() == 1
+
+
+def test_audit_events_are_listed(staff_client, seeded_store):
+    staff_client.post(archive_url(seeded_store), {"reason": "listed reason"})
+    page = staff_client.get(reverse("admin:backoffice_auditevent_changelist")).content.decode()
+    assert "listed reason" in page and "Owner private log" in page
+
+
+def test_no_admin_page_renders_content(staff_client, seeded_store):
+    """Crawl every registered model's list and change page (and the archive page): the secret never shows."""
+    pages = [reverse("admin:index"), archive_url(seeded_store)]
+    for model, model_admin in admin.site._registry.items():
+        opts = model._meta
+        pages.append(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
+        first = model_admin.get_queryset(_FakeRequest()).first()
+        if first is not None:
+            pages.append(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[first.pk]))
+    pages.append(reverse("admin:stores_store_change", args=[seeded_store.pk]))
+    for url in pages:
+        response = staff_client.get(url)
+        assert response.status_code == 200, url
+        assert SECRET not in response.content.decode(), url
+
+
+class _FakeRequest:
+    """Enough of a request for ModelAdmin.get_queryset (ordering only)."""
+
+    class user:
+        is_superuser = True

@@ -1,0 +1,96 @@
+"""End to end in a real browser: headless Chromium (Debian's package) against a live server (SPEC §6)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+
+import pytest
+
+from accounts import services as account_services
+from tests.factories import StoreFactory, UserFactory
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        not (CHROMIUM and CHROMEDRIVER),
+        reason="Debian's chromium and chromium-driver are not installed (.ci/prepare installs them as root)",
+    ),
+]
+
+
+@pytest.fixture
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="memories-chromium-")
+    for flag in [
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--window-size=1280,1000",
+    ]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.implicitly_wait(5)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def test_staff_archives_a_store_in_the_browser_and_the_api_then_refuses_notes(browser, live_server):
+    import httpx
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    staff = UserFactory(handle="auditor", is_staff=True, is_superuser=True)
+    staff.set_password("correct horse battery staple")
+    staff.save()
+    owner = UserFactory(handle="writer")
+    store = StoreFactory(owner=owner, name="Writer log")
+    secret = account_services.issue_token(user=owner).secret
+
+    browser.get(f"{live_server.url}/backoffice/login/")
+    browser.find_element(By.NAME, "username").send_keys("AUDITOR")  # handles are case-insensitive
+    browser.find_element(By.NAME, "password").send_keys("correct horse battery staple")
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    WebDriverWait(browser, 15).until(lambda b: "/login/" not in b.current_url)
+    assert "Log out" in browser.page_source or "logout" in browser.page_source, browser.page_source[:3000]
+
+    browser.get(f"{live_server.url}/backoffice/stores/store/{store.pk}/change/")
+    browser.find_element(By.ID, "archive-store").click()
+    browser.find_element(By.CSS_SELECTOR, "#confirm-archive").click()  # no reason yet: refused
+    assert "Archive stores" in browser.title
+    store.refresh_from_db()
+    assert store.archived_at is None
+    browser.find_element(By.NAME, "reason").send_keys("Leaked credentials pasted into the log")
+    browser.find_element(By.CSS_SELECTOR, "#confirm-archive").click()
+    WebDriverWait(browser, 15).until(lambda b: "Select store to view" in b.title or "messagelist" in b.page_source)
+    assert "Archived: Writer log." in browser.find_element(By.CSS_SELECTOR, ".messagelist").text
+
+    browser.get(f"{live_server.url}/backoffice/backoffice/auditevent/")
+    page = browser.page_source
+    assert "Leaked credentials pasted into the log" in page
+    assert "auditor" in page and "Writer log" in page
+
+    response = httpx.post(
+        f"{live_server.url}/api/v1/memories/{store.pk}/note",
+        json={"body_md": "after the archive"},
+        headers={"Authorization": f"Bearer {secret}"},
+    )
+    assert response.status_code == 409
+    assert response.json()["error"]["details"]["reason"] == "store_archived"
