@@ -1,0 +1,390 @@
+"""The `rog` command line (SPEC §8): `rog [--api-url URL] [--token T] [--data JSON] memories COMMAND …`.
+
+Prints the API's JSON on stdout. Errors print the API's error object on stderr and exit non-zero:
+2 usage error, 3 the API refused the request (4xx), 4 the API failed (5xx), 5 the API could not be reached.
+Stored text is only ever printed as JSON (control characters such as ANSI escapes stay escaped); the CLI
+never runs a model and never executes, evaluates or shell-expands stored text.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from rog.client import ApiError, Client, NetworkError
+from rog.prompt import render_prompt
+
+EXIT_USAGE, EXIT_API_4XX, EXIT_API_5XX, EXIT_NETWORK = 2, 3, 4, 5
+
+
+def emit(payload: Any, *, stream=None) -> None:
+    """Write `payload` as indented JSON (UTF-8; control characters escaped by the JSON encoder)."""
+    stream = stream or sys.stdout
+    text = json.dumps(payload, ensure_ascii=False, indent=2) + "\n"
+    buffer = getattr(stream, "buffer", None)
+    if buffer is not None:
+        buffer.write(text.encode("utf-8"))
+        buffer.flush()
+    else:
+        stream.write(text)
+
+
+def fail_usage(message: str) -> NoReturn:
+    emit({"type": "error", "error": {"type": "usage_error", "message": message}}, stream=sys.stderr)
+    sys.exit(EXIT_USAGE)
+
+
+@dataclass
+class State:
+    api_url: str
+    token: str | None
+    data_json: str | None
+    timeout: float
+    _client: Client | None = None
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client(self.api_url, self.token, self.timeout)
+        return self._client
+
+    def call(self, method: str, path: str, **kwargs) -> dict[str, Any]:
+        """One API call; on failure print the error object on stderr and exit with the matching code."""
+        try:
+            return self.client.request(method, path, **kwargs)
+        except ApiError as exc:
+            emit(exc.body, stream=sys.stderr)
+            sys.exit(EXIT_API_4XX if exc.status < 500 else EXIT_API_5XX)
+        except NetworkError as exc:
+            emit(
+                {"type": "error", "error": {"type": "network_error", "message": str(exc)}, "api_url": self.api_url},
+                stream=sys.stderr,
+            )
+            sys.exit(EXIT_NETWORK)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which store a command addresses: one of --user/--project/--board/--store, default your own."""
+
+    user: str | None
+    project: str | None
+    board: str | None
+    store: str | None
+
+    def scope_subject(self) -> tuple[str, str]:
+        if self.project:
+            return "project", self.project
+        if self.board:
+            return "board", self.board
+        return "user", self.user or "me"
+
+
+def store_options(func):
+    """Add the store-selection options (mutually exclusive) to a command."""
+    options = [
+        click.option("--store", "store", metavar="UUID", help="Select the store by id."),
+        click.option("--board", "board", metavar="SLUG|UUID", help="The store of a forum section (board)."),
+        click.option("--project", "project", metavar="UUID|SLUG", help="The store of a project."),
+        click.option("--user", "user", metavar="HANDLE", help="The store of a user (default: your own)."),
+    ]
+    for option in options:
+        func = option(func)
+    return func
+
+
+def selection(user, project, board, store) -> Selection:
+    chosen = [
+        name
+        for name, value in (("--user", user), ("--project", project), ("--board", board), ("--store", store))
+        if value
+    ]
+    if len(chosen) > 1:
+        fail_usage(f"Choose one store: {', '.join(chosen)} given.")
+    return Selection(user, project, board, store)
+
+
+def store_id(state: State, sel: Selection) -> str:
+    """The id of the selected store (resolved through the API unless --store is given; never creates)."""
+    if sel.store:
+        return sel.store
+    scope, subject = sel.scope_subject()
+    return state.call("GET", "memories/resolve", params={"scope": scope, "subject": subject})["data"]["id"]
+
+
+def read_text_file(path: str) -> str:
+    """The file's bytes decoded as strict UTF-8 (exactly as stored; no newline or whitespace changes)."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        fail_usage(f"Cannot read {path}: {exc.strerror}.")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        fail_usage(f"{path} is not valid UTF-8 (byte {exc.start}).")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--api-url",
+    envvar="ROG_API_URL",
+    default="http://127.0.0.1:8000",
+    show_default=True,
+    help="Memories server (env ROG_API_URL).",
+)
+@click.option("--token", envvar="ROG_TOKEN", help="API token (env ROG_TOKEN).")
+@click.option("--data", "data_json", metavar="JSON", help="A JSON object for commands that take one (memories update).")
+@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for the server.")
+@click.version_option("2.0.0", prog_name="rog")
+@click.pass_context
+def main(ctx: click.Context, api_url: str, token: str | None, data_json: str | None, timeout: float) -> None:
+    """rog — the Memories command-line client. Prints JSON; never executes stored text or calls a model.
+
+    Exit codes: 0 success, 2 usage error, 3 API refused (4xx), 4 API failed (5xx), 5 network failure.
+    """
+    ctx.obj = State(api_url=api_url, token=token, data_json=data_json, timeout=timeout)
+
+
+@main.group()
+def memories() -> None:
+    """The Memories log: init, wake, note, recall, zoom, nap, forget, delete, share, readers, update, prompt.
+
+    Select a store with --user HANDLE, --project UUID|SLUG, --board SLUG|UUID or --store UUID; the default
+    is your own user store.
+    """
+
+
+@memories.command()
+@store_options
+@click.option("--name", help="Name for a newly created store (ignored when it exists).")
+@click.option("--description", "description_md", help="Markdown description for a newly created store.")
+@click.pass_obj
+def init(state: State, user, project, board, store, name, description_md) -> None:
+    """Create the canonical store if absent (existing metadata is preserved) and print it."""
+    sel = selection(user, project, board, store)
+    if sel.store:
+        fail_usage("init creates the canonical store of a user, project or board; use --user/--project/--board.")
+    scope, subject = sel.scope_subject()
+    body = {"scope": scope, "subject": subject}
+    if name is not None:
+        body["name"] = name
+    if description_md is not None:
+        body["description_md"] = description_md
+    emit(state.call("POST", "memories", json=body))
+
+
+@memories.command()
+@store_options
+@click.option("--budget", type=click.IntRange(32, 128), default=None, help="Lines in the cover (32..128, default 32).")
+@click.option("--snapshot", type=click.IntRange(0), default=None, help="Entry count to anchor on.")
+@click.pass_obj
+def wake(state: State, user, project, board, store, budget, snapshot) -> None:
+    """Print the compact overview: old history summarised, the newest entries in full."""
+    sid = store_id(state, selection(user, project, board, store))
+    emit(state.call("GET", f"memories/{sid}/wake", params={"budget": budget, "snapshot": snapshot}))
+
+
+@memories.command()
+@click.argument("text", required=False)
+@store_options
+@click.option("--file", "file_path", metavar="BODY.md", help="Read the entry from a file (bytes kept exactly).")
+@click.option("--nonce", metavar="VALUE", help="Idempotency key: a retry with the same text returns the original.")
+@click.pass_obj
+def note(state: State, text, user, project, board, store, file_path, nonce) -> None:
+    """Append one entry (at most 1,024 UTF-8 bytes of Markdown) from TEXT or --file."""
+    if (text is None) == (file_path is None):
+        fail_usage("Give the entry as TEXT or with --file BODY.md (exactly one).")
+    body_md = read_text_file(file_path) if file_path else text
+    sid = store_id(state, selection(user, project, board, store))
+    body: dict[str, Any] = {"body_md": body_md}
+    if nonce is not None:
+        body["client_nonce"] = nonce
+    emit(state.call("POST", f"memories/{sid}/note", json=body))
+
+
+@memories.command()
+@click.argument("pattern")
+@store_options
+@click.option("--case-sensitive", is_flag=True, help="Match case exactly (default: case-insensitive).")
+@click.option("--limit", type=click.IntRange(1, 100), default=None, help="Matches per request (1..100).")
+@click.pass_obj
+def recall(state: State, pattern, user, project, board, store, case_sensitive, limit) -> None:
+    """Search the original entries with an RE2 PATTERN, newest first; follows every cursor to the end."""
+    sid = store_id(state, selection(user, project, board, store))
+    params: dict[str, Any] = {
+        "pattern": pattern,
+        "case_sensitive": "true" if case_sensitive else "false",
+        "limit": limit,
+    }
+    matches: list = []
+    pages = 0
+    meta: dict = {}
+    while True:
+        page = state.call("GET", f"memories/{sid}/recall", params=params)
+        pages += 1
+        data = page.get("data")
+        matches.extend(data.get("matches", []) if isinstance(data, dict) else data or [])
+        meta = page.get("meta", {})
+        cursor = meta.get("next_cursor")
+        if not cursor:
+            break
+        params = {"pattern": pattern, "case_sensitive": params["case_sensitive"], "limit": limit, "cursor": cursor}
+    emit(
+        {
+            "data": {"matches": matches},
+            "meta": {"pages": pages, "count": len(matches), "snapshot": meta.get("snapshot")},
+        }
+    )
+
+
+@memories.command()
+@click.argument("range_", metavar="RANGE")
+@store_options
+@click.option("--snapshot", type=click.IntRange(0), default=None)
+@click.pass_obj
+def zoom(state: State, range_, user, project, board, store, snapshot) -> None:
+    """Open RANGE (`a-b`) into its summary and two halves, or print entry `n`."""
+    sid = store_id(state, selection(user, project, board, store))
+    emit(state.call("GET", f"memories/{sid}/zoom", params={"range": range_, "snapshot": snapshot}))
+
+
+@memories.command()
+@click.argument("range_", metavar="[RANGE]", required=False)
+@store_options
+@click.option("--snapshot", type=click.IntRange(0), default=None, help="Entry count to anchor on.")
+@click.option("--file", "file_path", metavar="SUMMARY.md", help="With RANGE: the summary to submit.")
+@click.option("--generation", type=int, default=None, help="With RANGE: the job's generation.")
+@click.option("--digest", default=None, help="With RANGE: the job's source_digest.")
+@click.option("--model", default=None, help="With RANGE: the model that wrote the summary (self-declared).")
+@click.pass_obj
+def nap(state: State, range_, user, project, board, store, snapshot, file_path, generation, digest, model) -> None:
+    """Without RANGE: print the next compaction job. With RANGE: submit a summary for it.
+
+    \b
+    rog memories nap --store ID
+    rog memories nap 0-1 --store ID --file summary.md --generation 1 --digest SHA --model MODEL_ID
+    """
+    sel = selection(user, project, board, store)
+    if range_ is None:
+        if any(v is not None for v in (file_path, generation, digest, model)):
+            fail_usage("--file/--generation/--digest/--model submit a summary: give the RANGE too.")
+        emit(state.call("GET", f"memories/{store_id(state, sel)}/nap", params={"snapshot": snapshot}))
+        return
+    missing = [
+        flag
+        for flag, value in (
+            ("--file", file_path),
+            ("--generation", generation),
+            ("--digest", digest),
+            ("--model", model),
+        )
+        if value is None
+    ]
+    if missing:
+        fail_usage(f"Submitting a summary for {range_} needs {', '.join(missing)}.")
+    body: dict[str, Any] = {
+        "range": range_,
+        "generation": generation,
+        "source_digest": digest,
+        "summary_md": read_text_file(file_path),
+        "model": model,
+    }
+    if snapshot is not None:
+        body["snapshot"] = snapshot
+    emit(state.call("POST", f"memories/{store_id(state, sel)}/compact", json=body))
+
+
+@memories.command()
+@click.argument("range_", metavar="RANGE")
+@store_options
+@click.option("--generation", type=int, required=True, help="The store's current generation.")
+@click.option("--yes", is_flag=True, help="Confirm: invalidate the summary at RANGE and its ancestors.")
+@click.pass_obj
+def forget(state: State, range_, user, project, board, store, generation, yes) -> None:
+    """Owner: invalidate the summary at RANGE and every summary containing it (entries are kept)."""
+    if not yes:
+        fail_usage("forget invalidates summaries; add --yes to confirm.")
+    sid = store_id(state, selection(user, project, board, store))
+    emit(state.call("POST", f"memories/{sid}/forget", json={"range": range_, "generation": generation}))
+
+
+@memories.command()
+@store_options
+@click.option("--count", type=int, required=True, help="The entry count you expect (from get/wake).")
+@click.option("--generation", type=int, required=True, help="The generation you expect.")
+@click.option("--yes", is_flag=True, help="Confirm: delete the whole store, its entries, summaries and files.")
+@click.pass_obj
+def delete(state: State, user, project, board, store, count, generation, yes) -> None:
+    """Owner: delete the whole store; refused when entries were appended or summaries forgotten since."""
+    if not yes:
+        fail_usage("delete removes the whole store for good; add --yes to confirm.")
+    sid = store_id(state, selection(user, project, board, store))
+    emit(state.call("DELETE", f"memories/{sid}", params={"expected_entry_count": count, "generation": generation}))
+
+
+@memories.command()
+@click.argument("handle")
+@store_options
+@click.option("--remove", is_flag=True, help="Revoke the grant instead of granting.")
+@click.pass_obj
+def share(state: State, handle, user, project, board, store, remove) -> None:
+    """Owner of a user store: grant (or with --remove revoke) read access to HANDLE."""
+    sid = store_id(state, selection(user, project, board, store))
+    emit(state.call("POST", f"memories/{sid}/share", json={"handle": handle, "active": not remove}))
+
+
+@memories.command()
+@store_options
+@click.pass_obj
+def readers(state: State, user, project, board, store) -> None:
+    """Owner: list the explicit reader grants."""
+    sid = store_id(state, selection(user, project, board, store))
+    emit(state.call("GET", f"memories/{sid}/readers"))
+
+
+@memories.command()
+@store_options
+@click.pass_obj
+def update(state: State, user, project, board, store) -> None:
+    """Owner: update name, description_md or (user stores) visibility from the global --data JSON.
+
+    \b
+    rog --data '{"visibility":"public"}' memories update
+    """
+    if not state.data_json:
+        fail_usage(
+            "update takes its fields from the global --data JSON option, "
+            'e.g. rog --data \'{"name":"x"}\' memories update.'
+        )
+    try:
+        data = json.loads(state.data_json)
+    except ValueError as exc:
+        fail_usage(f"--data is not valid JSON: {exc}.")
+    if not isinstance(data, dict):
+        fail_usage("--data must be a JSON object.")
+    sid = store_id(state, selection(user, project, board, store))
+    emit(state.call("PATCH", f"memories/{sid}", json=data))
+
+
+@memories.command()
+@store_options
+@click.option("--text", "as_text", is_flag=True, help="Print the instructions as plain text instead of JSON.")
+@click.pass_obj
+def prompt(state: State, user, project, board, store, as_text) -> None:
+    """Print instructions to add to your assistant's project instructions (when to wake, note, recall, nap)."""
+    sid = store_id(state, selection(user, project, board, store))
+    record = state.call("GET", f"memories/{sid}")["data"]
+    text = render_prompt(store=record, selector=f"--store {record['id']}")
+    if as_text:
+        sys.stdout.write(text)
+        return
+    emit({"data": {"store_id": record["id"], "prompt": text}, "meta": {}})
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
