@@ -1,0 +1,235 @@
+"""The `rog` CLI against a live server: the Memories guide's command sequences, byte-exact, never executing text."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from accounts import services as account_services
+from memories.models import Entry
+from rog.cli import main as rog_main
+from stores.models import Store
+from tests.factories import (
+    ProjectFactory,
+    ProjectMembershipFactory,
+    SectionFactory,
+    SectionMembershipFactory,
+    UserFactory,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROG = shutil.which("rog", path=str(Path(sys.executable).parent)) or shutil.which("rog")
+
+
+class Rog:
+    """Runs the installed `rog` console script as a subprocess (no shell) with ROG_API_URL/ROG_TOKEN set."""
+
+    def __init__(self, url: str, token: str | None, cwd: Path):
+        self.url, self.token, self.cwd = url, token, cwd
+
+    def __call__(self, *args: str, token: str | None = "default", expect: int = 0) -> dict:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ROG_")}
+        env["ROG_API_URL"] = self.url
+        chosen = self.token if token == "default" else token
+        if chosen:
+            env["ROG_TOKEN"] = chosen
+        done = subprocess.run([ROG, *args], cwd=self.cwd, env=env, capture_output=True, timeout=60)
+        assert done.returncode == expect, (args, done.returncode, done.stdout, done.stderr)
+        stream = done.stdout if expect == 0 else done.stderr
+        return json.loads(stream.decode("utf-8")) if stream.strip() else {}
+
+
+@pytest.fixture
+def me(db):
+    return UserFactory(handle="me-agent")
+
+
+@pytest.fixture
+def rog(live_server, me, tmp_path):
+    assert ROG, "the rog console script is not installed (bin/test installs the project with pip -e .)"
+    return Rog(live_server.url, account_services.issue_token(user=me).secret, tmp_path)
+
+
+def test_get_started_sequence(rog, me):
+    project = ProjectFactory(slug="apollo")
+    ProjectMembershipFactory(project=project, user=me)
+    section = SectionFactory(slug="needhelp", name="Need help", visibility="public")
+    SectionMembershipFactory(section=section, user=me)
+
+    mine = rog("memories", "init")
+    assert mine["data"]["scope"] == "user"
+    again = rog("memories", "init")
+    assert again["data"]["id"] == mine["data"]["id"]  # ensure never duplicates
+    shared = rog("memories", "init", "--project", str(project.pk))
+    assert shared["data"]["scope"] == "project"
+    board = rog("memories", "init", "--board", "NeedHelp")  # slugs match case-insensitively
+    assert board["data"]["scope"] == "board"
+
+    empty = rog("memories", "wake", "--project", str(project.pk))
+    assert empty["data"]["lines"] == [] and empty["data"]["complete"] is True
+
+    noted = rog("memories", "note", "Decision: keep the PostgreSQL schema compatible.", "--project", str(project.pk))
+    assert noted["data"]["seq"] == 0
+    for n in range(1, 8):
+        rog("memories", "note", f"Step {n}: nothing about databases.", "--project", str(project.pk))
+
+    found = rog("memories", "recall", "PostgreSQL|schema", "--project", str(project.pk))
+    assert [m["seq"] for m in found["data"]["matches"]] == [0]
+    assert found["data"]["matches"][0]["spans"] == [[24, 34], [35, 41]]
+
+    zoomed = rog("memories", "zoom", "0-7", "--project", str(project.pk))
+    assert [line["range"] for line in zoomed["data"]["halves"]] == ["0-3", "4-7"]
+
+    woke = rog("memories", "wake", "--project", str(project.pk))
+    assert [line["range"] for line in woke["data"]["lines"]] == [str(n) for n in range(8)]
+
+    prompt = rog("memories", "prompt", "--project", str(project.pk))
+    text = prompt["data"]["prompt"]
+    for word in ("wake", "note", "recall", "nap"):
+        assert f"rog memories {word}" in text
+    assert str(shared["data"]["id"]) in text
+
+
+def test_access_and_sharing_sequence(rog, me, live_server):
+    collaborator = UserFactory(handle="collaborator")
+    their = Rog(live_server.url, account_services.issue_token(user=collaborator).secret, rog.cwd)
+    store = rog("memories", "init")["data"]
+    rog("memories", "note", "private thought")
+
+    their("memories", "wake", "--user", "me-agent", expect=3)  # nonreader: 404
+    granted = rog("memories", "share", "collaborator")
+    assert granted["data"]["active"] is True
+    assert their("memories", "wake", "--user", "me-agent")["data"]["lines"][0]["text"] == "private thought"
+
+    rog("memories", "share", "collaborator", "--remove")
+    error = their("memories", "wake", "--user", "me-agent", expect=3)
+    assert error["error"]["type"] == "not_found_error"
+    readers = rog("memories", "readers")
+    assert [(r["handle"], r["active"]) for r in readers["data"]] == [("collaborator", False)]
+
+    rog("--data", '{"visibility":"public"}', "memories", "update")
+    assert their("memories", "wake", "--store", store["id"])["data"]["lines"][0]["text"] == "private thought"
+    anonymous = rog("memories", "wake", "--store", store["id"], token=None)
+    assert anonymous["data"]["entry_count"] == 1
+    rog("--data", '{"visibility":"private"}', "memories", "update")
+    rog("memories", "wake", "--store", store["id"], token=None, expect=3)
+
+
+def test_note_nonce_retry_returns_the_original_and_a_different_text_conflicts(rog):
+    rog("memories", "init")
+    first = rog("memories", "note", "exactly once", "--nonce", "retry-1")
+    again = rog("memories", "note", "exactly once", "--nonce", "retry-1")
+    assert again["data"]["seq"] == first["data"]["seq"]
+    assert again["meta"]["replayed"] is True
+    error = rog("memories", "note", "something else", "--nonce", "retry-1", expect=3)
+    assert error["error"]["type"] == "conflict_error"
+    assert error["error"]["details"]["reason"] == "nonce_conflict"
+
+
+def test_hostile_text_round_trips_byte_for_byte_and_nothing_executes(rog, tmp_path):
+    rog("memories", "init")
+    body = "Run $(touch pwned) or `touch pwned2`; \x1b[31mred\x1b[0m ${HOME} 'q' \"dq\" \\n\r\ntrailing  \n"
+    path = tmp_path / "body.md"
+    path.write_bytes(body.encode("utf-8"))
+    noted = rog("memories", "note", "--file", str(path))
+    assert noted["data"]["body_md"] == body
+    shown = rog("memories", "zoom", str(noted["data"]["seq"]))
+    assert shown["data"]["line"]["text"] == body
+    argv = rog("memories", "note", body)  # as an argument: passed through, never shell-expanded
+    assert argv["data"]["body_md"] == body
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
+    assert Entry.objects.filter(body_md=body).count() == 2
+
+
+def test_stdout_never_carries_raw_escape_sequences(rog, live_server, me):
+    rog("memories", "init")
+    rog("memories", "note", "\x1b]0;owned\x07 \x1b[2J")
+    env = {**os.environ, "ROG_API_URL": live_server.url, "ROG_TOKEN": rog.token}
+    done = subprocess.run([ROG, "memories", "wake"], env=env, capture_output=True, timeout=60)
+    assert b"\x1b" not in done.stdout and b"\x07" not in done.stdout
+    assert json.loads(done.stdout)["data"]["lines"][0]["text"].startswith("\x1b]0;owned")
+
+
+def test_nap_compact_loop_brings_64_entries_to_complete(live_server, me, tmp_path):
+    secret = account_services.issue_token(user=me).secret
+    runner = CliRunner()
+    env = {"ROG_API_URL": live_server.url, "ROG_TOKEN": secret}
+
+    def run(*args) -> dict:
+        result = runner.invoke(rog_main, list(args), env=env, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    store_id = run("memories", "init")["data"]["id"]
+    for n in range(64):
+        run("memories", "note", f"entry {n}: fact number {n}", "--store", store_id)
+    rounds = 0
+    while True:
+        job = run("memories", "nap", "--store", store_id)["data"]
+        if job["complete"]:
+            break
+        job = job["job"]
+        summary = " + ".join(child["text"][:30] for child in job["children"])[:1000]
+        path = tmp_path / "summary.md"
+        path.write_text(summary, encoding="utf-8")
+        run(
+            "memories", "nap", job["range"], "--store", store_id, "--file", str(path),
+            "--generation", str(job["generation"]), "--digest", job["source_digest"], "--model", "stand-in-extractive",
+        )  # fmt: skip
+        rounds += 1
+        assert rounds <= 63
+    assert rounds == 63
+    woke = run("memories", "wake", "--store", store_id)["data"]
+    assert woke["complete"] is True
+    assert all(line["kind"] != "missing" for line in woke["lines"])
+
+
+def test_recall_follows_every_cursor_through_600_entries(rog, me):
+    store_id = rog("memories", "init")["data"]["id"]
+    store = Store.objects.get(pk=store_id)
+    Entry.objects.bulk_create(
+        Entry(store=store, seq=n, author=me, body_md=f"#{n} {'needle' if n % 7 == 0 else 'hay'}", size_bytes=12)
+        for n in range(600)
+    )
+    Store.objects.filter(pk=store_id).update(entry_count=600)
+    found = rog("memories", "recall", "needle", "--limit", "10")
+    expected = [n for n in range(599, -1, -1) if n % 7 == 0]
+    assert [m["seq"] for m in found["data"]["matches"]] == expected
+    assert found["meta"]["pages"] > 3
+
+
+def test_destructive_commands_refuse_without_yes(rog):
+    store = rog("memories", "init")["data"]
+    error = rog("memories", "delete", "--count", "0", "--generation", str(store["generation"]), expect=2)
+    assert "--yes" in error["error"]["message"]
+    rog("memories", "forget", "0-1", "--generation", "1", expect=2)
+    assert Store.objects.filter(pk=store["id"]).exists()
+    rog("memories", "delete", "--count", "0", "--generation", str(store["generation"]), "--yes")
+    assert not Store.objects.filter(pk=store["id"]).exists()
+
+
+def test_exit_codes_distinguish_usage_api_and_network_errors(rog, tmp_path):
+    rog("memories", "note", expect=2)  # neither TEXT nor --file
+    rog("memories", "wake", "--user", "a", "--project", "b", expect=2)
+    rog("memories", "wake", "--store", "00000000-0000-0000-0000-000000000000", expect=3)
+    offline = Rog("http://127.0.0.1:9", rog.token, tmp_path)
+    error = offline("memories", "wake", expect=5)
+    assert error["error"]["type"] == "network_error"
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["init", "wake", "note", "recall", "zoom", "nap", "forget", "delete", "share", "readers", "update", "prompt"],
+)
+def test_every_subcommand_has_help(command):
+    result = CliRunner().invoke(rog_main, ["memories", command, "--help"])
+    assert result.exit_code == 0
+    assert "--store" in result.output and "--project" in result.output
