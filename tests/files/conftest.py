@@ -63,3 +63,9 @@ def memories_url(store, *rest: str) -> str:
 def versions_url(store, *rest: str) -> str:
     """``/api/v1/memory_stores/{id}/memory_versions[/rest…]``."""
     return "/".join([f"/api/v1/memory_stores/{store.pk}/memory_versions", *rest])
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Factories set passwords; the production hasher costs ~0.3 s per user and proves nothing here."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
