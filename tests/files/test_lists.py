@@ -285,3 +285,12 @@ def test_the_store_list_costs_a_fixed_number_of_queries(owner_client, owner, dja
 )
 def test_bad_store_list_parameters_are_rejected(owner_client, params):
     assert owner_client.get("/api/v1/memory_stores", params).status_code == 400
+
+
+def test_page_tokens_after_the_longest_multibyte_paths_still_work(owner_client, private_store, seed):
+    # 1,021 bytes each (255 four-byte characters), escaped to 3,060 JSON characters
+    paths = sorted("/" + "".join(chr(0x1F300 + (i * 37 + k * 101) % 0x2FF) for i in range(255)) for k in range(3))
+    for path in paths:
+        seed(path)
+    items, pages = walk(owner_client, memories_url(private_store), limit=1)
+    assert [m["path"] for m in items] == paths and pages == 3

@@ -173,7 +173,8 @@ class ViewQuerySerializer(StrictQuerySerializer):
 
 class PageQueryMixin(serializers.Serializer):
     limit = serializers.IntegerField(min_value=1, max_value=100, required=False, default=20)
-    page = serializers.CharField(required=False, max_length=2000, trim_whitespace=False)
+    # A memory-list token carries a path of up to 1,024 bytes (JSON-escaped, signed): a few KiB at most.
+    page = serializers.CharField(required=False, max_length=8192, trim_whitespace=False)
 
 
 class CreatedAtRangeMixin(serializers.Serializer):
