@@ -294,3 +294,15 @@ def test_page_tokens_after_the_longest_multibyte_paths_still_work(owner_client, 
         seed(path)
     items, pages = walk(owner_client, memories_url(private_store), limit=1)
     assert [m["path"] for m in items] == paths and pages == 3
+
+
+@pytest.mark.parametrize("raw", ["path_prefix=/a%00/", "path_prefix=/%ED%A0%80/", "page=%FF"])
+def test_hostile_query_strings_are_rejected(owner_client, private_store, raw):
+    response = owner_client.get(f"{memories_url(private_store)}?{raw}")
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize("path_prefix", ["/a\u200b/", "/Cafe\u0301/", "/" + "a/" * 21, "/a/./"])
+def test_a_path_prefix_breaking_the_path_rules_is_rejected(owner_client, private_store, path_prefix):
+    assert owner_client.get(memories_url(private_store), {"path_prefix": path_prefix}).status_code == 400
