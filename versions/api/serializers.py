@@ -280,24 +280,24 @@ class MemoryPrefixSerializer(serializers.Serializer):
     path = serializers.CharField()
 
 
-class ApiActorSerializer(serializers.Serializer):
+class MemoryApiActorSerializer(serializers.Serializer):
     type = ConstantField("api_actor")
     api_key_id = serializers.CharField()
 
 
-class SessionActorSerializer(serializers.Serializer):
+class MemorySessionActorSerializer(serializers.Serializer):
     type = ConstantField("session_actor")
     session_id = serializers.CharField()
 
 
-class UserActorSerializer(serializers.Serializer):
+class MemoryUserActorSerializer(serializers.Serializer):
     type = ConstantField("user_actor")
     user_id = serializers.CharField()
 
 
 ACTOR_SCHEMA = PolymorphicProxySerializer(
     component_name="MemoryActor",
-    serializers=[ApiActorSerializer, SessionActorSerializer, UserActorSerializer],
+    serializers=[MemoryApiActorSerializer, MemorySessionActorSerializer, MemoryUserActorSerializer],
     resource_type_field_name=None,
 )
 
