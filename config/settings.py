@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "stores",
     "memories",
     "backoffice",
+    "versions",
 ]
 
 MIDDLEWARE = [
@@ -100,6 +101,8 @@ MAX_REQUEST_BYTES = env.int("MAX_REQUEST_BYTES", default=1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
 # API tokens: how often last_used_at is refreshed (seconds) — a write per request would cost every call.
 TOKEN_LAST_USED_RESOLUTION = env.int("TOKEN_LAST_USED_RESOLUTION", default=60)
+# Memory Stores: current file memories per store; the next new path gets 409 memory_limit (SPEC §5).
+MEMORY_STORE_MAX_MEMORIES = env.int("MEMORY_STORE_MAX_MEMORIES", default=2000)
 # Public base URL used in absolute links (guide URL in 410s); empty = taken from the request.
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
 

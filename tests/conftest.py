@@ -72,3 +72,9 @@ def private_store(owner):
 @pytest.fixture
 def public_store(owner):
     return StoreFactory(owner=owner, canonical=False, name="Owner public notes", visibility="public")
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Hash passwords with MD5 in tests: PBKDF2's deliberate slowness costs seconds and proves nothing here."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

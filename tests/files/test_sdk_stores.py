@@ -1,0 +1,148 @@
+"""The official anthropic SDK drives the six store operations against a live server (SPEC §5)."""
+
+from __future__ import annotations
+
+import re
+
+import anthropic
+import pytest
+
+from stores.models import Store
+from tests.factories import ReaderGrantFactory, StoreFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+RFC3339_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$")
+
+
+def test_create_returns_the_memory_store_object_field_by_field(sdk, owner):
+    raw = sdk.beta.memory_stores.with_raw_response.create(
+        name="Prefs", description="What the user likes.", metadata={"team": "core"}
+    )
+    body = raw.http_response.json()
+    store = raw.parse()
+    row = Store.objects.get(pk=store.id)
+    assert set(body) == {"id", "type", "name", "description", "metadata", "created_at", "updated_at", "archived_at"}
+    assert store.type == "memory_store"
+    assert (store.name, store.description, store.metadata) == ("Prefs", "What the user likes.", {"team": "core"})
+    assert store.created_at == row.created_at and store.updated_at == row.updated_at
+    assert store.archived_at is None and body["archived_at"] is None
+    assert RFC3339_UTC.match(body["created_at"]) and RFC3339_UTC.match(body["updated_at"])
+    assert (row.owner, row.scope, row.visibility, row.canonical) == (owner, "user", "private", False)
+
+
+def test_create_defaults_description_to_empty_and_metadata_to_empty_object(sdk):
+    store = sdk.beta.memory_stores.create(name="Bare")
+    assert (store.description, store.metadata) == ("", {})
+
+
+def test_retrieve_returns_the_same_object_as_create(sdk):
+    created = sdk.beta.memory_stores.create(name="Prefs", metadata={"a": "1"})
+    assert sdk.beta.memory_stores.retrieve(created.id) == created
+
+
+def test_update_changes_name_clears_description_and_patches_metadata(sdk):
+    created = sdk.beta.memory_stores.create(name="Old", description="d", metadata={"keep": "1", "drop": "2"})
+    updated = sdk.beta.memory_stores.update(created.id, name="New", description="", metadata={"drop": None, "add": "3"})
+    assert (updated.name, updated.description, updated.metadata) == ("New", "", {"keep": "1", "add": "3"})
+    assert updated.updated_at > created.updated_at and updated.created_at == created.created_at
+
+
+def test_update_with_nothing_to_change_keeps_updated_at(sdk):
+    created = sdk.beta.memory_stores.create(name="Same")
+    assert sdk.beta.memory_stores.update(created.id, name="Same").updated_at == created.updated_at
+
+
+def test_update_with_bad_metadata_is_a_bad_request_with_invalid_metadata_code(sdk):
+    created = sdk.beta.memory_stores.create(name="Prefs")
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        sdk.beta.memory_stores.update(created.id, metadata={f"k{i}": "v" for i in range(17)})
+    assert caught.value.error_code == "invalid_metadata"
+    assert sdk.beta.memory_stores.retrieve(created.id).metadata == {}
+
+
+def test_archive_sets_archived_at_once_and_is_idempotent(sdk):
+    created = sdk.beta.memory_stores.create(name="Prefs")
+    archived = sdk.beta.memory_stores.archive(created.id)
+    assert archived.archived_at is not None and archived.updated_at == archived.archived_at
+    assert sdk.beta.memory_stores.archive(created.id) == archived
+
+
+def test_update_of_an_archived_store_is_a_conflict(sdk):
+    created = sdk.beta.memory_stores.create(name="Prefs")
+    sdk.beta.memory_stores.archive(created.id)
+    with pytest.raises(anthropic.ConflictError) as caught:
+        sdk.beta.memory_stores.update(created.id, name="Renamed")
+    assert caught.value.body["error"]["details"]["reason"] == "store_archived"
+    assert caught.value.response.headers["x-should-retry"] == "false"
+
+
+def test_list_is_newest_first_and_leaves_out_archived_stores_by_default(sdk):
+    first = sdk.beta.memory_stores.create(name="first")
+    second = sdk.beta.memory_stores.create(name="second")
+    third = sdk.beta.memory_stores.create(name="third")
+    sdk.beta.memory_stores.archive(second.id)
+    assert [s.id for s in sdk.beta.memory_stores.list()] == [third.id, first.id]
+    assert [s.id for s in sdk.beta.memory_stores.list(include_archived=True)] == [third.id, second.id, first.id]
+
+
+def test_list_pages_with_next_page_until_null(sdk):
+    created = [sdk.beta.memory_stores.create(name=f"s{i}").id for i in range(5)]
+    page = sdk.beta.memory_stores.list(limit=2)
+    assert len(page.data) == 2 and page.next_page
+    assert [s.id for s in page] == created[::-1]  # auto-pagination follows next_page to the end
+    last = sdk.beta.memory_stores.list(limit=5)
+    assert last.next_page is None
+
+
+def test_list_filters_by_inclusive_created_at_bounds(sdk):
+    stores = [sdk.beta.memory_stores.create(name=f"s{i}") for i in range(3)]
+    middle = stores[1].created_at
+    listed = sdk.beta.memory_stores.list(created_at_gte=middle, created_at_lte=middle)
+    assert [s.id for s in listed] == [stores[1].id]
+    assert [s.id for s in sdk.beta.memory_stores.list(created_at_gte=middle)] == [stores[2].id, stores[1].id]
+
+
+def test_list_shows_only_stores_the_caller_can_read(sdk_for, owner, reader, stranger):
+    mine = StoreFactory(owner=owner, canonical=False)
+    shared = StoreFactory(owner=stranger, canonical=False)
+    StoreFactory(owner=stranger, canonical=False)  # private to the stranger
+    ReaderGrantFactory(store=shared, user=owner)
+    listed = {s.id for s in sdk_for(owner).beta.memory_stores.list()}
+    assert listed == {str(mine.pk), str(shared.pk)}
+
+
+def test_delete_returns_the_deleted_marker_and_the_store_is_gone(sdk):
+    created = sdk.beta.memory_stores.create(name="Prefs")
+    sdk.beta.memory_stores.memories.create(created.id, path="/a.md", content="x")
+    deleted = sdk.beta.memory_stores.delete(created.id)
+    assert (deleted.id, deleted.type) == (created.id, "memory_store_deleted")
+    with pytest.raises(anthropic.NotFoundError):
+        sdk.beta.memory_stores.retrieve(created.id)
+
+
+def test_retrieve_of_an_unreadable_store_is_not_found(sdk_for, owner, stranger):
+    private = StoreFactory(owner=owner, canonical=False)
+    with pytest.raises(anthropic.NotFoundError) as caught:
+        sdk_for(stranger).beta.memory_stores.retrieve(str(private.pk))
+    assert caught.value.type == "not_found_error"
+
+
+def test_update_archive_and_delete_by_a_reader_are_permission_errors(sdk_for, owner, reader):
+    store = StoreFactory(owner=owner, canonical=False)
+    ReaderGrantFactory(store=store, user=reader)
+    client = sdk_for(reader)
+    with pytest.raises(anthropic.PermissionDeniedError):
+        client.beta.memory_stores.update(str(store.pk), name="x")
+    with pytest.raises(anthropic.PermissionDeniedError):
+        client.beta.memory_stores.archive(str(store.pk))
+    with pytest.raises(anthropic.PermissionDeniedError):
+        client.beta.memory_stores.delete(str(store.pk))
+    assert Store.objects.filter(pk=store.pk, archived_at=None).exists()
+
+
+def test_create_with_an_empty_name_is_a_bad_request(sdk):
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        sdk.beta.memory_stores.create(name="")
+    assert caught.value.type == "invalid_request_error"
+    assert not Store.objects.exists()

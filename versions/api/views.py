@@ -1,0 +1,371 @@
+"""The fourteen Memory Stores operations under /api/v1/memory_stores (SPEC §5), as thin recipes:
+fetch the store through `stores.selectors` (reads: read; memory/version writes: write; store update,
+archive, delete: owner), validate, call one service or selector, render with `responses`.
+
+Updates are POST (what anthropic 2.10.0 sends); PATCH is accepted as an alias.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.views import APIView
+
+from stores import selectors as store_selectors
+from stores import services as store_services
+from versions import selectors, services
+from versions.actors import actor_for_request
+from versions.api import responses
+from versions.api.pagination import (
+    decode_page,
+    encode_page,
+    parse_path_position,
+    parse_time_position,
+    time_position,
+)
+from versions.api.serializers import (
+    MemoryCreateRequestSerializer,
+    MemoryDeletedSerializer,
+    MemoryDeleteQuerySerializer,
+    MemoryListQuerySerializer,
+    MemoryPageSerializer,
+    MemorySerializer,
+    MemoryStoreCreateRequestSerializer,
+    MemoryStoreDeletedSerializer,
+    MemoryStoreListQuerySerializer,
+    MemoryStorePageSerializer,
+    MemoryStoreSerializer,
+    MemoryStoreUpdateRequestSerializer,
+    MemoryUpdateRequestSerializer,
+    MemoryVersionListQuerySerializer,
+    MemoryVersionPageSerializer,
+    MemoryVersionSerializer,
+    ViewQuerySerializer,
+)
+
+TAG = ["memory_stores"]
+STORE_ID = OpenApiParameter("store_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Memory store id.")
+MEMORY_ID = OpenApiParameter("memory_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Memory id.")
+VERSION_ID = OpenApiParameter("version_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Version id.")
+
+
+def _validated(serializer_class, data):
+    incoming = serializer_class(data=data)
+    incoming.is_valid(raise_exception=True)
+    return incoming.validated_data
+
+
+def _view(request, default: str) -> str:
+    return _validated(ViewQuerySerializer, request.query_params).get("view", default)
+
+
+class MemoryStoreCollectionView(APIView):
+    """GET (list) and POST (create) /memory_stores."""
+
+    allow_anonymous_reads = True
+
+    @extend_schema(
+        operation_id="memory_stores_list",
+        tags=TAG,
+        parameters=[MemoryStoreListQuerySerializer],
+        responses={200: MemoryStorePageSerializer},
+        description="Stores the caller can read, newest first; archived ones only with include_archived=true.",
+    )
+    def get(self, request):
+        query = _validated(MemoryStoreListQuerySerializer, request.query_params)
+        fingerprint = {
+            "include_archived": query["include_archived"],
+            "gte": query.get("created_gte"),
+            "lte": query.get("created_lte"),
+        }
+        position = decode_page(query.get("page"), kind="stores", query=fingerprint)
+        stores = selectors.memory_stores(
+            request.user,
+            include_archived=query["include_archived"],
+            created_gte=query.get("created_gte"),
+            created_lte=query.get("created_lte"),
+            after=None if position is None else parse_time_position(position),
+            limit=query["limit"],
+        )
+        page, more = stores[: query["limit"]], len(stores) > query["limit"]
+        next_page = encode_page(kind="stores", query=fingerprint, position=time_position(page[-1])) if more else None
+        return responses.page_body(responses.store_items(page), next_page)
+
+    @extend_schema(
+        operation_id="memory_stores_create",
+        tags=TAG,
+        request=MemoryStoreCreateRequestSerializer,
+        responses={200: MemoryStoreSerializer},
+        description="Create a private user store owned by the caller.",
+    )
+    def post(self, request):
+        incoming = _validated(MemoryStoreCreateRequestSerializer, request.data)
+        store = store_services.create_store(owner=request.user, **incoming)
+        return responses.store_body(store)
+
+
+class MemoryStoreDetailView(APIView):
+    """GET (retrieve), POST/PATCH (update) and DELETE /memory_stores/{store_id}."""
+
+    allow_anonymous_reads = True
+
+    @extend_schema(
+        operation_id="memory_stores_retrieve", tags=TAG, parameters=[STORE_ID], responses={200: MemoryStoreSerializer}
+    )
+    def get(self, request, store_id):
+        return responses.store_body(store_selectors.get_store_for(request.user, store_id, need="read"))
+
+    @extend_schema(
+        operation_id="memory_stores_update",
+        tags=TAG,
+        parameters=[STORE_ID],
+        request=MemoryStoreUpdateRequestSerializer,
+        responses={200: MemoryStoreSerializer},
+        description="Owner only. Null fields are unchanged; metadata is a patch (null deletes a key).",
+    )
+    def post(self, request, store_id):
+        store = store_selectors.get_store_for(request.user, store_id, need="owner")
+        incoming = _validated(MemoryStoreUpdateRequestSerializer, request.data)
+        store = store_services.update_store(
+            store=store,
+            name=incoming.get("name"),
+            description=incoming.get("description"),
+            metadata_patch=incoming.get("metadata"),
+        )
+        return responses.store_body(store)
+
+    @extend_schema(
+        operation_id="memory_stores_update_patch",
+        tags=TAG,
+        parameters=[STORE_ID],
+        request=MemoryStoreUpdateRequestSerializer,
+        responses={200: MemoryStoreSerializer},
+        description="Alias of POST /memory_stores/{store_id}.",
+    )
+    def patch(self, request, store_id):
+        return self.post(request, store_id)
+
+    @extend_schema(
+        operation_id="memory_stores_delete",
+        tags=TAG,
+        parameters=[STORE_ID],
+        responses={200: MemoryStoreDeletedSerializer},
+        description="Owner only. Deletes the store with its memories, versions and log; allowed when archived.",
+    )
+    def delete(self, request, store_id):
+        store = store_selectors.get_store_for(request.user, store_id, need="owner")
+        store_services.delete_store(store=store)
+        return responses.store_deleted_body(store.pk)
+
+
+class MemoryStoreArchiveView(APIView):
+    """POST /memory_stores/{store_id}/archive."""
+
+    @extend_schema(
+        operation_id="memory_stores_archive",
+        tags=TAG,
+        parameters=[STORE_ID],
+        request=None,
+        responses={200: MemoryStoreSerializer},
+        description="Owner only. One-way; archiving an archived store returns it unchanged.",
+    )
+    def post(self, request, store_id):
+        store = store_selectors.get_store_for(request.user, store_id, need="owner")
+        store, _changed = store_services.archive_store(store=store)
+        return responses.store_body(store)
+
+
+class MemoryCollectionView(APIView):
+    """GET (list) and POST (create) /memory_stores/{store_id}/memories."""
+
+    allow_anonymous_reads = True
+
+    @extend_schema(
+        operation_id="memory_stores_memories_list",
+        tags=TAG,
+        parameters=[STORE_ID, MemoryListQuerySerializer],
+        responses={200: MemoryPageSerializer},
+        description="Memories in bytewise path order; depth=1 rolls deeper subtrees into memory_prefix items.",
+    )
+    def get(self, request, store_id):
+        store = store_selectors.get_store_for(request.user, store_id, need="read")
+        query = _validated(MemoryListQuerySerializer, request.query_params)
+        prefix, depth, limit, view = query.get("path_prefix", "/"), query["depth"], query["limit"], query["view"]
+        fingerprint = {"store": str(store.pk), "prefix": prefix, "depth": depth}
+        position = decode_page(query.get("page"), kind="memories", query=fingerprint)
+        items = selectors.memories(
+            store,
+            path_prefix=prefix,
+            depth=depth,
+            after=None if position is None else parse_path_position(position),
+            limit=limit,
+            with_content=view == "full",
+        )
+        page, more = items[:limit], len(items) > limit
+        next_page = encode_page(kind="memories", query=fingerprint, position=page[-1].path) if more else None
+        return responses.page_body(responses.memory_items(page, view=view), next_page)
+
+    @extend_schema(
+        operation_id="memory_stores_memories_create",
+        tags=TAG,
+        parameters=[STORE_ID, ViewQuerySerializer],
+        request=MemoryCreateRequestSerializer,
+        responses={200: MemorySerializer},
+        description="Never overwrites: an occupied path with other content is 409 memory_path_conflict_error; "
+        "the same content returns the existing memory.",
+    )
+    def post(self, request, store_id):
+        store = store_selectors.get_store_for(request.user, store_id, need="write")
+        view = _view(request, "basic")
+        incoming = _validated(MemoryCreateRequestSerializer, request.data)
+        result = services.create_memory(store=store, actor=actor_for_request(request), **incoming)
+        return responses.memory_body(result.memory, view=view)
+
+
+class MemoryDetailView(APIView):
+    """GET (retrieve), POST/PATCH (update) and DELETE /memory_stores/{store_id}/memories/{memory_id}."""
+
+    allow_anonymous_reads = True
+
+    @extend_schema(
+        operation_id="memory_stores_memories_retrieve",
+        tags=TAG,
+        parameters=[STORE_ID, MEMORY_ID, ViewQuerySerializer],
+        responses={200: MemorySerializer},
+        description="view defaults to full.",
+    )
+    def get(self, request, store_id, memory_id):
+        store = store_selectors.get_store_for(request.user, store_id, need="read")
+        view = _view(request, "full")
+        return responses.memory_body(selectors.memory(store, memory_id, with_content=view == "full"), view=view)
+
+    @extend_schema(
+        operation_id="memory_stores_memories_update",
+        tags=TAG,
+        parameters=[STORE_ID, MEMORY_ID, ViewQuerySerializer],
+        request=MemoryUpdateRequestSerializer,
+        responses={200: MemorySerializer},
+        description="Change content and/or path (rename keeps the id). A request describing the stored state "
+        "is a no-op, even with a stale precondition.",
+    )
+    def post(self, request, store_id, memory_id):
+        store = store_selectors.get_store_for(request.user, store_id, need="write")
+        view = _view(request, "basic")
+        incoming = _validated(MemoryUpdateRequestSerializer, request.data)
+        precondition = incoming.get("precondition") or {}
+        memory = services.update_memory(
+            store=store,
+            memory_id=memory_id,
+            actor=actor_for_request(request),
+            content=incoming.get("content"),
+            path=incoming.get("path"),
+            expected_sha256=precondition.get("content_sha256"),
+        )
+        return responses.memory_body(memory, view=view)
+
+    @extend_schema(
+        operation_id="memory_stores_memories_update_patch",
+        tags=TAG,
+        parameters=[STORE_ID, MEMORY_ID, ViewQuerySerializer],
+        request=MemoryUpdateRequestSerializer,
+        responses={200: MemorySerializer},
+        description="Alias of POST /memory_stores/{store_id}/memories/{memory_id}.",
+    )
+    def patch(self, request, store_id, memory_id):
+        return self.post(request, store_id, memory_id)
+
+    @extend_schema(
+        operation_id="memory_stores_memories_delete",
+        tags=TAG,
+        parameters=[STORE_ID, MEMORY_ID, MemoryDeleteQuerySerializer],
+        responses={200: MemoryDeletedSerializer},
+        description="Appends a `deleted` version; allowed on archived stores.",
+    )
+    def delete(self, request, store_id, memory_id):
+        store = store_selectors.get_store_for(request.user, store_id, need="write")
+        query = _validated(MemoryDeleteQuerySerializer, request.query_params)
+        version = services.delete_memory(
+            store=store,
+            memory_id=memory_id,
+            actor=actor_for_request(request),
+            expected_sha256=query.get("expected_content_sha256"),
+        )
+        return responses.memory_deleted_body(version.memory_id)
+
+
+class MemoryVersionCollectionView(APIView):
+    """GET /memory_stores/{store_id}/memory_versions."""
+
+    allow_anonymous_reads = True
+
+    @extend_schema(
+        operation_id="memory_stores_memory_versions_list",
+        tags=TAG,
+        parameters=[STORE_ID, MemoryVersionListQuerySerializer],
+        responses={200: MemoryVersionPageSerializer},
+        description="Versions newest first, also those of deleted memories.",
+    )
+    def get(self, request, store_id):
+        store = store_selectors.get_store_for(request.user, store_id, need="read")
+        query = _validated(MemoryVersionListQuerySerializer, request.query_params)
+        limit, view = query["limit"], query["view"]
+        filters = {
+            key: query.get(key)
+            for key in (
+                "memory_id",
+                "operation",
+                "created_gte",
+                "created_lte",
+                "api_key_id",
+                "session_id",
+                "service_account_id",
+            )
+        }
+        fingerprint = {"store": str(store.pk), **filters}
+        position = decode_page(query.get("page"), kind="versions", query=fingerprint)
+        rows = selectors.versions(
+            store,
+            **filters,
+            after=None if position is None else parse_time_position(position),
+            limit=limit,
+            with_content=view == "full",
+        )
+        page, more = rows[:limit], len(rows) > limit
+        next_page = encode_page(kind="versions", query=fingerprint, position=time_position(page[-1])) if more else None
+        return responses.page_body(responses.version_items(page, view=view), next_page)
+
+
+class MemoryVersionDetailView(APIView):
+    """GET /memory_stores/{store_id}/memory_versions/{version_id}."""
+
+    allow_anonymous_reads = True
+
+    @extend_schema(
+        operation_id="memory_stores_memory_versions_retrieve",
+        tags=TAG,
+        parameters=[STORE_ID, VERSION_ID, ViewQuerySerializer],
+        responses={200: MemoryVersionSerializer},
+        description="view defaults to full.",
+    )
+    def get(self, request, store_id, version_id):
+        store = store_selectors.get_store_for(request.user, store_id, need="read")
+        view = _view(request, "full")
+        return responses.version_body(selectors.version(store, version_id), view=view)
+
+
+class MemoryVersionRedactView(APIView):
+    """POST /memory_stores/{store_id}/memory_versions/{version_id}/redact."""
+
+    @extend_schema(
+        operation_id="memory_stores_memory_versions_redact",
+        tags=TAG,
+        parameters=[STORE_ID, VERSION_ID],
+        request=None,
+        responses={200: MemoryVersionSerializer},
+        description="Irreversible; redacting again returns the version unchanged. The head of a live memory "
+        "cannot be redacted (409 version_is_current). Allowed on archived stores.",
+    )
+    def post(self, request, store_id, version_id):
+        store = store_selectors.get_store_for(request.user, store_id, need="write")
+        version = services.redact_version(store=store, version_id=version_id, actor=actor_for_request(request))
+        return responses.version_body(version, view="basic")
