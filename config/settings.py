@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "accounts",
     "stores",
     "memories",
+    "legacy",
 ]
 
 MIDDLEWARE = [
@@ -122,6 +123,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.schema.add_error_responses",
+        "legacy.api.schema.keep_only_retired_statuses",
     ],
 }
 
