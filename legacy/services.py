@@ -156,9 +156,11 @@ def _canonical_stores(author_ids: set, *, create: bool) -> tuple[dict[Any, Store
 def _import_batch(batch: list[dict[str, Any]], summary: ImportSummary, *, dry_run: bool) -> None:
     """Import one batch of records (one transaction; each affected store locked once, in pk order)."""
     author_ids = {row["author_id"] for row in batch}
+    # Missing stores are created (and committed) before the batch transaction, so a batch never holds
+    # uncommitted new store rows while it waits for locks: parallel runs cannot deadlock on them.
+    stores, created_for = _canonical_stores(author_ids, create=not dry_run)
+    summary._stores_created.update(created_for)
     with transaction.atomic():
-        stores, created_for = _canonical_stores(author_ids, create=not dry_run)
-        summary._stores_created.update(created_for)
         store_ids = sorted(store.pk for store in stores.values() if store is not None)
         # Lock first, then read counters, sharing state and existing nonces: all exact under the lock.
         # A dry run only reads (no lock), so it never waits for or blocks live writers.
