@@ -9,8 +9,6 @@ after a space; otherwise the chunk is made as long as possible.
 
 from __future__ import annotations
 
-from itertools import accumulate
-
 import regex
 
 ENTRY_MAX_BYTES = 1024
@@ -34,14 +32,31 @@ def _prefix_chars(text: str, start: int, max_bytes: int) -> int:
     return len(raw[:max_bytes].decode("utf-8", "ignore"))
 
 
-def _boundaries(text: str, anchor: int, cut: int) -> list[int]:
-    """Grapheme-cluster boundaries in ``(anchor, cut]``, given that `anchor` is a boundary.
+def _last_boundary(text: str, anchor: int, cut: int) -> int | None:
+    """The last grapheme-cluster boundary in ``(anchor, cut]`` (None if there is none); `anchor` is one.
 
-    A boundary before index p depends only on ``text[:p + 1]``, so segmenting ``text[anchor:cut + 1]``
-    gives exact boundaries up to `cut` (only the last, possibly truncated, cluster can be wrong).
+    A boundary before index p depends only on ``text[:p + 1]`` (UAX #29 rules look backwards), so
+    segmenting ``text[anchor:cut + 1]`` is exact up to `cut`: the last cluster found there (possibly
+    truncated) starts at the last boundary not after `cut`.
     """
-    ends = accumulate(map(len, _CLUSTER.findall(text, anchor, cut + 1)), initial=anchor)
-    return [position for position in ends if anchor < position <= cut]
+    clusters = _CLUSTER.findall(text, anchor, cut + 1)
+    last_start = cut + 1 - len(clusters[-1])
+    return last_start if last_start > anchor else None
+
+
+def _last_anchor(text: str, low: int, cut: int) -> int | None:
+    """The last position in ``(low, cut]`` that is certainly a cluster boundary (see `_ANCHOR`), or None."""
+    found = None
+    for match in _ANCHOR.finditer(text, low, cut + 1):
+        if match.end() <= cut:
+            found = match.end()
+    return found if found is not None and found > low else None
+
+
+def _is_boundary_after_space(text: str, position: int) -> bool:
+    """Whether a cut right after the space at ``position - 1`` falls between two clusters
+    (it does not when a combining mark or ZWJ follows the space)."""
+    return _CLUSTER.match(text, position - 1).end() == position
 
 
 def split_document(text: str, *, limit: int = ENTRY_MAX_BYTES, near_end: int = NEAR_END_BYTES) -> list[str]:
@@ -69,51 +84,46 @@ def split_document(text: str, *, limit: int = ENTRY_MAX_BYTES, near_end: int = N
         if cut >= length:
             parts.append(text[start:])
             break
-        low = start + _prefix_chars(text, start, limit - near_end)
-        candidates = _allowed_cuts(text, start, low, cut, giant_end, ascii_only)
-        if not candidates:
-            # The cluster starting at `start` alone exceeds `limit`: cut it between code points.
-            giant_end = _CLUSTER.match(text, start).end()
-            end = cut
-        else:
-            end = _preferred(text, candidates, low)
+        low = max(start + 1, start + _prefix_chars(text, start, limit - near_end))
+        end = _preferred_cut(text, low, cut)
+        if end is None:
+            end, giant_end = _hard_cut(text, start, cut, giant_end, ascii_only)
         parts.append(text[start:end])
         start = end
     return parts
 
 
-def _allowed_cuts(text: str, start: int, low: int, cut: int, giant_end: int, ascii_only: bool) -> list[int]:
-    """Allowed cut positions in ``(start, cut]`` that matter: every one in ``[low, cut]`` plus the last.
+def _preferred_cut(text: str, low: int, cut: int) -> int | None:
+    """The last position in ``[low, cut]`` right after a newline (always a boundary: UAX #29 GB4),
+    else the last one right after a space that is a boundary; None when there is neither."""
+    newline = text.rfind("\n", low - 1, cut)
+    if newline >= 0:
+        return newline + 1
+    space = text.rfind(" ", low - 1, cut)
+    while space >= 0:
+        if _is_boundary_after_space(text, space + 1):
+            return space + 1
+        space = text.rfind(" ", low - 1, space)
+    return None
 
-    Empty when the cluster beginning at `start` extends past `cut` (and `start` is not inside an
-    oversized cluster), i.e. that cluster is larger than the limit by itself.
-    """
+
+def _hard_cut(text: str, start: int, cut: int, giant_end: int, ascii_only: bool) -> tuple[int, int]:
+    """The longest allowed part from `start` (a boundary, or inside an oversized cluster ending at
+    `giant_end`) not past `cut`. Returns ``(end, giant_end)``, the latter updated when the cluster at
+    `start` turns out to be larger than the limit by itself."""
     if start < giant_end:
-        # Inside an oversized cluster every code point boundary up to its end is allowed.
         if giant_end >= cut:
-            return [cut]
-        inside = list(range(max(start + 1, low), giant_end + 1))
-        return inside + _boundaries(text, giant_end, cut) or [giant_end]
+            return cut, giant_end  # inside an oversized cluster every code point boundary is allowed
+        anchor = _last_anchor(text, giant_end, cut) or giant_end
+        return (_last_boundary(text, anchor, cut) or anchor), giant_end
     if ascii_only:
-        # Every position is a boundary except inside CR LF; two candidates always leave one.
-        return [p for p in range(max(start + 1, low - 1), cut + 1) if not (text[p - 1] == "\r" and text[p] == "\n")]
-    anchor = start
-    if low - _ANCHOR_LOOKBACK_CHARS > start:
-        match = _ANCHOR.search(text, low - _ANCHOR_LOOKBACK_CHARS, low)
-        if match is not None:
-            anchor = match.end()
-    found = _boundaries(text, anchor, cut)
-    if not found and anchor > start:
-        return [anchor]  # the cluster at `anchor` straddles the cut; `anchor` itself is a boundary
-    return found
-
-
-def _preferred(text: str, candidates: list[int], low: int) -> int:
-    """Pick the cut: the last one after a newline in ``[low, …]``, else after a space, else the last."""
-    for wanted in ("\n", " "):
-        for position in reversed(candidates):
-            if position < low:
-                break
-            if text[position - 1] == wanted:
-                return position
-    return candidates[-1]
+        # Every position is a boundary except inside CR LF.
+        return (cut - 1 if text[cut - 1] == "\r" and text[cut] == "\n" else cut), giant_end
+    anchor = _last_anchor(text, max(start, cut - _ANCHOR_LOOKBACK_CHARS), cut) or start
+    end = _last_boundary(text, anchor, cut)
+    if end is not None:
+        return end, giant_end
+    if anchor > start:
+        return anchor, giant_end  # the cluster at `anchor` straddles the cut
+    # The cluster starting at `start` alone exceeds the limit: cut it between code points.
+    return cut, _CLUSTER.match(text, start).end()

@@ -30,9 +30,7 @@ def test_records_write_becomes_memories_write_keeping_other_scopes_without_dupli
         ApiToken = apps.get_model("accounts", "ApiToken")
         user = User.objects.create(handle="old-client", password="!")
         for name, (scopes, _) in CASES.items():
-            ApiToken.objects.create(
-                user=user, name=name, prefix=name[:12], digest=uuid.uuid4().hex * 2, scopes=scopes
-            )
+            ApiToken.objects.create(user=user, name=name, prefix=name[:12], digest=uuid.uuid4().hex * 2, scopes=scopes)
         executor = MigrationExecutor(connection)
         executor.migrate(AFTER)
         apps = executor.loader.project_state(AFTER).apps
