@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "memories",
     "backoffice",
     "versions",
+    "legacy",
 ]
 
 MIDDLEWARE = [
@@ -127,6 +128,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.schema.add_error_responses",
+        "legacy.api.schema.keep_only_retired_statuses",
     ],
 }
 

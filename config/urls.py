@@ -20,4 +20,5 @@ urlpatterns = [
     path("api/v1/", include("stores.api.urls")),
     path("api/v1/", include("memories.api.urls")),
     path("api/v1/", include("versions.api.urls")),
+    path("", include("legacy.urls")),
 ]
