@@ -98,6 +98,8 @@ MAX_REQUEST_BYTES = env.int("MAX_REQUEST_BYTES", default=1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
 # API tokens: how often last_used_at is refreshed (seconds) — a write per request would cost every call.
 TOKEN_LAST_USED_RESOLUTION = env.int("TOKEN_LAST_USED_RESOLUTION", default=60)
+# Memories log: how long a recall cursor stays valid (seconds); older cursors get 400 (SPEC §4 recall).
+RECALL_CURSOR_MAX_AGE = env.int("RECALL_CURSOR_MAX_AGE", default=24 * 3600)
 # Public base URL used in absolute links (guide URL in 410s); empty = taken from the request.
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
 
