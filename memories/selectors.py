@@ -2,8 +2,8 @@
 
 The store comes from `stores.selectors.get_store_for` (access already checked, counters loaded). Each
 read fetches exactly the rows it shows in a constant number of queries, whatever the store size:
-wake and zoom run one query for the live summaries of their blocks and one for the entries (bodies of
-single-entry lines plus the boundary entries whose `created_at` become `first_at`/`last_at`).
+wake and zoom run one query for all their lines (live summaries of the ranged blocks, with the boundary
+entries' `created_at` as `first_at`/`last_at` read in subqueries, plus the single-entry blocks).
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import re2
 from django.conf import settings
 from django.core import signing
 from django.db import connection
-from django.db.models import Case, Count, Max, Min, Q, TextField, Value, When
+from django.db.models import Count, Max, Min, Q
 
+from accounts.models import User
 from memories import tree
 from memories.errors import InvalidCursor, InvalidPattern, InvalidRange, SnapshotTooLarge
 from memories.models import BODY_MAX_BYTES, Entry, Summary
@@ -49,60 +50,76 @@ def _block_q(blocks: list[tree.Block]) -> Q:
     return q
 
 
+# One round trip for every line of a wake or zoom, whatever the store size: the live summaries of the
+# ranged blocks (with first_at/last_at read from the boundary entries through the (store, seq) index)
+# and the single-entry blocks. Only the rows shown are returned.
+_LINES_SQL = """
+SELECT 'summary', s.start, s."end", s.summary_md, s.model, u.handle, s.created_at, s.generation,
+       (SELECT e.created_at FROM {entry} e WHERE e.store_id = s.store_id AND e.seq = s.start),
+       (SELECT e.created_at FROM {entry} e WHERE e.store_id = s.store_id AND e.seq = s."end")
+FROM {summary} s
+JOIN unnest(%(starts)s::bigint[], %(ends)s::bigint[]) AS wanted(start, stop)
+  ON s.start = wanted.start AND s."end" = wanted.stop
+JOIN {user} u ON u.id = s.author_id
+WHERE s.store_id = %(store)s AND s.invalidated_at IS NULL
+UNION ALL
+SELECT 'entry', e.seq, e.seq, e.body_md, NULL, u.handle, e.created_at, NULL, NULL, NULL
+FROM {entry} e JOIN {user} u ON u.id = e.author_id
+WHERE e.store_id = %(store)s AND e.seq = ANY(%(seqs)s::bigint[])
+"""
+
+
 def render_lines(store: Store, blocks: list[tree.Block]) -> list[dict[str, Any]]:
-    """Wake/zoom lines for `blocks` (all inside the store's entries), in the given order; two queries.
+    """Wake/zoom lines for `blocks` (all inside the store's entries), in the given order; one query.
 
     Entry line: ``{range, kind: "entry", seq, text, author, created_at}``. Summary line: ``{range,
     kind: "summary", text, model, author, created_at, generation, first_at, last_at}``. A block of size
     ≥ 2 without a live summary: ``{range, kind: "missing", text: None}``.
     """
+    if not blocks:
+        return []
     ranged = [block for block in blocks if not block.is_entry]
-    summaries: dict[tuple[int, int], dict] = {}
-    if ranged:
-        rows = (
-            Summary.objects.filter(store=store, invalidated_at=None)
-            .filter(_block_q(ranged))
-            .values("start", "end", "summary_md", "model", "author__handle", "created_at", "generation")
-        )
-        summaries = {(row["start"], row["end"]): row for row in rows}
-    singles = {block.start for block in blocks if block.is_entry}
-    boundaries = {seq for start, end in summaries for seq in (start, end)}
-    entries: dict[int, dict] = {}
-    if singles or boundaries:
-        text = Case(When(seq__in=singles, then="body_md"), default=Value(None), output_field=TextField())
-        rows = (
-            Entry.objects.filter(store=store, seq__in=singles | boundaries)
-            .annotate(text=text if singles else Value(None, output_field=TextField()))
-            .values("seq", "text", "author__handle", "created_at")
-        )
-        entries = {row["seq"]: row for row in rows}
+    params = {
+        "store": store.pk,
+        "starts": [block.start for block in ranged],
+        "ends": [block.end for block in ranged],
+        "seqs": [block.start for block in blocks if block.is_entry],
+    }
+    sql = _LINES_SQL.format(entry=Entry._meta.db_table, summary=Summary._meta.db_table, user=User._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    summaries = {(row[1], row[2]): row for row in rows if row[0] == "summary"}
+    entries = {row[1]: row for row in rows if row[0] == "entry"}
     lines = []
     for block, kind in tree.classify(blocks, set(summaries)):
         if kind == "entry":
-            row = entries[block.start]
+            _, seq, _, text, _, author, created_at, *_ = entries[block.start]
             lines.append(
                 {
                     "range": block.label,
                     "kind": "entry",
-                    "seq": block.start,
-                    "text": row["text"],
-                    "author": row["author__handle"],
-                    "created_at": row["created_at"],
+                    "seq": seq,
+                    "text": text,
+                    "author": author,
+                    "created_at": created_at,
                 }
             )
         elif kind == "summary":
-            row = summaries[(block.start, block.end)]
+            _, _, _, text, model, author, created_at, generation, first_at, last_at = summaries[
+                (block.start, block.end)
+            ]
             lines.append(
                 {
                     "range": block.label,
                     "kind": "summary",
-                    "text": row["summary_md"],
-                    "model": row["model"],
-                    "author": row["author__handle"],
-                    "created_at": row["created_at"],
-                    "generation": row["generation"],
-                    "first_at": entries[block.start]["created_at"],
-                    "last_at": entries[block.end]["created_at"],
+                    "text": text,
+                    "model": model,
+                    "author": author,
+                    "created_at": created_at,
+                    "generation": generation,
+                    "first_at": first_at,
+                    "last_at": last_at,
                 }
             )
         else:
