@@ -127,3 +127,59 @@ def test_parallel_notes_interleaved_with_nonce_retries_keep_seq_contiguous(live_
     rows = list(Entry.objects.filter(store=store).values_list("seq", "body_md"))
     assert sorted(seq for seq, _ in rows) == list(range(25 + 8 * 25))
     assert sorted(body for _, body in rows if body.startswith("note ")) == sorted(f"note {i}" for i in range(25))
+
+
+def test_parallel_compactors_and_appenders_leave_one_live_summary_per_range(live_server, agent):
+    """Four agents run nap/compact loops (each with its own wording) while another appends notes."""
+    from memories.models import Summary
+
+    store, headers = agent
+    base = f"{live_server.url}/api/v1/memories/{store.pk}"
+    with httpx.Client(headers=headers, timeout=60) as http:
+        for i in range(64):
+            assert http.post(f"{base}/note", json={"body_md": f"seed {i}"}).status_code == 201
+    start = threading.Barrier(5)
+    conflicts: list[str] = []
+
+    def compactor(worker: int) -> int:
+        created = 0
+        with httpx.Client(headers=headers, timeout=60) as http:
+            start.wait()
+            for _ in range(400):
+                data = http.get(f"{base}/nap", params={"snapshot": 64}).json()["data"]
+                if data["complete"]:
+                    return created
+                job = data["job"]
+                response = http.post(
+                    f"{base}/compact",
+                    json={
+                        "range": job["range"],
+                        "generation": job["generation"],
+                        "source_digest": job["source_digest"],
+                        "summary_md": f"worker {worker} summary of {job['range']}",
+                        "model": f"worker-{worker}",
+                    },
+                )
+                if response.status_code == 201:
+                    created += 1
+                else:
+                    assert response.status_code == 409, response.text
+                    conflicts.append(response.json()["error"]["details"]["reason"])
+        raise AssertionError("compaction did not converge")
+
+    def appender(_: int) -> int:
+        with httpx.Client(headers=headers, timeout=60) as http:
+            start.wait()
+            for i in range(40):
+                assert http.post(f"{base}/note", json={"body_md": f"late {i}"}).status_code == 201
+        return 0
+
+    with ThreadPoolExecutor(5) as pool:
+        created = sum(pool.map(lambda i: appender(i) if i == 4 else compactor(i), range(5)))
+
+    assert created == 63  # every aligned range of size ≥ 2 inside [0, 64), each created exactly once
+    assert set(conflicts) <= {"summary_conflict"}
+    live = list(Summary.objects.filter(store=store, invalidated_at=None).values_list("start", "end"))
+    assert len(live) == len(set(live)) == 63
+    store.refresh_from_db()
+    assert (store.entry_count, store.summary_count) == (104, 63)
