@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from memories.models import Entry, Summary
-from memories.tree import Block, parse_range, source_digest
+from memories.tree import parse_range, source_digest
 from stores.models import Store
 
 
@@ -98,6 +98,3 @@ def compact_all(client, store, *, snapshot=None) -> int:
 def filled_store(private_store):
     """The owner's private store with 8 entries 'entry 0'..'entry 7'."""
     return fill(private_store, 8)
-
-
-__all__ = ["Block", "compact_all", "fill", "put_summary", "summary_text", "url"]
