@@ -89,6 +89,8 @@ class Summary(models.Model):
                 condition=Q(invalidated_at__isnull=True),
                 name="summary_live_by_level",
             ),
+            # `pending` at a snapshot below entry_count counts the live summaries ending at or after it.
+            models.Index(fields=["store", "end"], condition=Q(invalidated_at__isnull=True), name="summary_live_by_end"),
         ]
 
     def __str__(self) -> str:

@@ -1,0 +1,284 @@
+"""Request validation and response shapes of the Memories log endpoints (SPEC §4).
+
+Input serializers are strict (unknown fields/parameters are 400). Output serializers render the dicts
+built by `memories.selectors` and name the OpenAPI components.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rest_framework import serializers
+
+from config.api import StrictQuerySerializer, StrictSerializer, Utf8TextField
+from memories import tree
+from memories.models import BODY_MAX_BYTES, MODEL_MAX_CHARS, NONCE_MAX_CHARS, SUMMARY_MAX_BYTES
+
+_DIGEST_RE = re.compile(r"[0-9a-fA-F]{64}")
+
+
+class JsonIntegerField(serializers.IntegerField):
+    """An integer that must be a JSON number without a fraction: strings, floats and booleans are 400."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise serializers.ValidationError("Must be an integer.")
+        return super().to_internal_value(data)
+
+
+class RangeField(serializers.CharField):
+    """A range string, ``"n"`` or aligned ``"a-b"``, parsed into a `memories.tree.Block`."""
+
+    def __init__(self, *, allow_entry: bool = True, **kwargs):
+        self.allow_entry = allow_entry
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string such as '5' or '0-7'.")
+        if len(data) > 64:
+            raise serializers.ValidationError("Must be at most 64 characters.")
+        text = super().to_internal_value(data)
+        try:
+            return tree.parse_range(text, allow_entry=self.allow_entry, field=self.field_name)
+        except tree.RangeError as exc:
+            raise serializers.ValidationError(str(exc).split(": ", 1)[-1]) from None
+
+    def to_representation(self, value):
+        return value.label if isinstance(value, tree.Block) else str(value)
+
+
+class SnapshotQueryField(serializers.IntegerField):
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("min_value", 0)
+        kwargs.setdefault("max_value", tree.MAX_SEQ)
+        kwargs.setdefault("help_text", "Read at this entry count (default: the current entry_count).")
+        super().__init__(**kwargs)
+
+
+# ------------------------------------------------------------------------------------------ requests
+
+
+class NoteRequestSerializer(StrictSerializer):
+    body_md = Utf8TextField(min_bytes=1, max_bytes=BODY_MAX_BYTES, help_text="1..1,024 UTF-8 bytes, stored as sent.")
+    client_nonce = Utf8TextField(
+        min_bytes=1,
+        max_length=NONCE_MAX_CHARS,
+        required=False,
+        allow_null=True,
+        help_text="Idempotency key scoped to (store, author), ≤128 characters.",
+    )
+
+
+class CompactRequestSerializer(StrictSerializer):
+    range = RangeField(allow_entry=False, help_text="Aligned range 'a-b' of size 2^k, k ≥ 1.")
+    generation = JsonIntegerField(min_value=1, max_value=tree.MAX_SEQ)
+    source_digest = serializers.CharField(max_length=64, min_length=64, help_text="From the nap job (hex SHA-256).")
+    summary_md = Utf8TextField(min_bytes=1, max_bytes=SUMMARY_MAX_BYTES)
+    model = Utf8TextField(min_bytes=1, max_length=MODEL_MAX_CHARS, help_text="Self-declared model id, 1..200 chars.")
+    snapshot = JsonIntegerField(
+        min_value=0, max_value=tree.MAX_SEQ, required=False, help_text="Report complete/pending for this snapshot."
+    )
+
+    def validate_source_digest(self, value: str) -> str:
+        if not _DIGEST_RE.fullmatch(value):
+            raise serializers.ValidationError("Must be 64 hexadecimal characters (a SHA-256).")
+        return value.lower()
+
+
+class ForgetRequestSerializer(StrictSerializer):
+    range = RangeField(help_text="An entry 'n' or an aligned range 'a-b'.")
+    generation = JsonIntegerField(min_value=1, max_value=tree.MAX_SEQ)
+
+
+class WakeQuerySerializer(StrictQuerySerializer):
+    budget = serializers.IntegerField(min_value=32, max_value=128, default=32, required=False)
+    snapshot = SnapshotQueryField()
+
+
+class NapQuerySerializer(StrictQuerySerializer):
+    snapshot = SnapshotQueryField()
+
+
+class ZoomQuerySerializer(StrictQuerySerializer):
+    range = RangeField(help_text="An entry 'n' or an aligned range 'a-b'.")
+    snapshot = SnapshotQueryField()
+
+
+class RecallQuerySerializer(StrictQuerySerializer):
+    pattern = serializers.CharField(
+        trim_whitespace=False, max_length=4096, help_text="RE2 pattern, ≤200 characters, ≤1,024 instructions."
+    )
+    case_sensitive = serializers.ChoiceField(choices=["true", "false"], default="false", required=False)
+    cursor = serializers.CharField(max_length=4096, required=False, help_text="meta.next_cursor of the last page.")
+    limit = serializers.IntegerField(min_value=1, max_value=100, default=100, required=False)
+
+    def validate_case_sensitive(self, value: str) -> bool:
+        return value == "true"
+
+
+# ----------------------------------------------------------------------------------------- responses
+
+
+class EntrySerializer(serializers.Serializer):
+    """An entry as `note` returns it."""
+
+    seq = serializers.IntegerField()
+    author = serializers.CharField(source="author.handle")
+    created_at = serializers.DateTimeField()
+    body_md = serializers.CharField()
+    size_bytes = serializers.IntegerField()
+    client_nonce = serializers.CharField(allow_null=True)
+
+
+class NoteMetaSerializer(serializers.Serializer):
+    replayed = serializers.BooleanField()
+
+
+class NoteEnvelopeSerializer(serializers.Serializer):
+    data = EntrySerializer()
+    meta = NoteMetaSerializer()
+
+
+class LineSerializer(serializers.Serializer):
+    """One wake/zoom line; entry lines carry seq/author/created_at, summary lines model and first/last_at."""
+
+    range = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["entry", "summary", "missing"])
+    text = serializers.CharField(allow_null=True)
+    seq = serializers.IntegerField(required=False)
+    author = serializers.CharField(required=False)
+    created_at = serializers.DateTimeField(required=False)
+    model = serializers.CharField(required=False)
+    generation = serializers.IntegerField(required=False)
+    first_at = serializers.DateTimeField(required=False)
+    last_at = serializers.DateTimeField(required=False)
+
+
+class CompactionHintSerializer(serializers.Serializer):
+    pending = serializers.IntegerField()
+    message = serializers.CharField()
+
+
+class WakeDataSerializer(serializers.Serializer):
+    snapshot = serializers.IntegerField()
+    budget = serializers.IntegerField()
+    generation = serializers.IntegerField()
+    entry_count = serializers.IntegerField()
+    complete = serializers.BooleanField()
+    lines = LineSerializer(many=True)
+    compaction = CompactionHintSerializer(allow_null=True)
+
+
+class WakeEnvelopeSerializer(serializers.Serializer):
+    data = WakeDataSerializer()
+    meta = serializers.DictField()
+
+
+class ZoomDataSerializer(serializers.Serializer):
+    snapshot = serializers.IntegerField()
+    range = serializers.CharField()
+    line = LineSerializer()
+    halves = LineSerializer(many=True)
+
+
+class ZoomEnvelopeSerializer(serializers.Serializer):
+    data = ZoomDataSerializer()
+    meta = serializers.DictField()
+
+
+class JobChildSerializer(serializers.Serializer):
+    range = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["entry", "summary"])
+    text = serializers.CharField()
+    author = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    model = serializers.CharField(required=False)
+
+
+class JobSerializer(serializers.Serializer):
+    range = serializers.CharField()
+    level = serializers.IntegerField()
+    generation = serializers.IntegerField()
+    source_digest = serializers.CharField()
+    snapshot = serializers.IntegerField()
+    children = JobChildSerializer(many=True)
+    max_bytes = serializers.IntegerField()
+    prompt = serializers.CharField()
+
+
+class NapDataSerializer(serializers.Serializer):
+    complete = serializers.BooleanField()
+    snapshot = serializers.IntegerField()
+    generation = serializers.IntegerField()
+    job = JobSerializer(allow_null=True)
+
+
+class PendingMetaSerializer(serializers.Serializer):
+    pending = serializers.IntegerField()
+
+
+class NapEnvelopeSerializer(serializers.Serializer):
+    data = NapDataSerializer()
+    meta = PendingMetaSerializer()
+
+
+class SummarySerializer(serializers.Serializer):
+    """A stored summary as `compact` returns it."""
+
+    range = serializers.SerializerMethodField()
+    level = serializers.IntegerField()
+    summary_md = serializers.CharField()
+    model = serializers.CharField()
+    author = serializers.CharField(source="author.handle")
+    source_digest = serializers.CharField()
+    generation = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+
+    def get_range(self, summary) -> str:
+        return tree.Block(summary.start, summary.end - summary.start + 1).label
+
+
+class CompactMetaSerializer(serializers.Serializer):
+    snapshot = serializers.IntegerField()
+    complete = serializers.BooleanField()
+    pending = serializers.IntegerField()
+    created = serializers.BooleanField()
+
+
+class CompactEnvelopeSerializer(serializers.Serializer):
+    data = SummarySerializer()
+    meta = CompactMetaSerializer()
+
+
+class ForgetDataSerializer(serializers.Serializer):
+    invalidated = serializers.ListField(child=serializers.CharField())
+    generation = serializers.IntegerField()
+
+
+class ForgetEnvelopeSerializer(serializers.Serializer):
+    data = ForgetDataSerializer()
+    meta = serializers.DictField()
+
+
+class RecallMatchSerializer(serializers.Serializer):
+    seq = serializers.IntegerField()
+    author = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    body_md = serializers.CharField()
+    spans = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField(), min_length=2, max_length=2),
+        help_text="[start, end) offsets of each match, in code points.",
+    )
+
+
+class RecallMetaSerializer(serializers.Serializer):
+    next_cursor = serializers.CharField(allow_null=True)
+    snapshot = serializers.IntegerField()
+    examined = serializers.IntegerField()
+
+
+class RecallEnvelopeSerializer(serializers.Serializer):
+    data = RecallMatchSerializer(many=True)
+    meta = RecallMetaSerializer()

@@ -1,0 +1,304 @@
+"""Write use-cases of the Memories log (SPEC §4): note, compact, forget.
+
+Access (read / write / owner) is checked by the caller through `stores.selectors.get_store_for`; these
+services check state (archived, bounds, generation, digests) under the store row lock. Store counters
+(`entry_count`, `generation`, `summary_count`) are only changed here, under that lock. `updated_at` is
+not touched: it moves on metadata changes only (file-surface semantics).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.models import User
+from memories import tree
+from memories.errors import InvalidRange, NonceConflict, SnapshotTooLarge, StaleDigest, StaleGeneration, SummaryConflict
+from memories.models import Entry, Summary
+from stores.errors import StoreArchived, StoreNotFound
+from stores.models import Store
+
+NONCE_CONSTRAINT = "entry_store_author_nonce_unique"
+
+
+@dataclass(frozen=True)
+class Appended:
+    """Result of `append_entry`: the entry and whether this call created it (False = nonce replay)."""
+
+    entry: Entry
+    created: bool
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """Result of `compact_range`: the live summary, whether it was created, and progress at `snapshot`."""
+
+    summary: Summary
+    created: bool
+    snapshot: int
+    pending: int
+
+    @property
+    def complete(self) -> bool:
+        return self.pending == 0
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """Result of `forget_range`: the invalidated ranges (smallest first) and the store's new generation."""
+
+    invalidated: list[tree.Block]
+    generation: int
+
+
+# One statement, one round trip (SPEC §4 Entries). The UPDATE takes the store row lock exactly like
+# SELECT … FOR UPDATE and holds it until the statement's transaction commits, so seq = entry_count - 1 is
+# assigned in lock order: no gap, no duplicate; UNIQUE (store, seq) is the backstop. clock_timestamp() is
+# read after the lock is taken, so created_at never decreases along seq. `prior` serves a sequential
+# nonce replay without touching the counter; concurrent retries of one nonce fall through to the
+# UNIQUE (store, author, client_nonce) violation, which aborts the whole statement (counter included).
+_APPEND_SQL = """
+WITH {prior}bump AS (
+    UPDATE {store_table} SET entry_count = entry_count + 1
+    WHERE id = %(store)s AND archived_at IS NULL{no_prior}
+    RETURNING entry_count - 1 AS seq
+), ins AS (
+    INSERT INTO {entry_table} (store_id, seq, author_id, body_md, size_bytes, client_nonce, created_at)
+    SELECT %(store)s, bump.seq, %(author)s, %(body)s, %(size)s, %(nonce)s, clock_timestamp() FROM bump
+    RETURNING id, seq, body_md, created_at
+)
+SELECT true, id, seq, body_md, created_at FROM ins{union_prior}
+"""
+_PRIOR_CTE = """prior AS (
+    SELECT id, seq, body_md, created_at FROM {entry_table}
+    WHERE store_id = %(store)s AND author_id = %(author)s AND client_nonce = %(nonce)s
+), """
+
+
+def _append_sql(with_nonce: bool) -> str:
+    tables = {"store_table": Store._meta.db_table, "entry_table": Entry._meta.db_table}
+    return _APPEND_SQL.format(
+        prior=_PRIOR_CTE.format(**tables) if with_nonce else "",
+        no_prior=" AND NOT EXISTS (SELECT 1 FROM prior)" if with_nonce else "",
+        union_prior="\nUNION ALL SELECT false, id, seq, body_md, created_at FROM prior" if with_nonce else "",
+        **tables,
+    )
+
+
+_APPEND_WITH_NONCE = _append_sql(True)
+_APPEND_WITHOUT_NONCE = _append_sql(False)
+
+
+def _run_append(params: dict) -> tuple | None:
+    sql = _APPEND_WITH_NONCE if params["nonce"] is not None else _APPEND_WITHOUT_NONCE
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
+
+
+def _is_nonce_violation(exc: IntegrityError) -> bool:
+    diag = getattr(exc.__cause__, "diag", None)
+    return getattr(diag, "constraint_name", None) == NONCE_CONSTRAINT
+
+
+def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str | None = None) -> Appended:
+    """Append one entry to `store`'s log (SPEC §4 Entries); one SQL statement in autocommit mode.
+
+    body_md: 1..1,024 UTF-8 bytes, validated by the caller (stored exactly as given).
+    client_nonce: ≤128 chars or None; scoped to (store, author).
+    Returns Appended(entry, created). A replay of (nonce, same body) returns the original entry with
+    created=False. Raises NonceConflict (409 `nonce_conflict`) for the nonce with a different body,
+    StoreArchived (409) for an archived store, StoreNotFound if the store vanished.
+    """
+    params = {
+        "store": store.pk,
+        "author": author.pk,
+        "body": body_md,
+        "size": len(body_md.encode("utf-8")),
+        "nonce": client_nonce,
+    }
+    row = None
+    for _attempt in range(3):
+        try:
+            if connection.in_atomic_block:  # tests and callers inside a transaction: keep it usable
+                with transaction.atomic():
+                    row = _run_append(params)
+            else:
+                row = _run_append(params)
+            break
+        except IntegrityError as exc:
+            if client_nonce is None or not _is_nonce_violation(exc):
+                raise
+            # A concurrent retry of the same nonce committed first: decide from the original.
+            original = (
+                Entry.objects.filter(store_id=store.pk, author_id=author.pk, client_nonce=client_nonce)
+                .values_list("id", "seq", "body_md", "created_at")
+                .first()
+            )
+            if original is not None:
+                row = (False, *original)
+                break
+    if row is None:
+        archived = Store.objects.filter(pk=store.pk).values_list("archived_at", flat=True)
+        if not archived.exists():
+            raise StoreNotFound()
+        if archived.first() is not None:
+            raise StoreArchived()
+        raise StoreNotFound()  # pragma: no cover - only a nonce race that keeps rolling back lands here
+    created, entry_id, seq, stored_body, created_at = row
+    if not created and stored_body != body_md:
+        raise NonceConflict(details={"seq": seq})
+    entry = Entry(
+        id=entry_id,
+        store_id=store.pk,
+        seq=seq,
+        author=author,
+        body_md=stored_body,
+        size_bytes=len(stored_body.encode("utf-8")),
+        client_nonce=client_nonce,
+        created_at=created_at,
+    )
+    return Appended(entry=entry, created=created)
+
+
+def _lock(store: Store) -> Store:
+    return Store.objects.select_for_update(of=("self",)).get(pk=store.pk)
+
+
+def _block_q(blocks) -> Q:
+    q = Q(pk__in=[])
+    for block in blocks:
+        q |= Q(start=block.start, end=block.end)
+    return q
+
+
+def pending_at(*, store: Store, snapshot: int) -> int:
+    """Summaries snapshot `snapshot` still needs: ``(N - popcount N) - live summaries inside [0, N)``.
+
+    At the current entry_count this is pure arithmetic on the store's counters; below it, one indexed
+    count of the live summaries ending at or after the snapshot (O(entries appended since)).
+    """
+    live_inside = store.summary_count
+    if snapshot < store.entry_count:
+        live_inside -= Summary.objects.filter(store=store, invalidated_at=None, end__gte=snapshot).count()
+    return max(tree.needed_count(snapshot) - live_inside, 0)
+
+
+@transaction.atomic
+def compact_range(
+    *,
+    store: Store,
+    author: User,
+    block: tree.Block,
+    generation: int,
+    source_digest: str,
+    summary_md: str,
+    model: str,
+    snapshot: int | None = None,
+) -> Compacted:
+    """Store the summary of aligned range `block` (size ≥ 2) built from its two children (SPEC §4 compact).
+
+    Checks in order under the store lock: archived (409 `store_archived`); range inside the current
+    entries and snapshot ≤ entry_count (400); `generation` is the store's (409 `stale_generation`); both
+    children live and the recomputed digest equals `source_digest` (409 `stale_digest`); a live summary
+    at the range with the same text → returned with created=False (200), with another text → 409
+    `summary_conflict`. summary_md (1..1,024 UTF-8 bytes) and model (1..200 chars) are validated by the
+    caller. `pending`/`complete` are for `snapshot` (default: the current entry_count).
+    """
+    locked = _lock(store)
+    if locked.archived_at is not None:
+        raise StoreArchived()
+    if block.end >= locked.entry_count:
+        raise InvalidRange(
+            f"range: {block.label} is beyond the store's {locked.entry_count} entries.",
+            details={"entry_count": locked.entry_count},
+        )
+    if snapshot is not None and snapshot > locked.entry_count:
+        raise SnapshotTooLarge(
+            f"snapshot: {snapshot} is larger than the store's entry_count {locked.entry_count}.",
+            details={"entry_count": locked.entry_count},
+        )
+    if generation != locked.generation:
+        raise StaleGeneration(details={"generation": locked.generation})
+    left, right = block.halves()
+    if block.size == 2:
+        texts = dict(
+            Entry.objects.filter(store=locked, seq__in=[left.start, right.start]).values_list("seq", "body_md")
+        )
+        children = {(left.start, left.end): texts.get(left.start), (right.start, right.end): texts.get(right.start)}
+        existing = Summary.objects.filter(store=locked, invalidated_at=None, start=block.start, end=block.end).first()
+    else:
+        rows = list(Summary.objects.filter(store=locked, invalidated_at=None).filter(_block_q([block, left, right])))
+        by_range = {(row.start, row.end): row for row in rows}
+        children = {
+            (half.start, half.end): getattr(by_range.get((half.start, half.end)), "summary_md", None)
+            for half in (left, right)
+        }
+        existing = by_range.get((block.start, block.end))
+    left_text, right_text = children[(left.start, left.end)], children[(right.start, right.end)]
+    if left_text is None or right_text is None:
+        raise StaleDigest("A child of this range has no live summary; call nap again.")
+    if tree.source_digest(left, left_text, right, right_text) != source_digest:
+        raise StaleDigest()
+    n = locked.entry_count if snapshot is None else snapshot
+    if existing is not None:
+        if existing.summary_md != summary_md:
+            raise SummaryConflict(details={"range": block.label})
+        return Compacted(summary=existing, created=False, snapshot=n, pending=pending_at(store=locked, snapshot=n))
+    summary = Summary.objects.create(
+        store=locked,
+        start=block.start,
+        end=block.end,
+        level=block.level,
+        summary_md=summary_md,
+        size_bytes=len(summary_md.encode("utf-8")),
+        model=model,
+        author=author,
+        source_digest=source_digest,
+        generation=locked.generation,
+    )
+    locked.summary_count += 1
+    locked.save(update_fields=["summary_count"])
+    return Compacted(summary=summary, created=True, snapshot=n, pending=pending_at(store=locked, snapshot=n))
+
+
+@transaction.atomic
+def forget_range(*, store: Store, actor: User, block: tree.Block, generation: int) -> Forgotten:
+    """Invalidate the live summary at `block` and every live summary containing it (SPEC §4 forget).
+
+    block: an entry (``n``) or an aligned range inside the current entries (else 400). `generation` must
+    be the store's (409 `stale_generation`). Archived → 409 `store_archived`. Entries are never touched.
+    Always increments `generation`; `summary_count` drops by the number invalidated. The caller has
+    checked the owner right.
+    """
+    locked = _lock(store)
+    if locked.archived_at is not None:
+        raise StoreArchived()
+    if block.end >= locked.entry_count:
+        raise InvalidRange(
+            f"range: {block.label} is beyond the store's {locked.entry_count} entries.",
+            details={"entry_count": locked.entry_count},
+        )
+    if generation != locked.generation:
+        raise StaleGeneration(details={"generation": locked.generation})
+    # The block and its ancestors are at most ~63 exact ranges: an index lookup each, never a scan.
+    candidates = list(tree.ranges_containing(block, locked.entry_count))
+    invalidated: list[tree.Block] = []
+    if candidates:
+        hits = list(
+            Summary.objects.filter(store=locked, invalidated_at=None)
+            .filter(_block_q(candidates))
+            .values_list("pk", "start", "end")
+        )
+        if hits:
+            Summary.objects.filter(pk__in=[pk for pk, _, _ in hits]).update(
+                invalidated_at=timezone.now(), invalidated_by=actor
+            )
+        invalidated = sorted((tree.Block(start, end - start + 1) for _, start, end in hits), key=lambda b: b.size)
+    locked.generation += 1
+    locked.summary_count -= len(invalidated)
+    locked.save(update_fields=["generation", "summary_count"])
+    return Forgotten(invalidated=invalidated, generation=locked.generation)

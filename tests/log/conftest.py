@@ -1,0 +1,100 @@
+"""Fixtures for the Memories log tests: URL helpers, bulk-filled stores and a deterministic summariser."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from django.utils import timezone
+
+from memories.models import Entry, Summary
+from memories.tree import parse_range, source_digest
+from stores.models import Store
+
+
+def url(store, action: str) -> str:
+    """`/api/v1/memories/<id>/<action>`."""
+    return f"/api/v1/memories/{getattr(store, 'pk', store)}/{action}"
+
+
+def fill(store: Store, count: int, *, author=None, body=lambda seq: f"entry {seq}") -> Store:
+    """Bulk-insert `count` more entries (as an import would) and bump entry_count; returns the fresh store."""
+    store.refresh_from_db()
+    author = author or store.owner
+    now = timezone.now()
+    start = store.entry_count
+    Entry.objects.bulk_create(
+        [
+            Entry(
+                store=store,
+                seq=seq,
+                author=author,
+                body_md=body(seq),
+                size_bytes=len(body(seq).encode()),
+                created_at=now,
+            )
+            for seq in range(start, start + count)
+        ],
+        batch_size=5000,
+    )
+    Store.objects.filter(pk=store.pk).update(entry_count=start + count)
+    store.refresh_from_db()
+    return store
+
+
+def summary_text(job: dict) -> str:
+    """The deterministic 'model': a short text derived from the job's children."""
+    digest = hashlib.sha256("|".join(child["text"] for child in job["children"]).encode()).hexdigest()[:12]
+    return f"Summary of {job['range']} ({digest})"
+
+
+def put_summary(store: Store, label: str, text: str | None = None, *, author=None) -> Summary:
+    """Insert a live summary directly (children texts are not checked) and bump summary_count."""
+    block = parse_range(label, allow_entry=False)
+    left, right = block.halves()
+    summary = Summary.objects.create(
+        store=store,
+        start=block.start,
+        end=block.end,
+        level=block.level,
+        summary_md=text or f"summary {label}",
+        size_bytes=len((text or f"summary {label}").encode()),
+        model="test-model",
+        author=author or store.owner,
+        source_digest=source_digest(left, "x", right, "y"),
+        generation=store.generation,
+    )
+    Store.objects.filter(pk=store.pk).update(summary_count=store.summary_count + 1)
+    store.refresh_from_db()
+    return summary
+
+
+def compact_all(client, store, *, snapshot=None) -> int:
+    """Drive nap/compact over the API until complete; returns the number of summaries submitted."""
+    submitted = 0
+    query = {} if snapshot is None else {"snapshot": snapshot}
+    while True:
+        nap = client.get(url(store, "nap"), query)
+        assert nap.status_code == 200, nap.json()
+        data = nap.json()["data"]
+        if data["complete"]:
+            return submitted
+        job = data["job"]
+        response = client.post(
+            url(store, "compact"),
+            {
+                "range": job["range"],
+                "generation": job["generation"],
+                "source_digest": job["source_digest"],
+                "summary_md": summary_text(job),
+                "model": "test-summariser-1",
+            },
+        )
+        assert response.status_code == 201, response.json()
+        submitted += 1
+
+
+@pytest.fixture
+def filled_store(private_store):
+    """The owner's private store with 8 entries 'entry 0'..'entry 7'."""
+    return fill(private_store, 8)
