@@ -19,4 +19,5 @@ urlpatterns = [
     path("api/v1/", include("accounts.api.urls")),
     path("api/v1/", include("stores.api.urls")),
     path("api/v1/", include("memories.api.urls")),
+    path("", include("stores.api.directory_urls")),
 ]
