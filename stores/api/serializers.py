@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from drf_spectacular.utils import extend_schema_field
@@ -30,10 +31,15 @@ class StrictBooleanField(serializers.BooleanField):
 
 
 class StrictIntegerField(serializers.IntegerField):
-    """An integer that is never a JSON boolean or a float (DRF would accept `true` and `1.0`)."""
+    """An integer written as one: never a JSON boolean or float, never `"1.0"` or `" 7"` in a query string.
+
+    (DRF's IntegerField would accept `true`, `1.0` and `"1.000"`.)
+    """
+
+    _DIGITS = re.compile(r"-?[0-9]{1,20}")
 
     def to_internal_value(self, data):
-        if isinstance(data, (bool, float)):
+        if isinstance(data, (bool, float)) or (isinstance(data, str) and not self._DIGITS.fullmatch(data)):
             raise serializers.ValidationError("A valid integer is required.")
         return super().to_internal_value(data)
 

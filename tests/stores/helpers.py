@@ -18,6 +18,7 @@ def assert_error(response, status: int, error_type: str, reason: str | None = No
 
 
 def without_request_id(response) -> dict:
-    body = response.json()
-    body.pop("request_id")
+    """The error body without its request id (a copy: the test client caches `response.json()`)."""
+    body = dict(response.json())
+    assert body.pop("request_id").startswith("req_")
     return body
