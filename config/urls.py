@@ -21,4 +21,5 @@ urlpatterns = [
     path("api/v1/", include("memories.api.urls")),
     path("api/v1/", include("versions.api.urls")),
     path("", include("legacy.urls")),
+    path("", include("stores.api.directory_urls")),
 ]

@@ -19,6 +19,12 @@ class StoreOwnerRequired(PermissionError_):
     message = "Only the store's owner can do that."
 
 
+class SubjectWriteForbidden(PermissionError_):
+    """The caller can see the subject (user, project, section) but may not write its store (ensure)."""
+
+    message = "You can see this subject but may not write to its store."
+
+
 class StoreArchived(Conflict):
     reason = "store_archived"
     message = "This store is archived and read-only."

@@ -10,6 +10,8 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Length
@@ -22,6 +24,13 @@ DESCRIPTION_MAX_CHARS = 1024
 METADATA_MAX_PAIRS = 16
 METADATA_KEY_MAX_CHARS = 64
 METADATA_VALUE_MAX_CHARS = 512
+
+# Universal search (SPEC §8): the text-search configuration and the weighted document of a store. The
+# GIN index `store_search_gin` is built on exactly this expression, so `search_stores` can use it.
+SEARCH_CONFIG = "english"
+SEARCH_VECTOR = SearchVector("name", weight="A", config=SEARCH_CONFIG) + SearchVector(
+    "description", weight="B", config=SEARCH_CONFIG
+)
 
 
 # `name__length` in the check constraints below needs Length registered as a transform.
@@ -207,6 +216,7 @@ class Store(models.Model):
         indexes = [
             models.Index(fields=["-created_at", "-id"], name="store_newest_first"),
             models.Index(fields=["scope", "-created_at"], name="store_scope_newest"),
+            GinIndex(SEARCH_VECTOR, name="store_search_gin"),
         ]
 
     def __str__(self) -> str:

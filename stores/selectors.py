@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
-from django.db.models import QuerySet
+from django.contrib.postgres.search import SearchQuery, SearchRank
+from django.db.models import Q, QuerySet
+from django.utils.dateparse import parse_datetime
 
-from stores.errors import StoreNotFound, StoreOwnerRequired, StoreWriteForbidden
-from stores.models import Store
+from accounts.models import Posting, Project, ProjectMembership, Role, Section, SectionMembership, User, Visibility
+from config.errors import AuthenticationError, InvalidRequest
+from stores.errors import StoreNotFound, StoreOwnerRequired, StoreWriteForbidden, SubjectNotFound, SubjectWriteForbidden
+from stores.models import SEARCH_CONFIG, SEARCH_VECTOR, ReaderGrant, Scope, Store, public_q
 
 Need = Literal["read", "write", "owner"]
+ME = "me"
 
 
 def parse_store_id(value: object) -> uuid.UUID:
@@ -23,12 +30,56 @@ def parse_store_id(value: object) -> uuid.UUID:
         raise StoreNotFound() from None
 
 
+def _authenticated(user) -> bool:
+    return bool(user is not None and getattr(user, "is_authenticated", False) and user.is_active)
+
+
 def readable_stores(user, *, scope: str | None = None) -> QuerySet[Store]:
     """Stores `user` may read (SPEC §3), newest first, annotated with `can_write`/`is_owner`; one query."""
     stores = Store.objects.with_permissions(user).select_related("owner", "project", "section")
     if scope:
         stores = stores.filter(scope=scope)
     return stores.order_by("-created_at", "-id")
+
+
+def public_stores(*, scope: str | None = None) -> QuerySet[Store]:
+    """Stores anyone may read — the public directory (SPEC §8) — newest first; one query.
+
+    Deliberately independent of the caller: the directory lists what is public, nothing else, even for
+    members or staff.
+    """
+    stores = Store.objects.filter(public_q()).select_related("owner", "project", "section")
+    if scope:
+        stores = stores.filter(scope=scope)
+    return stores.order_by("-created_at", "-id")
+
+
+def parse_newest_first_keys(keys: list) -> tuple[datetime, uuid.UUID]:
+    """Turn the keys of a newest-first cursor (``[created_at ISO 8601, id]``) back into values.
+
+    Raises InvalidRequest (400 naming `cursor`) for anything malformed.
+    """
+    try:
+        created_at = parse_datetime(keys[0]) if isinstance(keys[0], str) else None
+        pk = uuid.UUID(keys[1]) if isinstance(keys[1], str) else None
+    except (ValueError, TypeError):
+        created_at = pk = None
+    if created_at is None or pk is None:
+        raise InvalidRequest("cursor: invalid or tampered cursor; use meta.next_cursor as returned.")
+    return created_at, pk
+
+
+def newest_first_keys(store: Store) -> list[str]:
+    """The keyset of `store` in a newest-first list: ``[created_at ISO 8601, id]``."""
+    return [store.created_at.isoformat(), str(store.pk)]
+
+
+def after_newest_first(stores: QuerySet[Store], after: tuple[datetime, uuid.UUID] | None) -> QuerySet[Store]:
+    """Rows strictly after the keyset position `after` in ``ORDER BY created_at DESC, id DESC``."""
+    if after is None:
+        return stores
+    created_at, pk = after
+    return stores.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=pk))
 
 
 def get_store_for(user, store_id: object, *, need: Need = "read") -> Store:
@@ -42,6 +93,10 @@ def get_store_for(user, store_id: object, *, need: Need = "read") -> Store:
     store = Store.objects.with_permissions(user).select_related("owner", "project", "section").filter(pk=pk).first()
     if store is None:
         raise StoreNotFound()
+    return _require(store, need)
+
+
+def _require(store: Store, need: Need) -> Store:
     if need == "write" and not store.can_write:
         raise StoreWriteForbidden()
     if need == "owner" and not store.is_owner:
@@ -52,3 +107,197 @@ def get_store_for(user, store_id: object, *, need: Need = "read") -> Store:
 def permissions_of(store: Store) -> dict[str, bool]:
     """The caller's rights on a store fetched through `get_store_for`/`readable_stores`."""
     return {"read": True, "write": bool(store.can_write), "owner": bool(store.is_owner)}
+
+
+# --- subjects: resolve and ensure -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The subject of a canonical store: exactly one of `user`, `project`, `section` is set (per `scope`)."""
+
+    scope: str
+    user: User | None = None
+    project: Project | None = None
+    section: Section | None = None
+
+    def store_filter(self) -> dict:
+        """Keyword filter selecting this subject's stores."""
+        return {
+            Scope.USER: {"owner": self.user},
+            Scope.PROJECT: {"project": self.project},
+            Scope.BOARD: {"section": self.section},
+        }[self.scope]
+
+
+def _me(user) -> User:
+    if not _authenticated(user):
+        raise AuthenticationError("subject 'me' needs a bearer token; name a handle instead.")
+    return user
+
+
+def _by_uuid_or_slug(model, value: str):
+    """Find a project/section by UUID (preferred) or by slug, case-insensitively; None when absent."""
+    try:
+        pk = uuid.UUID(value)
+    except ValueError:
+        pk = None
+    if pk is not None:
+        found = model.objects.filter(pk=pk).first()
+        if found is not None:
+            return found
+    return model.objects.filter(slug__iexact=value).first()
+
+
+def find_subject(user, *, scope: str, subject: str) -> Subject | None:
+    """Look up the subject named `subject` in `scope` ("me", a handle, a UUID or a slug); None when unknown.
+
+    Does not check access. Handles and slugs match case-insensitively (`--board NeedHelp`). "me" is the
+    caller (user scope only: 400 elsewhere; 401 for anonymous callers). Inactive users are unknown.
+    """
+    if scope == Scope.USER:
+        if subject.lower() == ME:
+            return Subject(scope=scope, user=_me(user))
+        found = User.objects.filter(handle__iexact=subject, is_active=True).first()
+        return Subject(scope=scope, user=found) if found else None
+    if subject.lower() == ME:
+        raise InvalidRequest(f"subject: 'me' names a user; scope {scope!r} needs a UUID or slug.")
+    if scope == Scope.PROJECT:
+        project = _by_uuid_or_slug(Project, subject)
+        return Subject(scope=scope, project=project) if project else None
+    section = _by_uuid_or_slug(Section, subject)
+    return Subject(scope=scope, section=section) if section else None
+
+
+def resolve_store(user, *, scope: str, subject: str) -> Store:
+    """Return the canonical store of (`scope`, `subject`) if `user` may read it (SPEC §4 resolve).
+
+    Never creates. Raises StoreNotFound (404) — the same body — when the subject is unknown, has no
+    canonical store, or its store is unreadable; AuthenticationError (401) for "me" without a token.
+    Returns the store annotated with `can_write`/`is_owner`.
+    """
+    found = find_subject(user, scope=scope, subject=subject)
+    if found is None:
+        raise StoreNotFound()
+    store = (
+        Store.objects.with_permissions(user)
+        .select_related("owner", "project", "section")
+        .filter(scope=scope, canonical=True, **found.store_filter())
+        .first()
+    )
+    if store is None:
+        raise StoreNotFound()
+    return store
+
+
+def _subject_rights(user, subject: Subject) -> tuple[bool, bool]:
+    """(read, write) of `user` on a subject's canonical store, whether or not it exists yet (SPEC §3).
+
+    Mirrors `stores.models.read_q`/`write_q` (the access-matrix tests hold both to the same table).
+    """
+    authenticated = _authenticated(user)
+    if subject.scope == Scope.USER:
+        mine = authenticated and subject.user.pk == user.pk
+        return mine, mine
+    if subject.scope == Scope.PROJECT:
+        is_member = (
+            authenticated and ProjectMembership.objects.filter(project=subject.project, user=user, active=True).exists()
+        )
+        read = subject.project.visibility == Visibility.PUBLIC or is_member
+        return read, read and is_member
+    membership = (
+        SectionMembership.objects.filter(section=subject.section, user=user, active=True).first()
+        if authenticated
+        else None
+    )
+    read = subject.section.visibility == Visibility.PUBLIC or membership is not None
+    poster = membership is not None and (membership.can_post or membership.role == Role.OWNER)
+    write = authenticated and read and (poster or subject.section.posting == Posting.OPEN)
+    return read, write
+
+
+def subject_for_ensure(user, *, scope: str, subject: str) -> Subject:
+    """Return the subject whose canonical store `user` may ensure (SPEC §4 ensure: needs the write right).
+
+    Raises SubjectNotFound (404, naming what was asked for, identical for unknown and unreadable
+    subjects) and SubjectWriteForbidden (403) when the subject is readable but not writable. Someone
+    else's user store is always 403, whether or not it exists or is readable, so the answer reveals
+    nothing about it (docs/access.md).
+    """
+    found = find_subject(user, scope=scope, subject=subject)
+    if found is None:
+        raise _subject_not_found(scope, subject)
+    read, write = _subject_rights(user, found)
+    if found.scope == Scope.USER and not write:
+        raise SubjectWriteForbidden("Only a user can ensure their own user store.")
+    if not read:
+        raise _subject_not_found(scope, subject)
+    if not write:
+        raise SubjectWriteForbidden()
+    return found
+
+
+def _subject_not_found(scope: str, subject: str) -> SubjectNotFound:
+    noun = {"user": "user", "project": "project", "board": "section"}[scope]
+    return SubjectNotFound(f"No {noun} {subject!r} that you can see.", details={"scope": scope, "subject": subject})
+
+
+# --- readers ----------------------------------------------------------------------------------------
+
+
+def reader_grants(store: Store) -> QuerySet[ReaderGrant]:
+    """The explicit reader grants of `store` (active and revoked), newest first, with users; one query."""
+    return ReaderGrant.objects.filter(store=store).select_related("user", "granted_by").order_by("-created_at", "-id")
+
+
+def grant_keys(grant: ReaderGrant) -> list:
+    """The keyset of a grant in `reader_grants` order: ``[created_at ISO 8601, id]``."""
+    return [grant.created_at.isoformat(), grant.pk]
+
+
+def after_grant(grants: QuerySet[ReaderGrant], keys: list | None) -> QuerySet[ReaderGrant]:
+    """Grants strictly after the cursor keys `keys` (raises InvalidRequest for malformed keys)."""
+    if keys is None:
+        return grants
+    created_at = parse_datetime(keys[0]) if isinstance(keys[0], str) else None
+    if created_at is None or not isinstance(keys[1], int) or isinstance(keys[1], bool):
+        raise InvalidRequest("cursor: invalid or tampered cursor; use meta.next_cursor as returned.")
+    return grants.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=keys[1]))
+
+
+# --- search -----------------------------------------------------------------------------------------
+
+
+def search_stores(user, *, text: str) -> QuerySet[Store]:
+    """Readable stores whose name or description match `text` (SPEC §8 universal search), best first.
+
+    PostgreSQL full-text search (`websearch_to_tsquery`, config `SEARCH_CONFIG`) over the same weighted
+    vector as the GIN index `store_search_gin` (name weight A, description weight B). Annotated with
+    `rank` (float4) plus `can_write`/`is_owner`; ordered by rank, then newest. Entries are never searched.
+    """
+    query = SearchQuery(text, config=SEARCH_CONFIG, search_type="websearch")
+    return (
+        Store.objects.with_permissions(user)
+        .select_related("owner", "project", "section")
+        .annotate(search=SEARCH_VECTOR, rank=SearchRank(SEARCH_VECTOR, query))
+        .filter(search=query)
+        .order_by("-rank", "-created_at", "-id")
+    )
+
+
+def search_keys(store: Store) -> list:
+    """The keyset of a search hit: ``[rank, created_at ISO 8601, id]`` (rank is exact: float4 → double)."""
+    return [store.rank, store.created_at.isoformat(), str(store.pk)]
+
+
+def after_search_hit(stores: QuerySet[Store], keys: list | None) -> QuerySet[Store]:
+    """Hits strictly after the cursor keys in ``ORDER BY rank DESC, created_at DESC, id DESC``."""
+    if keys is None:
+        return stores
+    rank = keys[0]
+    if not isinstance(rank, (int, float)) or isinstance(rank, bool):
+        raise InvalidRequest("cursor: invalid or tampered cursor; use meta.next_cursor as returned.")
+    created_at, pk = parse_newest_first_keys(keys[1:])
+    return stores.filter(
+        Q(rank__lt=rank) | Q(rank=rank, created_at__lt=created_at) | Q(rank=rank, created_at=created_at, id__lt=pk)
+    )

@@ -1,0 +1,313 @@
+"""Store-level Memories serializers (SPEC §3, §4, §8): validate requests, render stores. They never save."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from accounts.models import HANDLE_RE, Visibility
+from config.api import StrictQuerySerializer, StrictSerializer, Utf8TextField
+from stores import validation
+from stores.api.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from stores.models import Scope, Store
+from stores.selectors import permissions_of
+
+SUBJECT_MAX_CHARS = 64  # handles and slugs are ≤64 ASCII characters, UUIDs 36
+CURSOR_MAX_CHARS = 1024
+SEARCH_TEXT_MAX_CHARS = 256
+BIGINT_MAX = 2**63 - 1
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean only: `true`/`false`; strings and numbers are 400 (DRF would coerce "yes", 1, …)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            raise serializers.ValidationError("Must be a JSON boolean (true or false).")
+        return data
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer written as one: never a JSON boolean or float, never `"1.0"` or `" 7"` in a query string.
+
+    (DRF's IntegerField would accept `true`, `1.0` and `"1.000"`.)
+    """
+
+    _DIGITS = re.compile(r"-?[0-9]{1,20}")
+
+    def to_internal_value(self, data):
+        if isinstance(data, (bool, float)) or (isinstance(data, str) and not self._DIGITS.fullmatch(data)):
+            raise serializers.ValidationError("A valid integer is required.")
+        return super().to_internal_value(data)
+
+
+class CursorField(serializers.CharField):
+    """An opaque cursor exactly as `meta.next_cursor` returned it (checked by `stores.api.pagination`)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(required=False, max_length=CURSOR_MAX_CHARS, trim_whitespace=False, **kwargs)
+
+
+# --- rendering --------------------------------------------------------------------------------------
+
+
+class StoreSubjectSerializer(serializers.Serializer):
+    """The subject of a store: `{id, handle}` for a user, `{id, slug, name}` for a project or section."""
+
+    id = serializers.UUIDField()
+    handle = serializers.CharField(required=False, help_text="User stores only.")
+    slug = serializers.CharField(required=False, help_text="Project and board stores only.")
+    name = serializers.CharField(required=False, help_text="Project and board stores only.")
+
+    def to_representation(self, store: Store) -> dict:
+        if store.scope == Scope.USER:
+            return {"id": str(store.owner_id), "handle": store.owner.handle}
+        parent = store.project if store.scope == Scope.PROJECT else store.section
+        return {"id": str(parent.pk), "slug": parent.slug, "name": parent.name}
+
+
+class StorePermissionsSerializer(serializers.Serializer):
+    """The caller's rights on the store (SPEC §3), evaluated on this request."""
+
+    read = serializers.BooleanField()
+    write = serializers.BooleanField()
+    owner = serializers.BooleanField()
+
+
+class StoreSerializer(serializers.Serializer):
+    """A store on the Memories surface (SPEC §3 fields; `description` is `description_md` here).
+
+    `visibility` is effective: a project or board store shows its parent's. `permissions` is present
+    when the store was read through the access policy (`with_permissions`), i.e. everywhere in the API
+    except the public directory. Needs `owner`, `project`, `section` loaded (select_related).
+    """
+
+    id = serializers.UUIDField()
+    scope = serializers.ChoiceField(choices=Scope.choices)
+    subject = StoreSubjectSerializer(source="*")
+    canonical = serializers.BooleanField()
+    name = serializers.CharField()
+    description_md = serializers.CharField(source="description")
+    visibility = serializers.ChoiceField(choices=Visibility.choices, source="effective_visibility")
+    entry_count = serializers.IntegerField()
+    generation = serializers.IntegerField()
+    memory_count = serializers.IntegerField()
+    archived_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    permissions = serializers.SerializerMethodField(help_text="Absent in the public directory.")
+
+    @extend_schema_field(StorePermissionsSerializer)
+    def get_permissions(self, store: Store) -> dict[str, bool] | None:
+        return permissions_of(store) if hasattr(store, "can_write") else None
+
+    def to_representation(self, store: Store) -> dict:
+        data = super().to_representation(store)
+        if data.get("permissions") is None:
+            data.pop("permissions", None)
+        return data
+
+
+class ReaderGrantSerializer(serializers.Serializer):
+    """One explicit reader grant of a user store (SPEC §4 readers)."""
+
+    handle = serializers.CharField(source="user.handle")
+    active = serializers.BooleanField()
+    granted_by = serializers.CharField(source="granted_by.handle", allow_null=True, default=None)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class ListMetaSerializer(serializers.Serializer):
+    next_cursor = serializers.CharField(
+        allow_null=True, help_text="Pass as `cursor` for the next page; null at the end."
+    )
+
+
+class EnsureMetaSerializer(serializers.Serializer):
+    created = serializers.BooleanField(help_text="true when this request created the store (201).")
+
+
+class StoreEnvelopeSerializer(serializers.Serializer):
+    data = StoreSerializer()
+    meta = serializers.DictField()
+
+
+class StoreEnsureEnvelopeSerializer(serializers.Serializer):
+    data = StoreSerializer()
+    meta = EnsureMetaSerializer()
+
+
+class StoreListEnvelopeSerializer(serializers.Serializer):
+    data = StoreSerializer(many=True)
+    meta = ListMetaSerializer()
+
+
+class StoreDeletedSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    deleted = serializers.BooleanField()
+
+
+class StoreDeletedEnvelopeSerializer(serializers.Serializer):
+    data = StoreDeletedSerializer()
+    meta = serializers.DictField()
+
+
+class ReaderGrantEnvelopeSerializer(serializers.Serializer):
+    data = ReaderGrantSerializer()
+    meta = serializers.DictField()
+
+
+class ReaderGrantListEnvelopeSerializer(serializers.Serializer):
+    data = ReaderGrantSerializer(many=True)
+    meta = ListMetaSerializer()
+
+
+class SearchHitSerializer(serializers.Serializer):
+    """One search result: the kind of thing found, its rank and the thing (store metadata, never entries)."""
+
+    kind = serializers.CharField()
+    rank = serializers.FloatField()
+    store = StoreSerializer()
+
+
+class SearchEnvelopeSerializer(serializers.Serializer):
+    data = SearchHitSerializer(many=True)
+    meta = ListMetaSerializer()
+
+
+class PublicDirectoryMetaSerializer(serializers.Serializer):
+    next_cursor = serializers.CharField(allow_null=True)
+    next_url = serializers.CharField(allow_null=True, help_text="The next page in the same format; null at the end.")
+
+
+class PublicDirectorySerializer(serializers.Serializer):
+    data = StoreSerializer(many=True)
+    meta = PublicDirectoryMetaSerializer()
+
+
+# --- requests ---------------------------------------------------------------------------------------
+
+
+class StoreListQuerySerializer(StrictQuerySerializer):
+    """GET /api/v1/memories and GET /memories: `scope`, `cursor`, `limit` (1–100, default 20)."""
+
+    scope = serializers.ChoiceField(choices=Scope.choices, required=False)
+    cursor = CursorField()
+    limit = StrictIntegerField(required=False, min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT)
+
+
+class ReaderListQuerySerializer(StrictQuerySerializer):
+    """GET /api/v1/memories/{id}/readers: `cursor`, `limit` (1–100, default 20)."""
+
+    cursor = CursorField()
+    limit = StrictIntegerField(required=False, min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT)
+
+
+class SubjectField(Utf8TextField):
+    """`me`, a user handle, or a project/section UUID or slug (≤64 characters, matched case-insensitively)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(min_bytes=1, max_length=SUBJECT_MAX_CHARS, **kwargs)
+
+
+class StoreResolveQuerySerializer(StrictQuerySerializer):
+    """GET /api/v1/memories/resolve: `scope` + `subject`, or `ref=^<store-uuid>` alone."""
+
+    scope = serializers.ChoiceField(choices=Scope.choices, required=False)
+    subject = SubjectField(required=False)
+    ref = Utf8TextField(required=False, max_length=64, help_text="`^` followed by a store UUID.")
+
+    def validate(self, attrs):
+        if "ref" in attrs:
+            if "scope" in attrs or "subject" in attrs:
+                raise serializers.ValidationError({"ref": "Use either ref or scope/subject, not both."})
+            raw = attrs["ref"]
+            if not raw.startswith("^"):
+                raise serializers.ValidationError({"ref": "Must be '^' followed by a store UUID."})
+            try:
+                attrs["ref"] = uuid.UUID(raw[1:])
+            except ValueError:
+                raise serializers.ValidationError({"ref": "Must be '^' followed by a store UUID."}) from None
+            return attrs
+        attrs.setdefault("scope", Scope.USER)
+        attrs.setdefault("subject", "me")
+        return attrs
+
+
+class StoreEnsureSerializer(StrictSerializer):
+    """POST /api/v1/memories: `{scope, subject, name?, description_md?}` (scope defaults to user, subject to me)."""
+
+    scope = serializers.ChoiceField(choices=Scope.choices, required=False, default=Scope.USER)
+    subject = SubjectField(required=False, default="me")
+    name = Utf8TextField(required=False)
+    description_md = Utf8TextField(required=False)
+
+    def validate_name(self, value: str) -> str:
+        return validation.clean_name(value)
+
+    def validate_description_md(self, value: str) -> str:
+        return validation.clean_description(value, field="description_md")
+
+
+class StoreUpdateSerializer(StrictSerializer):
+    """PATCH /api/v1/memories/{id}: `name`, `description_md`, and `visibility` (user stores only)."""
+
+    name = Utf8TextField(required=False)
+    description_md = Utf8TextField(required=False)
+    visibility = serializers.ChoiceField(choices=Visibility.choices, required=False)
+
+    def validate_name(self, value: str) -> str:
+        return validation.clean_name(value)
+
+    def validate_description_md(self, value: str) -> str:
+        return validation.clean_description(value, field="description_md")
+
+
+class StoreDeleteQuerySerializer(StrictQuerySerializer):
+    """DELETE /api/v1/memories/{id}: both confirmations are required."""
+
+    expected_entry_count = StrictIntegerField(min_value=0, max_value=BIGINT_MAX)
+    generation = StrictIntegerField(min_value=1, max_value=BIGINT_MAX)
+
+
+class ShareSerializer(StrictSerializer):
+    """POST /api/v1/memories/{id}/share: `{handle, active}` (active defaults to true; false revokes)."""
+
+    handle = serializers.RegexField(HANDLE_RE, max_length=64, trim_whitespace=False)
+    active = StrictBooleanField(required=False, default=True)
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and "handle" in data and not isinstance(data["handle"], str):
+            raise serializers.ValidationError({"handle": ["Must be a string."]})
+        return super().to_internal_value(data)
+
+
+class SearchQuerySerializer(StrictQuerySerializer):
+    """GET /api/v1/search: `q` (1–256 characters), `kinds` (comma-separated; only `memories`), `cursor`, `limit`."""
+
+    q = Utf8TextField(min_bytes=1, max_length=SEARCH_TEXT_MAX_CHARS)
+    kinds = serializers.CharField(required=False, default="memories", max_length=200)
+    cursor = CursorField()
+    limit = StrictIntegerField(required=False, min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT)
+
+    KNOWN_KINDS = ("memories",)
+
+    def validate_q(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError("Must contain something to search for.")
+        return value
+
+    def validate_kinds(self, value: str) -> list[str]:
+        kinds = [kind.strip() for kind in value.split(",") if kind.strip()]
+        unknown = [kind for kind in kinds if kind not in self.KNOWN_KINDS]
+        if unknown:
+            raise serializers.ValidationError(
+                f"Unknown kind(s): {', '.join(unknown)}. Known: {', '.join(self.KNOWN_KINDS)}."
+            )
+        if not kinds:
+            raise serializers.ValidationError(f"Name at least one kind: {', '.join(self.KNOWN_KINDS)}.")
+        return sorted(set(kinds))
