@@ -83,7 +83,12 @@ def test_get_started_sequence(rog, me):
 
     found = rog("memories", "recall", "PostgreSQL|schema", "--project", str(project.pk))
     assert [m["seq"] for m in found["data"]["matches"]] == [0]
-    assert found["data"]["matches"][0]["spans"] == [[24, 34], [35, 41]]
+    text = "Decision: keep the PostgreSQL schema compatible."
+    expected_spans = [
+        [text.index("PostgreSQL"), text.index("PostgreSQL") + 10],
+        [text.index("schema"), text.index("schema") + 6],
+    ]
+    assert found["data"]["matches"][0]["spans"] == expected_spans
 
     zoomed = rog("memories", "zoom", "0-7", "--project", str(project.pk))
     assert [line["range"] for line in zoomed["data"]["halves"]] == ["0-3", "4-7"]
