@@ -145,17 +145,18 @@ def test_other_users_staff_and_project_members_cannot_read_the_imported_store(wo
 
 @pytest.mark.django_db
 def test_imported_store_is_a_404_over_http_for_others(world, run_0041, make_client, staff, stranger):
-    """Active once GET /api/v1/memories/<id> exists (the log API is built on another branch)."""
     run_0041()
     author = world["authors"][0]
     store = canonical_store(author)
-    if make_client(author).get(f"/api/v1/memories/{store.pk}").status_code != 200:
-        pytest.skip("GET /api/v1/memories/<id> is not on this branch yet")
+    assert make_client(author).get(f"/api/v1/memories/{store.pk}").status_code == 200
+    recall = make_client(author).get(f"/api/v1/memories/{store.pk}/recall", {"pattern": "."})
+    assert recall.status_code == 200 and recall.json()["data"]
     missing = make_client(stranger).get("/api/v1/memories/00000000-0000-0000-0000-000000000000")
     for other in (stranger, staff):
-        response = make_client(other).get(f"/api/v1/memories/{store.pk}")
-        assert response.status_code == 404
-        assert response.json()["error"] == missing.json()["error"]
+        for path in ("", "/wake", "/zoom?range=0"):
+            response = make_client(other).get(f"/api/v1/memories/{store.pk}{path}")
+            assert response.status_code == 404
+            assert response.json()["error"] == missing.json()["error"]
 
 
 @pytest.mark.django_db
