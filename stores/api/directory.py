@@ -148,7 +148,7 @@ class PublicDirectoryView(APIView):
             params = {"cursor": page.next_cursor, "limit": limit, **({"scope": scope} if scope else {})}
             next_url = f"{_base_url(request)}?{urlencode(params)}"
         body = {
-            "data": s.StoreSerializer(page.rows, many=True).data,
+            "data": s.PublicStoreSerializer(page.rows, many=True).data,
             "meta": {"next_cursor": page.next_cursor, "next_url": next_url},
         }
         headers = {"Link": f'<{next_url}>; rel="next"'} if next_url else None
