@@ -47,6 +47,8 @@ class MarkdownRenderer(renderers.BaseRenderer):
     charset = "utf-8"
 
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        if not isinstance(data, dict) or "data" not in data:  # e.g. OPTIONS metadata: show it as JSON
+            return ("```json\n" + json.dumps(data, cls=encoders.JSONEncoder, indent=2) + "\n```\n").encode("utf-8")
         lines = [
             "# Public memories",
             "",
