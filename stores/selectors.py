@@ -8,7 +8,8 @@ from datetime import datetime
 from typing import Literal
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db.models import Q, QuerySet
+from django.db.models import FloatField, Q, QuerySet
+from django.db.models.functions import Cast
 from django.utils.dateparse import parse_datetime
 
 from accounts.models import Posting, Project, ProjectMembership, Role, Section, SectionMembership, User, Visibility
@@ -273,20 +274,23 @@ def search_stores(user, *, text: str) -> QuerySet[Store]:
 
     PostgreSQL full-text search (`websearch_to_tsquery`, config `SEARCH_CONFIG`) over the same weighted
     vector as the GIN index `store_search_gin` (name weight A, description weight B). Annotated with
-    `rank` (float4) plus `can_write`/`is_owner`; ordered by rank, then newest. Entries are never searched.
+    `rank` (a float8) plus `can_write`/`is_owner`; ordered by rank, then newest. Entries are never searched.
     """
     query = SearchQuery(text, config=SEARCH_CONFIG, search_type="websearch")
     return (
         Store.objects.with_permissions(user)
         .select_related("owner", "project", "section")
-        .annotate(search=SEARCH_VECTOR, rank=SearchRank(SEARCH_VECTOR, query))
+        .alias(search=SEARCH_VECTOR)
         .filter(search=query)
+        # ts_rank is float4, which the driver reads back as its shortest decimal: not the same number,
+        # so keyset comparisons on it would fail. As float8 it round-trips exactly.
+        .annotate(rank=Cast(SearchRank(SEARCH_VECTOR, query), FloatField()))
         .order_by("-rank", "-created_at", "-id")
     )
 
 
 def search_keys(store: Store) -> list:
-    """The keyset of a search hit: ``[rank, created_at ISO 8601, id]`` (rank is exact: float4 → double)."""
+    """The keyset of a search hit: ``[rank, created_at ISO 8601, id]`` (rank is a float8: JSON keeps it exact)."""
     return [store.rank, store.created_at.isoformat(), str(store.pk)]
 
 

@@ -196,8 +196,10 @@ def delete_store(*, store: Store, expected_entry_count: int | None = None, gener
 def set_reader(*, store: Store, handle: object, active: bool, granted_by: User) -> ReaderGrant:
     """Grant (`active=True`) or revoke (`active=False`) read access to the user `handle` (SPEC §4 share).
 
-    User stores only (MembershipGoverned 409 otherwise); archived → StoreArchived; unknown or inactive
-    handle → SubjectNotFound naming it; the owner cannot grant themselves (400). Idempotent.
+    User stores only (MembershipGoverned 409 otherwise); archived → StoreArchived; unknown handle, or an
+    inactive one when granting → SubjectNotFound naming it (an inactive user's grant can still be revoked);
+    the owner cannot grant themselves (400). Idempotent: revoking someone who holds no grant stores nothing
+    and returns an unsaved inactive grant.
     """
     locked = _lock(store)
     if locked.scope != Scope.USER:
@@ -206,11 +208,14 @@ def set_reader(*, store: Store, handle: object, active: bool, granted_by: User) 
         raise StoreArchived()
     if not isinstance(handle, str) or not handle:
         raise InvalidRequest("handle: must be a non-empty string.")
-    user = User.objects.filter(handle__iexact=handle, is_active=True).first()
+    users = User.objects.filter(handle__iexact=handle)
+    user = (users.filter(is_active=True) if active else users).first()
     if user is None:
         raise SubjectNotFound(f"No user with handle {handle!r}.", details={"handle": handle})
     if user.pk == locked.owner_id:
         raise InvalidRequest("handle: the owner already reads their own store.")
+    if not active and not ReaderGrant.objects.filter(store=locked, user=user).exists():
+        return ReaderGrant(store=locked, user=user, active=False, granted_by=granted_by)
     grant, created = ReaderGrant.objects.get_or_create(
         store=locked, user=user, defaults={"active": active, "granted_by": granted_by}
     )

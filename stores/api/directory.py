@@ -47,6 +47,8 @@ class MarkdownRenderer(renderers.BaseRenderer):
     charset = "utf-8"
 
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        if not isinstance(data, dict) or "data" not in data:  # e.g. OPTIONS metadata: show it as JSON
+            return ("```json\n" + json.dumps(data, cls=encoders.JSONEncoder, indent=2) + "\n```\n").encode("utf-8")
         lines = [
             "# Public memories",
             "",
@@ -148,7 +150,7 @@ class PublicDirectoryView(APIView):
             params = {"cursor": page.next_cursor, "limit": limit, **({"scope": scope} if scope else {})}
             next_url = f"{_base_url(request)}?{urlencode(params)}"
         body = {
-            "data": s.StoreSerializer(page.rows, many=True).data,
+            "data": s.PublicStoreSerializer(page.rows, many=True).data,
             "meta": {"next_cursor": page.next_cursor, "next_url": next_url},
         }
         headers = {"Link": f'<{next_url}>; rel="next"'} if next_url else None

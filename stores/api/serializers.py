@@ -77,14 +77,14 @@ class StorePermissionsSerializer(serializers.Serializer):
     owner = serializers.BooleanField()
 
 
-class StoreSerializer(serializers.Serializer):
-    """A store on the Memories surface (SPEC §3 fields; `description` is `description_md` here).
+class PublicStoreSerializer(serializers.Serializer):
+    """A store's metadata as the public directory shows it (SPEC §3 fields; never entries or files).
 
-    `visibility` is effective: a project or board store shows its parent's. `permissions` is present
-    when the store was read through the access policy (`with_permissions`), i.e. everywhere in the API
-    except the public directory. Needs `owner`, `project`, `section` loaded (select_related).
+    `description_md` is the store's `description`; `visibility` is effective (a project or board store
+    shows its parent's).
     """
 
+    # Rendering needs `owner`, `project` and `section` loaded (the selectors select_related them).
     id = serializers.UUIDField()
     scope = serializers.ChoiceField(choices=Scope.choices)
     subject = StoreSubjectSerializer(source="*")
@@ -98,17 +98,16 @@ class StoreSerializer(serializers.Serializer):
     archived_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
-    permissions = serializers.SerializerMethodField(help_text="Absent in the public directory.")
+
+
+class StoreSerializer(PublicStoreSerializer):
+    """A store on the Memories surface with the caller's `permissions` (read through `with_permissions`)."""
+
+    permissions = serializers.SerializerMethodField()
 
     @extend_schema_field(StorePermissionsSerializer)
-    def get_permissions(self, store: Store) -> dict[str, bool] | None:
-        return permissions_of(store) if hasattr(store, "can_write") else None
-
-    def to_representation(self, store: Store) -> dict:
-        data = super().to_representation(store)
-        if data.get("permissions") is None:
-            data.pop("permissions", None)
-        return data
+    def get_permissions(self, store: Store) -> dict[str, bool]:
+        return permissions_of(store)
 
 
 class ReaderGrantSerializer(serializers.Serializer):
@@ -185,7 +184,7 @@ class PublicDirectoryMetaSerializer(serializers.Serializer):
 
 
 class PublicDirectorySerializer(serializers.Serializer):
-    data = StoreSerializer(many=True)
+    data = PublicStoreSerializer(many=True)
     meta = PublicDirectoryMetaSerializer()
 
 

@@ -198,3 +198,12 @@ def test_losing_the_insert_race_returns_the_winners_store(owner, private_store, 
     store, created = services.ensure_canonical_store(scope="user", user=owner, created_by=owner)
     assert (store.pk, created) == (private_store.pk, False)
     assert Store.objects.count() == 1
+
+
+def test_a_section_owner_posts_even_without_can_post(make_client, cast):
+    """Owners run the section: the `can_post` flag limits members only (docs/access.md)."""
+    cast.section.memberships.filter(user=cast.section_owner).update(can_post=False)
+    client = make_client(cast.section_owner)
+    response = client.post("/api/v1/memories", {"scope": "board", "subject": "needhelp"})
+    assert response.status_code == 201
+    assert response.json()["data"]["permissions"] == {"read": True, "write": True, "owner": True}

@@ -23,13 +23,14 @@ pytestmark = pytest.mark.django_db
 def walk(client, url: str) -> list[dict]:
     """Follow meta.next_cursor to the end; return every item."""
     items, cursor = [], None
-    while True:
+    for _ in range(100):  # bounded: a cursor that does not advance fails instead of hanging
         response = client.get(url, {"cursor": cursor} if cursor else {})
         assert response.status_code == 200, response.content
         items += response.json()["data"]
         cursor = response.json()["meta"]["next_cursor"]
         if cursor is None:
             return items
+    raise AssertionError("the cursor never reached the end")
 
 
 def readable_mix(owner, count: int) -> None:

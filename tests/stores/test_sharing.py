@@ -140,7 +140,7 @@ def test_readers_pages_with_a_cursor(owner_client, private_store):
     for _ in range(5):
         ReaderGrantFactory(store=private_store)
     seen, cursor = [], None
-    while True:
+    for _ in range(20):
         params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
         response = owner_client.get(f"/api/v1/memories/{private_store.pk}/readers", params)
         seen += [item["handle"] for item in response.json()["data"]]
@@ -169,3 +169,19 @@ def test_readers_runs_a_constant_number_of_queries(owner_client, owner, count, d
     with django_assert_max_num_queries(3):  # the token, the store with permissions, the page
         response = owner_client.get(f"/api/v1/memories/{store.pk}/readers", {"limit": 100})
     assert len(response.json()["data"]) == min(count, 100)
+
+
+def test_revoking_someone_who_was_never_a_reader_stores_nothing(owner_client, reader, private_store):
+    response = share(owner_client, private_store, "reader", active=False)
+    assert response.status_code == 200
+    assert response.json()["data"]["active"] is False
+    assert not ReaderGrant.objects.exists()
+
+
+def test_a_deactivated_users_grant_can_still_be_revoked(owner_client, reader, private_store):
+    ReaderGrantFactory(store=private_store, user=reader)
+    reader.is_active = False
+    reader.save()
+    assert share(owner_client, private_store, "reader", active=False).status_code == 200
+    assert ReaderGrant.objects.get().active is False
+    assert_error(share(owner_client, private_store, "reader", active=True), 404, "not_found_error")
