@@ -1,7 +1,7 @@
 """SPEC §3's access table, cell by cell, through HTTP.
 
 Every principal × visibility × right: read = GET /api/v1/memories/{id}; write = POST /api/v1/memories
-(ensure on the subject) and the store-level write check the log's `note` uses (probe); owner = PATCH.
+(ensure on the subject) and POST /api/v1/memories/{id}/note; owner = PATCH.
 Expected values are written out from the SPEC's table, not computed from the implementation.
 404 bodies for unreadable stores must equal those for stores that do not exist (apart from request_id).
 """
@@ -15,7 +15,7 @@ import pytest
 from stores.models import Store
 from tests.stores.helpers import assert_error, without_request_id
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.stores.urls")]
+pytestmark = pytest.mark.django_db
 
 Y, N = True, False
 ANON = None  # anonymous callers: reads as listed; writes are 401 before any store check (SPEC §2)
@@ -105,17 +105,19 @@ def test_read_right_matches_the_table(setup, store_key, principal, visibility):
 def test_store_level_write_right_matches_the_table(setup, store_key, principal, visibility):
     _world, store, client = setup(store_key, principal, visibility)
     can_read, can_write, _ = TABLE[(store_key, principal)][visibility]
-    response = client.post(f"/probe/stores/{store.pk}/write", {})
+    response = client.post(f"/api/v1/memories/{store.pk}/note", {"body_md": f"{principal} was here"})
     if principal == "anonymous":
         assert_error(response, 401, "authentication_error")
     elif can_write:
-        assert response.status_code == 200, response.content
+        assert response.status_code == 201, response.content
     elif can_read:
         assert_error(response, 403, "permission_error")
     else:
         assert_error(response, 404, "not_found_error")
-        missing = client.post(f"/probe/stores/{uuid.uuid4()}/write", {})
+        missing = client.post(f"/api/v1/memories/{uuid.uuid4()}/note", {"body_md": "x"})
         assert without_request_id(response) == without_request_id(missing)
+    store.refresh_from_db()
+    assert store.entry_count == (1 if can_write and principal != "anonymous" else 0)
 
 
 @pytest.mark.parametrize(("store_key", "principal", "visibility"), CELLS)
