@@ -5,18 +5,18 @@ from __future__ import annotations
 from django.db import connection
 from django.db.utils import DatabaseError
 from django.http import JsonResponse
-from django.views.decorators.http import require_GET
 
 from config.errors import error_response
+from config.views import allow_methods
 
 
-@require_GET
+@allow_methods("GET")
 def healthz(request):
     """200 while the process is up; touches nothing else."""
     return JsonResponse({"status": "ok"})
 
 
-@require_GET
+@allow_methods("GET")
 def readyz(request):
     """200 when the database answers `SELECT 1`; 503 `overloaded_error` otherwise."""
     try:

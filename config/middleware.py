@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from urllib.parse import unquote_to_bytes
 
 from django.conf import settings
@@ -54,6 +55,10 @@ class HostileInputMiddleware:
                 type="request_too_large",
                 message=f"Request body is {length} bytes; the limit is {settings.MAX_REQUEST_BYTES} bytes.",
             )
+        if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+            too_large = self._buffer_chunked_body(request)
+            if too_large:
+                return too_large
         raw_path = request.META.get("PATH_INFO", "").encode("latin-1", "replace")
         # Servers hand PATH_INFO over decoded; some (and Django's test client for invalid UTF-8) leave
         # percent-escapes in place, so both forms are checked.
@@ -68,3 +73,32 @@ class HostileInputMiddleware:
                     request, status=400, type="invalid_request_error", message=f"Query string {problem}."
                 )
         return self.get_response(request)
+
+    @staticmethod
+    def _buffer_chunked_body(request):
+        """Read a chunked body (the server has de-chunked it) so views see it; 413 past the ceiling.
+
+        Django only reads CONTENT_LENGTH bytes, so without this a chunked body would look empty and a
+        write would silently act on ``{}``.
+        """
+        stream = request.META.get("wsgi.input")
+        limit = settings.MAX_REQUEST_BYTES
+        pieces, total = [], 0
+        while stream is not None:
+            piece = stream.read(64 * 1024)
+            if not piece:
+                break
+            total += len(piece)
+            if total > limit:
+                return error_response(
+                    request,
+                    status=413,
+                    type="request_too_large",
+                    message=f"Request body is over the limit of {limit} bytes.",
+                )
+            pieces.append(piece)
+        body = b"".join(pieces)
+        request.META["CONTENT_LENGTH"] = str(len(body))
+        request._stream = io.BytesIO(body)
+        request._read_started = False
+        return None

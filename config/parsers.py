@@ -15,6 +15,13 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _bounded_int(digits: str) -> int:
+    """JSON integers of at most 100 digits (Python's own limit message would name interpreter internals)."""
+    if len(digits.lstrip("-")) > 100:
+        raise ValueError("an integer has more than 100 digits")
+    return int(digits)
+
+
 def find_forbidden(value: Any, path: str = "") -> tuple[str, str] | None:
     """Walk parsed JSON; return ``(field_path, reason)`` for the first bad string or key, else None."""
     if isinstance(value, str):
@@ -53,8 +60,10 @@ class StrictJSONParser(BaseParser):
         except UnicodeDecodeError:
             raise ParseError("Request body is not valid UTF-8.") from None
         try:
-            data = json.loads(text, parse_constant=_reject_constant)
-        except (ValueError, RecursionError) as exc:
+            data = json.loads(text, parse_constant=_reject_constant, parse_int=_bounded_int)
+        except RecursionError:
+            raise ParseError("Request body is nested too deeply.") from None
+        except ValueError as exc:
             raise ParseError(f"Request body is not valid JSON: {exc}") from None
         found = find_forbidden(data)
         if found:

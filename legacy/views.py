@@ -4,20 +4,13 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 
-from config.errors import error_response
+from config.views import allow_methods
 from legacy.guide import guide_markdown
 
 
+@allow_methods("GET")
 def memories_guide(request):
     """Serve docs/memories-guide.md as ``text/markdown; charset=utf-8`` (GET and HEAD; else 405)."""
-    if request.method not in ("GET", "HEAD"):
-        return error_response(
-            request,
-            status=405,
-            type="invalid_request_error",
-            message=f'Method "{request.method}" not allowed.',
-            headers={"Allow": "GET, HEAD"},
-        )
     response = HttpResponse(guide_markdown(), content_type="text/markdown; charset=utf-8")
     response["Cache-Control"] = "public, max-age=300"
     return response

@@ -31,6 +31,7 @@ class RangeField(serializers.CharField):
 
     def __init__(self, *, allow_entry: bool = True, **kwargs):
         self.allow_entry = allow_entry
+        kwargs.setdefault("trim_whitespace", False)  # " 0-1" and "+1" (a space in a query) are not ranges
         super().__init__(**kwargs)
 
     def to_internal_value(self, data):

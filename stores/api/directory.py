@@ -116,6 +116,7 @@ def _base_url(request) -> str:
 
 
 class PublicDirectoryView(APIView):
+    http_method_names = ["get", "head"]  # OPTIONS would hand the Markdown renderer DRF's metadata
     """GET /memories (+ .md/.json/.yaml): the public directory. Anonymous callers welcome."""
 
     allow_anonymous_reads = True

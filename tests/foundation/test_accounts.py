@@ -52,4 +52,7 @@ def test_ensure_demo_is_idempotent_for_the_user_and_prints_new_tokens():
     call_command("ensure_demo", stdout=second)
     assert User.objects.filter(handle__iexact="demo").count() == 1
     assert ApiToken.objects.filter(user__handle="demo").count() == 2
+    assert ApiToken.objects.filter(user__handle="demo", revoked_at__isnull=True).count() == 1
     assert "Demo token" in first.getvalue()
+    live = ApiToken.objects.get(user__handle="demo", revoked_at__isnull=True)
+    assert second.getvalue().split("(shown once): ")[1].strip().startswith(live.prefix)

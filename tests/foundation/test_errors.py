@@ -120,3 +120,63 @@ def test_wrong_content_type_is_415(owner_client):
 def test_non_object_json_body_is_400(owner_client):
     response = owner_client.generic("POST", "/probe", b"[1, 2]", content_type="application/json")
     assert_error(response, 400, "invalid_request_error")
+
+
+def chunked(client, path: str, body: bytes):
+    """Send `body` as a server hands over a de-chunked request: no Content-Length, Transfer-Encoding set."""
+    import io
+
+    return client.generic(
+        "POST",
+        path,
+        b"",
+        content_type="application/json",
+        **{"wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": "", "HTTP_TRANSFER_ENCODING": "chunked"},
+    )
+
+
+def test_chunked_body_is_read_not_dropped(owner_client):
+    response = chunked(owner_client, "/probe", b'{"count": 7}')
+    assert response.status_code == 201
+    assert response.json()["data"] == {"count": 7}
+
+
+def test_chunked_body_over_the_ceiling_is_413(owner_client, settings):
+    settings.MAX_REQUEST_BYTES = 100
+    response = chunked(owner_client, "/probe", b'{"count": 1, "text": "' + b"x" * 200 + b'"}')
+    assert_error(response, 413, "request_too_large")
+
+
+def test_huge_json_integer_is_a_clean_400(owner_client):
+    payload = b'{"count": ' + b"9" * 5000 + b"}"
+    response = owner_client.generic("POST", "/probe", payload, content_type="application/json")
+    body = assert_error(response, 400, "invalid_request_error")
+    assert "sys." not in body["error"]["message"]
+
+
+def test_deeply_nested_json_is_a_clean_400(owner_client):
+    response = owner_client.generic("POST", "/probe", b"[" * 100000 + b"]" * 100000, content_type="application/json")
+    body = assert_error(response, 400, "invalid_request_error")
+    assert "recursion" not in body["error"]["message"]
+
+
+@pytest.mark.parametrize("method", ["post", "put", "delete", "options"])
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/docs/memories"])
+def test_plain_views_answer_other_methods_with_a_json_405(client, method, path):
+    response = getattr(client, method)(path)
+    assert_error(response, 405, "invalid_request_error")
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/docs/memories"])
+def test_head_on_plain_views_is_200(client, path):
+    assert client.head(path).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/memories", "/memories.md", "/memories.json"])
+def test_options_on_the_directory_is_a_json_405(client, path):
+    assert_error(client.options(path), 405, "invalid_request_error")
+
+
+def test_csrf_never_turns_an_api_style_post_into_an_html_page():
+    response = Client(enforce_csrf_checks=True).post("/healthz", {})
+    assert_error(response, 405, "invalid_request_error")
