@@ -2,6 +2,13 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+# .env: export KEY=value lines the real environment does not already set (the settings read .env too).
+if [ -f .env ]; then
+  while IFS='=' read -r key value; do
+    [[ "$key" =~ ^[A-Z_][A-Z0-9_]*$ ]] || continue
+    [ -n "${!key+x}" ] || export "$key=$value"
+  done < .env
+fi
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   echo "==> creating .venv with $($PYTHON --version)" >&2
