@@ -92,9 +92,35 @@ class ServerConfig:
         return f"{kind} workers={self.workers} threads={self.threads}"
 
 
+@dataclass(frozen=True)
+class Server:
+    """A running gunicorn: its port and the master's pid (`cpu_seconds()` sums master + workers)."""
+
+    port: int
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        return process_tree_cpu(self.pid)
+
+
+def process_tree_cpu(pid: int) -> float:
+    """User + system CPU seconds used so far by `pid` and its live children (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    pids = [pid]
+    with contextlib.suppress(OSError):
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        pids += [int(c) for c in children]
+    for p in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 @contextlib.contextmanager
 def gunicorn(db_name: str, config: ServerConfig = ServerConfig()):
-    """Run gunicorn (the project's config file) on a free loopback port against `db_name`; yields the port.
+    """Run gunicorn (the project's config file) on a free loopback port against `db_name`; yields a Server.
 
     The server's log goes to a temporary file, printed if it fails to become ready within 60 s.
     """
@@ -136,7 +162,7 @@ def gunicorn(db_name: str, config: ServerConfig = ServerConfig()):
             except OSError:
                 pass
             time.sleep(0.2)
-        yield port
+        yield Server(port=port, pid=proc.pid)
     finally:
         proc.terminate()
         try:
@@ -333,3 +359,102 @@ def machine_line() -> str:
         f"machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, PostgreSQL {pg}, "
         f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
+
+
+# --- fixtures -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A user who owns one private canonical user store, with a full-scope API token."""
+
+    store: str  # store UUID as text
+    user: object  # user UUID
+    secret: str  # bearer token secret
+    token_id: object  # ApiToken id (the `api_actor` of file-memory versions)
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.secret}"}
+
+
+def make_owners(n: int, prefix: str) -> list[Owner]:
+    """`n` users `<prefix>-<k>`, each with a private canonical user store and a full-scope token."""
+    from accounts.models import User
+    from accounts.services import issue_token
+    from stores.services import ensure_canonical_store
+
+    out = []
+    for k in range(n):
+        user = User.objects.create_user(f"{prefix}-{k}", password=None)
+        store, _ = ensure_canonical_store(scope="user", user=user, created_by=user)
+        issued = issue_token(user=user, name="bench")
+        out.append(Owner(store=str(store.pk), user=user.pk, secret=issued.secret, token_id=issued.token.pk))
+    return out
+
+
+def load_log(owner: Owner, entries: int, *, body, summaries: bool = True, chunk: int = 50_000) -> None:
+    """Bulk-load `entries` entries (seq 0..N-1, `body(seq)` text) into the owner's store with COPY and,
+    when `summaries`, a live summary for every aligned range of size ≥ 2 inside [0, N) — the state of a
+    fully compacted log. Sets the store's counters to match. Bypasses the API on purpose (setup only)."""
+    import datetime as dt
+
+    import psycopg
+
+    base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    step = dt.timedelta(seconds=1)
+
+    def rows_entries():
+        for seq in range(entries):
+            text = body(seq)
+            yield (owner.store, seq, owner.user, text, len(text.encode()), base + seq * step)
+
+    def rows_summaries():
+        size = 2
+        while size <= entries:
+            level = size.bit_length() - 1
+            for start in range(0, entries - size + 1, size):
+                text = f"Summary of entries {start}-{start + size - 1}: decisions, owners and open questions."
+                yield (
+                    owner.store,
+                    start,
+                    start + size - 1,
+                    level,
+                    text,
+                    len(text.encode()),
+                    "bench-stand-in",
+                    owner.user,
+                    "0" * 64,
+                    1,
+                    base + (start + size - 1) * step,
+                )
+            size *= 2
+
+    with psycopg.connect(**pg_params(), autocommit=True) as pg, pg.cursor() as cur:
+        with cur.copy(
+            "COPY memories_entry (store_id, seq, author_id, body_md, size_bytes, created_at) FROM STDIN"
+        ) as copy:
+            for row in rows_entries():
+                copy.write_row(row)
+        count = 0
+        if summaries:
+            with cur.copy(
+                'COPY memories_summary (store_id, start, "end", level, summary_md, size_bytes, model, '
+                "author_id, source_digest, generation, created_at) FROM STDIN"
+            ) as copy:
+                for row in rows_summaries():
+                    copy.write_row(row)
+                    count += 1
+        cur.execute(
+            "UPDATE stores_store SET entry_count = %s, summary_count = %s WHERE id = %s",
+            (entries, count, owner.store),
+        )
+
+
+def settle() -> None:
+    """VACUUM ANALYZE the bulk-loaded tables (fresh statistics, visibility map) before timing."""
+    import psycopg
+
+    with psycopg.connect(**pg_params(), autocommit=True) as pg:
+        for table_name in ("memories_entry", "memories_summary", "stores_store", "versions_memory", "versions_version"):
+            pg.execute(f"VACUUM ANALYZE {table_name}")

@@ -32,6 +32,7 @@ from bench.common import (
     django_setup,
     gunicorn,
     machine_line,
+    make_owners,
     pg_params,
     run_load,
     table,
@@ -92,20 +93,6 @@ class RawNote(PgJob):
                 raise RuntimeError("raw append found no store")
 
 
-def fixtures(n: int) -> list[tuple[str, int, str]]:
-    """`n` users, each owning a private canonical user store, with a full-scope token: (store, user, secret)."""
-    from accounts.models import User
-    from accounts.services import issue_token
-    from stores.services import ensure_canonical_store
-
-    out = []
-    for k in range(n):
-        user = User.objects.create_user(f"bench-note-{k}", password=None)
-        store, _ = ensure_canonical_store(scope="user", user=user, created_by=user)
-        out.append((str(store.pk), user.pk, issue_token(user=user, name="bench").secret))
-    return out
-
-
 def targets_for(client: int, stores: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
     """Client `client`'s round-robin over `stores`, starting at its own offset (spreads the load)."""
     k = client % len(stores)
@@ -130,14 +117,14 @@ def main() -> None:
     with bench_database("note", keep=args.keep) as db_name:
         print(machine_line())
         print(f"gunicorn: {config.label}; {args.duration:g} s per measurement; body {len(BODY.encode())} bytes")
-        stores = fixtures(max(store_counts))
+        stores = [(o.store, o.user, o.secret) for o in make_owners(max(store_counts), "bench-note")]
         params = pg_params()
         rows, ratios = [], {}
-        with gunicorn(db_name, config) as port:
+        with gunicorn(db_name, config) as server:
             for n_stores in store_counts:
                 used = stores[:n_stores]
                 for clients in client_counts:
-                    results = {}
+                    results, cpu = {}, {}
                     for kind in ("raw", "http"):
                         jobs = []
                         for c in range(clients):
@@ -146,8 +133,10 @@ def main() -> None:
                             if kind == "raw":
                                 jobs.append(RawNote(params, [(s, u) for s, u, _ in mine], tag))
                             else:
-                                jobs.append(HttpNote(port, [(s, t) for s, _, t in mine], tag))
+                                jobs.append(HttpNote(server.port, [(s, t) for s, _, t in mine], tag))
+                        cpu_before = server.cpu_seconds()
                         results[kind] = run_load(jobs, duration=args.duration)
+                        cpu[kind] = server.cpu_seconds() - cpu_before
                     raw, web = results["raw"], results["http"]
                     ratio = web.rps / raw.rps
                     ratios[(n_stores, clients)] = ratio
@@ -162,6 +151,7 @@ def main() -> None:
                             f"{web.p50_ms:.2f}",
                             f"{web.p99_ms:.2f}",
                             f"{ratio:.0%}",
+                            f"{cpu['http'] * 1000 / max(web.requests, 1):.2f}",
                         ]
                     )
                     progress = f"stores={n_stores} clients={clients}: raw {raw.rps:,.0f}/s, HTTP {web.rps:,.0f}/s"
@@ -179,6 +169,7 @@ def main() -> None:
                     "HTTP p50 ms",
                     "HTTP p99 ms",
                     "HTTP/raw",
+                    "gunicorn CPU ms/req",
                 ],
                 rows,
             )

@@ -34,6 +34,12 @@ class _AlwaysPreparedCursor(psycopg.Cursor):
     def execute(self, query, params=None, *, prepare=None, binary=None):
         return super().execute(query, params, prepare=True, binary=binary)
 
+    def _send_query_prepared(self, name, pgq, *, binary=None):
+        # psycopg records the last query only on the unprepared path; Django's query log (and
+        # CaptureQueriesContext) reads it from `_query`, so record it here too ($n placeholders).
+        self._query = pgq
+        super()._send_query_prepared(name, pgq, binary=binary)
+
 
 @contextlib.contextmanager
 def prepared_cursor(using: str = "default") -> Iterator[Any]:
