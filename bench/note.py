@@ -78,6 +78,13 @@ class HttpNote(HttpJob):
         self.request("POST", path, body, headers, 201)
 
 
+class HttpHealth(HttpJob):
+    """The floor of any request: GET /healthz (Django + middleware + gunicorn; no DRF, no database)."""
+
+    def call(self, i: int) -> None:
+        self.request("GET", "/healthz", None, {}, 200)
+
+
 class RawNote(PgJob):
     def __init__(self, params: dict, targets: list[tuple[str, int]], tag: str):
         super().__init__(params)
@@ -119,7 +126,7 @@ def main() -> None:
         print(f"gunicorn: {config.label}; {args.duration:g} s per measurement; body {len(BODY.encode())} bytes")
         stores = [(o.store, o.user, o.secret) for o in make_owners(max(store_counts), "bench-note")]
         params = pg_params()
-        rows, ratios = [], {}
+        rows, ratios, raw_rps = [], {}, {}
         with gunicorn(db_name, config) as server:
             for n_stores in store_counts:
                 used = stores[:n_stores]
@@ -140,6 +147,7 @@ def main() -> None:
                     raw, web = results["raw"], results["http"]
                     ratio = web.rps / raw.rps
                     ratios[(n_stores, clients)] = ratio
+                    raw_rps[(n_stores, clients)] = raw.rps
                     rows.append(
                         [
                             n_stores,
@@ -156,6 +164,8 @@ def main() -> None:
                     )
                     progress = f"stores={n_stores} clients={clients}: raw {raw.rps:,.0f}/s, HTTP {web.rps:,.0f}/s"
                     print(f"  {progress}", flush=True)
+            floor_clients = 4 if 4 in client_counts else client_counts[0]
+            floor = run_load([HttpHealth(server.port) for _ in range(floor_clients)], duration=args.duration)
         print()
         print(
             table(
@@ -175,6 +185,12 @@ def main() -> None:
             )
         )
         print()
+        raw_ref = raw_rps.get((1, floor_clients))
+        print(
+            f"floor: GET /healthz (Django + gunicorn, no DRF, no database) at {floor_clients} clients: "
+            f"{floor.rps:,.0f} req/s, p50 {floor.p50_ms:.2f} ms"
+            + (f" = {floor.rps / raw_ref:.0%} of the raw append on one store" if raw_ref else "")
+        )
         one = ratios.get((1, 4))
         if one is not None:
             print(f"goal: one store, 4 clients, HTTP ≥ 50 % of raw: {one:.0%} — {verdict(one >= 0.5)}")
