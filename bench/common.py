@@ -248,7 +248,8 @@ def _client(job: Job, warmup: int, barrier, start_at, duration: float, out) -> N
         job.open()
         for i in range(warmup):
             job.call(-1 - i)
-        barrier.wait()
+        barrier.wait()  # every client has warmed up
+        barrier.wait()  # the parent has set the common start time
         end = start_at.value + duration
         lat = array("d")
         i = 0
@@ -283,9 +284,10 @@ def run_load(jobs: list[Job], *, duration: float, warmup: int = 20) -> LoadResul
     ]
     for proc in procs:
         proc.start()
-    start_at.value = time.perf_counter() + 0.05  # perf_counter is CLOCK_MONOTONIC: shared by processes
     with contextlib.suppress(Exception):  # a broken barrier: the failing client reports its error below
-        barrier.wait(timeout=120)
+        barrier.wait(timeout=300)  # all warmed up: only now fix the window
+        start_at.value = time.perf_counter()  # CLOCK_MONOTONIC: the same clock in every process
+        barrier.wait(timeout=60)
     lat = array("d")
     errors = []
     for _ in procs:
