@@ -7,6 +7,13 @@ from rest_framework import authentication, exceptions
 
 from accounts.models import ApiToken
 from accounts.services import token_digest, touch_token
+from config.compiled import CompiledQuery
+
+# Compiled once per process (config/compiled.py): only the digest changes per request.
+_TOKEN_BY_DIGEST = CompiledQuery(
+    lambda digest: ApiToken.objects.select_related("user").filter(digest=digest)[:1],
+    digest="compiled-query-sentinel:token-digest",
+)
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -26,7 +33,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if len(parts) != 2 or parts[0].lower() != self.keyword:
             raise exceptions.AuthenticationFailed("Malformed Authorization header; expected 'Bearer <token>'.")
         secret = parts[1]
-        token = ApiToken.objects.select_related("user").filter(digest=token_digest(secret)).first()
+        token = _TOKEN_BY_DIGEST.first(digest=token_digest(secret))
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid API token.")
         if token.revoked_at is not None:

@@ -8,6 +8,7 @@ entries' `created_at` as `first_at`/`last_at` read in subqueries, plus the singl
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from django.db import connection
 from django.db.models import Count, Max, Min, Q
 
 from accounts.models import User
+from config.compiled import prepared_cursor
 from memories import tree
 from memories.errors import InvalidCursor, InvalidPattern, InvalidRange, SnapshotTooLarge
 from memories.models import BODY_MAX_BYTES, Entry, Summary
@@ -320,6 +322,28 @@ def nap(*, store: Store, snapshot: int | None = None) -> tuple[dict[str, Any], i
 # ------------------------------------------------------------------------------------------- recall
 
 
+# The rows one recall request examines, newest first; a fixed statement, so it runs prepared (planned
+# once per connection, config/compiled.py) through the (store, seq) unique index.
+_RECALL_ROWS_SQL = """
+SELECT e.seq, e.body_md, u.handle, e.created_at
+FROM {entry} e JOIN {user} u ON u.id = e.author_id
+WHERE e.store_id = %s AND e.seq >= %s AND e.seq < %s
+ORDER BY e.seq DESC
+"""
+
+
+@functools.cache
+def _recall_rows_sql() -> str:
+    return _RECALL_ROWS_SQL.format(entry=Entry._meta.db_table, user=User._meta.db_table)
+
+
+def _recall_rows(store: Store, low: int, high: int) -> list[tuple]:
+    """``(seq, body_md, author handle, created_at)`` of entries ``low <= seq < high``, newest first."""
+    with prepared_cursor() as cursor:
+        cursor.execute(_recall_rows_sql(), [store.pk, low, high])
+        return cursor.fetchall()
+
+
 @dataclass(frozen=True)
 class RecallPage:
     """One recall page: matches (newest first), the cursor for the next page (None at the end)."""
@@ -419,31 +443,17 @@ def recall(
     else:
         n = position = store.entry_count
     low = max(position - RECALL_SCAN, 0)
-    rows = (
-        Entry.objects.filter(store=store, seq__gte=low, seq__lt=position)
-        .order_by("-seq")
-        .values("seq", "body_md", "author__handle", "created_at")
-        if position > 0
-        else []
-    )
+    rows = _recall_rows(store, low, position) if position > 0 else []
     matches: list[dict[str, Any]] = []
     resume = low
     examined = 0
-    for row in rows:
+    for seq, body_md, author, created_at in rows:
         examined += 1
-        spans = [list(match.span()) for match in regex.finditer(row["body_md"])]
+        spans = [list(match.span()) for match in regex.finditer(body_md)]
         if spans:
-            matches.append(
-                {
-                    "seq": row["seq"],
-                    "author": row["author__handle"],
-                    "created_at": row["created_at"],
-                    "body_md": row["body_md"],
-                    "spans": spans,
-                }
-            )
+            matches.append({"seq": seq, "author": author, "created_at": created_at, "body_md": body_md, "spans": spans})
             if len(matches) >= limit:
-                resume = row["seq"]
+                resume = seq
                 break
     next_cursor = None
     if resume > 0:

@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import User
+from config.compiled import prepared_cursor
 from memories import tree
 from memories.errors import InvalidRange, NonceConflict, SnapshotTooLarge, StaleDigest, StaleGeneration, SummaryConflict
 from memories.models import Entry, Summary
@@ -94,7 +95,7 @@ _APPEND_WITHOUT_NONCE = _append_sql(False)
 
 def _run_append(params: dict) -> tuple | None:
     sql = _APPEND_WITH_NONCE if params["nonce"] is not None else _APPEND_WITHOUT_NONCE
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:  # planned once per connection (config/compiled.py)
         cursor.execute(sql, params)
         return cursor.fetchone()
 

@@ -13,6 +13,7 @@ from django.db.models.functions import Cast
 from django.utils.dateparse import parse_datetime
 
 from accounts.models import Posting, Project, ProjectMembership, Role, Section, SectionMembership, User, Visibility
+from config.compiled import CompiledQuery
 from config.errors import AuthenticationError, InvalidRequest
 from stores.errors import StoreNotFound, StoreOwnerRequired, StoreWriteForbidden, SubjectNotFound, SubjectWriteForbidden
 from stores.models import SEARCH_CONFIG, SEARCH_VECTOR, ReaderGrant, Scope, Store, public_q
@@ -83,6 +84,26 @@ def after_newest_first(stores: QuerySet[Store], after: tuple[datetime, uuid.UUID
     return stores.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=pk))
 
 
+def _store_for(user, pk: uuid.UUID) -> QuerySet[Store]:
+    return Store.objects.with_permissions(user).select_related("owner", "project", "section").filter(pk=pk)[:1]
+
+
+def _stand_in_user(user_id: uuid.UUID) -> User:
+    """An active user with only its id set: all the access policy reads of a user is `pk` and `is_active`."""
+    return User(id=user_id, is_active=True)
+
+
+# The access query of `get_store_for`, compiled once per process (config/compiled.py): its SQL is the
+# policy's own (`with_permissions`), only the user id and store id change per request. Building and
+# compiling it was the largest Python cost of a request (bench/RESULTS.md).
+_SENTINEL_USER = uuid.UUID("00000000-0000-4000-8000-00000000a11c")
+_SENTINEL_STORE = uuid.UUID("00000000-0000-4000-8000-00000000570e")
+_STORE_FOR_USER = CompiledQuery(
+    lambda user_id, pk: _store_for(_stand_in_user(user_id), pk), user_id=_SENTINEL_USER, pk=_SENTINEL_STORE
+)
+_STORE_FOR_ANONYMOUS = CompiledQuery(lambda pk: _store_for(None, pk), pk=_SENTINEL_STORE)
+
+
 def get_store_for(user, store_id: object, *, need: Need = "read") -> Store:
     """Return the store `store_id` if `user` may read it, annotated with `can_write` and `is_owner`.
 
@@ -91,7 +112,7 @@ def get_store_for(user, store_id: object, *, need: Need = "read") -> Store:
     missing. One query. Archived state is checked by the write services, under the store lock.
     """
     pk = parse_store_id(store_id)
-    store = Store.objects.with_permissions(user).select_related("owner", "project", "section").filter(pk=pk).first()
+    store = _STORE_FOR_USER.first(user_id=user.pk, pk=pk) if _authenticated(user) else _STORE_FOR_ANONYMOUS.first(pk=pk)
     if store is None:
         raise StoreNotFound()
     return _require(store, need)

@@ -1,0 +1,462 @@
+"""Shared machinery of the benchmarks in `bench/` (issue 9): a throw-away database, a gunicorn server on a
+free loopback port, a multi-process closed-loop load generator, and table printing.
+
+Database: like `bench/import_0041.py`, each benchmark works in its own database `bench_<name>` created
+(with every migration) on the configured server — the embedded PostgreSQL of the checkout unless
+DATABASE_URL is set — and dropped at the end (`--keep` keeps it). Development data is never touched.
+
+Load model (the same for HTTP and raw SQL, so ratios compare like with like): one OS process per
+client, each with one persistent connection (an `http.client.HTTPConnection` with keep-alive, or one
+psycopg connection in autocommit mode), sending one request at a time as fast as answers come back
+(a closed loop). All clients start together after a warm-up and run for a fixed wall-clock window;
+throughput = completed requests / window, latencies are per request on the client's clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import multiprocessing as mp
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+
+def django_setup() -> None:
+    """Configure Django for the calling script (settings: `config.settings`)."""
+    import django
+
+    django.setup()
+
+
+@contextlib.contextmanager
+def bench_database(name: str, *, keep: bool = False):
+    """Create the throw-away database `bench_<name>` (migrated), point Django at it, drop it on exit.
+
+    Yields the database name. Every connection to it (gunicorn, raw psycopg clients) must be closed
+    before the block ends, or the DROP fails.
+    """
+    from django.conf import settings
+    from django.db import connections
+    from django.test.utils import setup_databases, teardown_databases
+
+    settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = f"bench_{name}"
+    old = setup_databases(verbosity=0, interactive=False, keepdb=False)
+    try:
+        yield connections["default"].settings_dict["NAME"]
+    finally:
+        connections.close_all()
+        if not keep:
+            teardown_databases(old, verbosity=0)
+
+
+def pg_params() -> dict:
+    """psycopg.connect keyword arguments for Django's current default database."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    params = {"dbname": s["NAME"], "user": s["USER"], "host": s["HOST"] or None, "port": s["PORT"] or None}
+    if s["PASSWORD"]:
+        params["password"] = s["PASSWORD"]
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """How the benchmark runs gunicorn (`config/gunicorn.conf.py` with these environment overrides)."""
+
+    workers: int = 2
+    threads: int = 4
+
+    @property
+    def label(self) -> str:
+        kind = "gthread" if self.threads > 1 else "sync"
+        return f"{kind} workers={self.workers} threads={self.threads}"
+
+
+@dataclass(frozen=True)
+class Server:
+    """A running gunicorn: its port and the master's pid (`cpu_seconds()` sums master + workers)."""
+
+    port: int
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        return process_tree_cpu(self.pid)
+
+
+def process_tree_cpu(pid: int) -> float:
+    """User + system CPU seconds used so far by `pid` and its live children (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    pids = [pid]
+    with contextlib.suppress(OSError):
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        pids += [int(c) for c in children]
+    for p in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+@contextlib.contextmanager
+def gunicorn(db_name: str, config: ServerConfig = ServerConfig()):
+    """Run gunicorn (the project's config file) on a free loopback port against `db_name`; yields a Server.
+
+    The server's log goes to a temporary file, printed if it fails to become ready within 60 s.
+    """
+    port = free_port()
+    env = dict(
+        os.environ,
+        DJANGO_SETTINGS_MODULE="bench.settings",
+        BENCH_DB_NAME=db_name,
+        WEB_CONCURRENCY=str(config.workers),
+        GUNICORN_THREADS=str(config.threads),
+    )
+    env.pop("GUNICORN_ACCESS_LOG", None)
+    log = tempfile.NamedTemporaryFile("w+", prefix="bench-gunicorn-", suffix=".log", delete=False)  # noqa: SIM115
+    cmd = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "-c",
+        str(ROOT / "config" / "gunicorn.conf.py"),
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--chdir",
+        str(ROOT),
+        "config.wsgi:application",
+    ]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                raise RuntimeError(f"gunicorn did not start:\n{log.read()[-4000:]}")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                conn.request("GET", "/readyz")
+                if conn.getresponse().status == 200:
+                    conn.close()
+                    break
+            except OSError:
+                pass
+            time.sleep(0.2)
+        yield Server(port=port, pid=proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        os.unlink(log.name)
+
+
+# --- closed-loop load ---------------------------------------------------------------------------------
+
+
+class Job:
+    """One client's work: `open()` once in the client process, then `call(i)` per request (i = 0, 1, …)."""
+
+    def open(self) -> None:  # pragma: no cover - interface
+        pass
+
+    def call(self, i: int) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class HttpJob(Job):
+    """Base for HTTP clients: one keep-alive `http.client.HTTPConnection` per client process."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.conn = None
+
+    def open(self) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+
+    def request(self, method: str, path: str, body: bytes | None, headers: dict, expect: int) -> bytes:
+        self.conn.request(method, path, body=body, headers=headers)
+        response = self.conn.getresponse()
+        data = response.read()
+        if response.status != expect:
+            raise RuntimeError(f"{method} {path}: {response.status} {data[:500]!r}")
+        return data
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+class PgJob(Job):
+    """Base for raw SQL clients: one psycopg connection (autocommit, server-side prepared statements)."""
+
+    def __init__(self, params: dict):
+        self.params = params
+        self.pg = None
+
+    def open(self) -> None:
+        import psycopg
+
+        self.pg = psycopg.connect(**self.params, autocommit=True, prepare_threshold=0)
+
+    def close(self) -> None:
+        if self.pg is not None:
+            self.pg.close()
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    clients: int
+    requests: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds
+
+
+def _client(job: Job, warmup: int, barrier, start_at, duration: float, out) -> None:
+    try:
+        job.open()
+        for i in range(warmup):
+            job.call(-1 - i)
+        barrier.wait()  # every client has warmed up
+        barrier.wait()  # the parent has set the common start time
+        end = start_at.value + duration
+        lat = array("d")
+        i = 0
+        clock = time.perf_counter
+        now = clock()
+        while now < end:
+            job.call(i)
+            done = clock()
+            lat.append(done - now)
+            now = done
+            i += 1
+        job.close()
+        out.put(("ok", lat.tobytes()))
+    except BaseException as exc:  # report, never hang the parent
+        out.put(("error", repr(exc)))
+
+
+def run_load(jobs: list[Job], *, duration: float, warmup: int = 20) -> LoadResult:
+    """Run one client process per job (fork), all together for `duration` seconds; return the totals.
+
+    Raises RuntimeError if any client fails (e.g. an unexpected HTTP status).
+    """
+    from django.db import connections
+
+    connections.close_all()  # never share a socket with forked children
+    ctx = mp.get_context("fork")
+    barrier = ctx.Barrier(len(jobs) + 1)
+    start_at = ctx.Value("d", 0.0)
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(target=_client, args=(job, warmup, barrier, start_at, duration, out), daemon=True) for job in jobs
+    ]
+    for proc in procs:
+        proc.start()
+    with contextlib.suppress(Exception):  # a broken barrier: the failing client reports its error below
+        barrier.wait(timeout=300)  # all warmed up: only now fix the window
+        start_at.value = time.perf_counter()  # CLOCK_MONOTONIC: the same clock in every process
+        barrier.wait(timeout=60)
+    lat = array("d")
+    errors = []
+    for _ in procs:
+        status, payload = out.get(timeout=duration + 120)
+        if status == "ok":
+            lat.frombytes(payload)
+        else:
+            errors.append(payload)
+    for proc in procs:
+        proc.join(timeout=10)
+    if errors:
+        raise RuntimeError(f"{len(errors)} client(s) failed: {errors[0]}")
+    ordered = sorted(lat)
+    return LoadResult(
+        clients=len(jobs),
+        requests=len(ordered),
+        seconds=duration,
+        p50_ms=percentile(ordered, 50) * 1000,
+        p99_ms=percentile(ordered, 99) * 1000,
+    )
+
+
+def percentile(ordered, pct: float) -> float:
+    """Nearest-rank percentile of an already sorted sequence (0 for an empty one)."""
+    if not ordered:
+        return 0.0
+    rank = max(0, min(len(ordered) - 1, round(pct / 100 * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+def time_calls(fn, *, repeat: int, warmup: int = 10) -> list[float]:
+    """Call `fn()` `warmup` + `repeat` times in this process; return the sorted latencies (seconds)."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    clock = time.perf_counter
+    for _ in range(repeat):
+        t0 = clock()
+        fn()
+        out.append(clock() - t0)
+    return sorted(out)
+
+
+# --- output -------------------------------------------------------------------------------------------
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    """A plain Markdown table (pastes straight into RESULTS.md)."""
+    cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(cells[0], widths, strict=True)) + " |"]
+    lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in cells[1:]:
+        lines.append("| " + " | ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) + " |")
+    return "\n".join(lines)
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def machine_line() -> str:
+    """One line naming the machine and its load (for the head of every benchmark's output)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        pg = cursor.fetchone()[0]
+    load = os.getloadavg()
+    return (
+        f"machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, PostgreSQL {pg}, "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
+
+
+# --- fixtures -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A user who owns one private canonical user store, with a full-scope API token."""
+
+    store: str  # store UUID as text
+    user: object  # user UUID
+    secret: str  # bearer token secret
+    token_id: object  # ApiToken id (the `api_actor` of file-memory versions)
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.secret}"}
+
+
+def make_owners(n: int, prefix: str) -> list[Owner]:
+    """`n` users `<prefix>-<k>`, each with a private canonical user store and a full-scope token."""
+    from accounts.models import User
+    from accounts.services import issue_token
+    from stores.services import ensure_canonical_store
+
+    out = []
+    for k in range(n):
+        user = User.objects.create_user(f"{prefix}-{k}", password=None)
+        store, _ = ensure_canonical_store(scope="user", user=user, created_by=user)
+        issued = issue_token(user=user, name="bench")
+        out.append(Owner(store=str(store.pk), user=user.pk, secret=issued.secret, token_id=issued.token.pk))
+    return out
+
+
+def load_log(owner: Owner, entries: int, *, body, summaries: bool = True, chunk: int = 50_000) -> None:
+    """Bulk-load `entries` entries (seq 0..N-1, `body(seq)` text) into the owner's store with COPY and,
+    when `summaries`, a live summary for every aligned range of size ≥ 2 inside [0, N) — the state of a
+    fully compacted log. Sets the store's counters to match. Bypasses the API on purpose (setup only)."""
+    import datetime as dt
+
+    import psycopg
+
+    base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    step = dt.timedelta(seconds=1)
+
+    def rows_entries():
+        for seq in range(entries):
+            text = body(seq)
+            yield (owner.store, seq, owner.user, text, len(text.encode()), base + seq * step)
+
+    def rows_summaries():
+        size = 2
+        while size <= entries:
+            level = size.bit_length() - 1
+            for start in range(0, entries - size + 1, size):
+                text = f"Summary of entries {start}-{start + size - 1}: decisions, owners and open questions."
+                yield (
+                    owner.store,
+                    start,
+                    start + size - 1,
+                    level,
+                    text,
+                    len(text.encode()),
+                    "bench-stand-in",
+                    owner.user,
+                    "0" * 64,
+                    1,
+                    base + (start + size - 1) * step,
+                )
+            size *= 2
+
+    with psycopg.connect(**pg_params(), autocommit=True) as pg, pg.cursor() as cur:
+        with cur.copy(
+            "COPY memories_entry (store_id, seq, author_id, body_md, size_bytes, created_at) FROM STDIN"
+        ) as copy:
+            for row in rows_entries():
+                copy.write_row(row)
+        count = 0
+        if summaries:
+            with cur.copy(
+                'COPY memories_summary (store_id, start, "end", level, summary_md, size_bytes, model, '
+                "author_id, source_digest, generation, created_at) FROM STDIN"
+            ) as copy:
+                for row in rows_summaries():
+                    copy.write_row(row)
+                    count += 1
+        cur.execute(
+            "UPDATE stores_store SET entry_count = %s, summary_count = %s WHERE id = %s",
+            (entries, count, owner.store),
+        )
+
+
+def settle() -> None:
+    """VACUUM ANALYZE the bulk-loaded tables (fresh statistics, visibility map) before timing."""
+    import psycopg
+
+    with psycopg.connect(**pg_params(), autocommit=True) as pg:
+        for table_name in ("memories_entry", "memories_summary", "stores_store", "versions_memory", "versions_version"):
+            pg.execute(f"VACUUM ANALYZE {table_name}")

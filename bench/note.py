@@ -1,0 +1,207 @@
+"""Benchmark `POST /api/v1/memories/{id}/note` through gunicorn against the raw SQL append (SPEC §4, issue 9).
+
+    .venv/bin/python bench/note.py [--duration 3] [--workers 2] [--threads 4] [--clients 1,4,16] [--keep]
+
+For 1, 4 and 16 concurrent clients, on one store and spread over 16 stores, it measures throughput and
+p50/p99 latency of
+- HTTP: the real endpoint (bearer token, access check, validation, the service's one-statement append,
+  JSON envelope) served by gunicorn with the project's config on a free loopback port;
+- raw: the same guarantee written as the fastest SQL we know with psycopg — ONE prepared statement in
+  autocommit that locks the store row (the UPDATE), takes seq = entry_count, bumps the counter and
+  inserts the entry with its client nonce (UNIQUE (store, author, nonce) enforces it).
+Both use the same client model (bench/common.py: one process per client, one persistent connection) on
+the same database in the same run, alternating raw and HTTP for each row so background load hits both.
+Goals: HTTP ≥ 50 % of raw on one store at 4 clients, ≥ 40 % across 16 stores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import (
+    HttpJob,
+    PgJob,
+    ServerConfig,
+    bench_database,
+    django_setup,
+    gunicorn,
+    machine_line,
+    make_owners,
+    pg_params,
+    run_load,
+    table,
+    verdict,
+)
+
+BODY = (
+    "Decision: keep the PostgreSQL schema compatible with contract 2.0.0; the nightly import stays on "
+    "batch size 1,000 until the archive catches up. Owner: agent-7. Follow-up in entry 41."
+)
+
+RAW_APPEND = """
+WITH bump AS (
+    UPDATE stores_store SET entry_count = entry_count + 1
+    WHERE id = %s AND archived_at IS NULL
+    RETURNING entry_count - 1 AS seq
+)
+INSERT INTO memories_entry (store_id, seq, author_id, body_md, size_bytes, client_nonce, created_at)
+SELECT %s, bump.seq, %s, %s, %s, %s, clock_timestamp() FROM bump
+RETURNING id, seq, created_at
+"""
+
+
+class HttpNote(HttpJob):
+    def __init__(self, port: int, targets: list[tuple[str, str]], tag: str):
+        super().__init__(port)
+        self.targets = targets  # (store id, token secret)
+        self.tag = tag
+
+    def open(self) -> None:
+        super().open()
+        self.prepared = [
+            (
+                f"/api/v1/memories/{store}/note",
+                {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"},
+            )
+            for store, secret in self.targets
+        ]
+
+    def call(self, i: int) -> None:
+        path, headers = self.prepared[i % len(self.prepared)]
+        body = json.dumps({"body_md": BODY, "client_nonce": f"{self.tag}-{i}"}).encode()
+        self.request("POST", path, body, headers, 201)
+
+
+class HttpHealth(HttpJob):
+    """The floor of any request: GET /healthz (Django + middleware + gunicorn; no DRF, no database)."""
+
+    def call(self, i: int) -> None:
+        self.request("GET", "/healthz", None, {}, 200)
+
+
+class RawNote(PgJob):
+    def __init__(self, params: dict, targets: list[tuple[str, int]], tag: str):
+        super().__init__(params)
+        self.targets = targets  # (store id, author id)
+        self.tag = tag
+        self.size = len(BODY.encode("utf-8"))
+
+    def call(self, i: int) -> None:
+        store, author = self.targets[i % len(self.targets)]
+        with self.pg.cursor() as cur:
+            cur.execute(RAW_APPEND, (store, store, author, BODY, self.size, f"{self.tag}-{i}"))
+            if cur.fetchone() is None:
+                raise RuntimeError("raw append found no store")
+
+
+def targets_for(client: int, stores: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+    """Client `client`'s round-robin over `stores`, starting at its own offset (spreads the load)."""
+    k = client % len(stores)
+    return stores[k:] + stores[:k]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds per measurement (default 3)")
+    parser.add_argument("--workers", type=int, default=ServerConfig.workers)
+    parser.add_argument("--threads", type=int, default=ServerConfig.threads)
+    parser.add_argument("--clients", default="1,4,16")
+    parser.add_argument("--stores", default="1,16")
+    parser.add_argument("--keep", action="store_true", help="keep the bench_note database")
+    args = parser.parse_args()
+    django_setup()
+    config = ServerConfig(workers=args.workers, threads=args.threads)
+    client_counts = [int(c) for c in args.clients.split(",")]
+    store_counts = [int(c) for c in args.stores.split(",")]
+    run = itertools.count()
+
+    with bench_database("note", keep=args.keep) as db_name:
+        print(machine_line())
+        print(f"gunicorn: {config.label}; {args.duration:g} s per measurement; body {len(BODY.encode())} bytes")
+        stores = [(o.store, o.user, o.secret) for o in make_owners(max(store_counts), "bench-note")]
+        params = pg_params()
+        rows, ratios, raw_rps = [], {}, {}
+        with gunicorn(db_name, config) as server:
+            for n_stores in store_counts:
+                used = stores[:n_stores]
+                for clients in client_counts:
+                    results, cpu = {}, {}
+                    for kind in ("raw", "http"):
+                        jobs = []
+                        for c in range(clients):
+                            mine = targets_for(c, used)
+                            tag = f"{kind}{next(run)}"
+                            if kind == "raw":
+                                jobs.append(RawNote(params, [(s, u) for s, u, _ in mine], tag))
+                            else:
+                                jobs.append(HttpNote(server.port, [(s, t) for s, _, t in mine], tag))
+                        cpu_before = server.cpu_seconds()
+                        results[kind] = run_load(jobs, duration=args.duration)
+                        cpu[kind] = server.cpu_seconds() - cpu_before
+                    raw, web = results["raw"], results["http"]
+                    ratio = web.rps / raw.rps
+                    ratios[(n_stores, clients)] = ratio
+                    raw_rps[(n_stores, clients)] = raw.rps
+                    rows.append(
+                        [
+                            n_stores,
+                            clients,
+                            f"{raw.rps:,.0f}",
+                            f"{raw.p50_ms:.2f}",
+                            f"{raw.p99_ms:.2f}",
+                            f"{web.rps:,.0f}",
+                            f"{web.p50_ms:.2f}",
+                            f"{web.p99_ms:.2f}",
+                            f"{ratio:.0%}",
+                            f"{cpu['http'] * 1000 / max(web.requests, 1):.2f}",
+                        ]
+                    )
+                    progress = f"stores={n_stores} clients={clients}: raw {raw.rps:,.0f}/s, HTTP {web.rps:,.0f}/s"
+                    print(f"  {progress}", flush=True)
+            floor_clients = 4 if 4 in client_counts else client_counts[0]
+            floor = run_load([HttpHealth(server.port) for _ in range(floor_clients)], duration=args.duration)
+        print()
+        print(
+            table(
+                [
+                    "stores",
+                    "clients",
+                    "raw req/s",
+                    "raw p50 ms",
+                    "raw p99 ms",
+                    "HTTP req/s",
+                    "HTTP p50 ms",
+                    "HTTP p99 ms",
+                    "HTTP/raw",
+                    "gunicorn CPU ms/req",
+                ],
+                rows,
+            )
+        )
+        print()
+        raw_ref = raw_rps.get((1, floor_clients))
+        print(
+            f"floor: GET /healthz (Django + gunicorn, no DRF, no database) at {floor_clients} clients: "
+            f"{floor.rps:,.0f} req/s, p50 {floor.p50_ms:.2f} ms"
+            + (f" = {floor.rps / raw_ref:.0%} of the raw append on one store" if raw_ref else "")
+        )
+        one = ratios.get((1, 4))
+        if one is not None:
+            print(f"goal: one store, 4 clients, HTTP ≥ 50 % of raw: {one:.0%} — {verdict(one >= 0.5)}")
+        spread = [ratios[(16, c)] for c in client_counts if (16, c) in ratios and c > 1]
+        if spread:
+            worst = min(spread)
+            print(
+                f"goal: 16 stores, HTTP ≥ 40 % of raw (worst of {', '.join(str(c) for c in client_counts if c > 1)} "
+                f"clients): {worst:.0%} — {verdict(worst >= 0.4)}"
+            )
+
+
+if __name__ == "__main__":
+    main()
