@@ -106,7 +106,7 @@ def parse_changelog(text: str, *, package: str, path: Path | None = None, encodi
                 changelog.malformed += 1
             open_start, open_version = offset, header.group("version")
         elif open_start is not None and _TRAILER.match(bare):
-            found.append((open_version, open_start, line_end))
+            found.append((open_version, open_start, offset + len(bare)))  # the line ending is not part of it
             open_start = None
         offset = line_end + 1
     if open_start is not None:

@@ -413,11 +413,15 @@ class Demo:
     def zoom(self, agent: Agent) -> None:
         result = self.result
         summaries = [line for line in result.wake.get("lines", []) if line["kind"] == "summary"]
-        if not summaries:
+        if summaries:
+            target = summaries[-1]["range"]  # the newest summary in the cover: recent, and its halves are small
+        elif result.entry_count >= 2:
+            size = 1 << (result.entry_count.bit_length() - 1)  # small store: wake shows entries only
+            target = f"0-{size - 1}"
+        else:
             self.heading("zoom")
-            self.console.print("  (the store is too small for a summary line)")
+            self.console.print("  (a store needs two entries before any range has a summary)")
             return
-        target = summaries[-1]["range"]  # the newest summary in the cover: its halves are small, recent ranges
         self.heading(f"zoom range={target}")
         body, _ = agent.call("GET", f"memories/{result.store_id}/zoom", params={"range": target})
         zoom = result.zoom = body["data"]

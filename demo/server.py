@@ -34,11 +34,13 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 @contextmanager
-def gunicorn_server(*, workers: int, host: str = "127.0.0.1", ready_timeout: float = 60.0) -> Iterator[str]:
+def gunicorn_server(
+    *, workers: int, host: str = "127.0.0.1", ready_timeout: float = 60.0, ready_path: str = "/readyz"
+) -> Iterator[str]:
     """Start gunicorn (config/gunicorn.conf.py) with `workers` sync workers; yield its base URL.
 
-    Waits until `GET /readyz` answers 200 (the database is reachable). Raises ServerError when the process
-    exits early or is not ready within `ready_timeout` seconds. Always stops the process on exit.
+    Waits until `GET <ready_path>` answers 200 (`/readyz`: the database is reachable). Raises ServerError
+    when the process exits early or is not ready within `ready_timeout` seconds. Always stops the process.
     """
     port = free_port(host)
     log_path = BASE_DIR / ".data" / f"demo-gunicorn-{port}.log"
@@ -61,20 +63,20 @@ def gunicorn_server(*, workers: int, host: str = "127.0.0.1", ready_timeout: flo
             command, cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT
         )
         try:
-            _wait_ready(process, url, ready_timeout, log_path)
+            _wait_ready(process, url + ready_path, ready_timeout, log_path)
             yield url
         finally:
             _stop(process)
     log_path.unlink(missing_ok=True)
 
 
-def _wait_ready(process: subprocess.Popen, url: str, timeout: float, log_path: Path) -> None:
+def _wait_ready(process: subprocess.Popen, ready_url: str, timeout: float, log_path: Path) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise ServerError(f"gunicorn exited with {process.returncode}:\n{_tail(log_path)}")
         try:
-            if httpx.get(f"{url}/readyz", timeout=2.0).status_code == 200:
+            if httpx.get(ready_url, timeout=2.0).status_code == 200:
                 return
         except httpx.TransportError:
             pass
