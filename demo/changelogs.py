@@ -148,6 +148,23 @@ def discover(source: Path = DEFAULT_SOURCE) -> list[Path]:
     return paths
 
 
+def unique_changelogs(changelogs: list[Changelog]) -> tuple[list[Changelog], int]:
+    """`changelogs` without those whose entries equal an earlier one's; returns ``(kept, dropped)``.
+
+    Binary packages built from one source package ship copies of its changelog that differ only outside
+    the entries (Debian's trimming note names the binary package): loading each copy would store the same
+    release notes several times. A changelog without entries is dropped too (it has nothing to load).
+    """
+    seen: set[bytes] = set()
+    kept: list[Changelog] = []
+    for changelog in changelogs:
+        key = hashlib.sha256("\x00".join(entry.text for entry in changelog.entries).encode("utf-8")).digest()
+        if changelog.entries and key not in seen:
+            seen.add(key)
+            kept.append(changelog)
+    return kept, len(changelogs) - len(kept)
+
+
 def note_nonce(entry: ChangelogEntry, part: int) -> str:
     """The `client_nonce` of part `part` (0-based) of `entry`: stable across runs, at most 128 characters.
 

@@ -33,12 +33,12 @@ from rich.table import Table
 
 from accounts import services as account_services
 from demo.agents import Agent
-from demo.changelogs import DEFAULT_SOURCE, Changelog, discover, note_nonce, read_changelog
+from demo.changelogs import DEFAULT_SOURCE, Changelog, discover, note_nonce, read_changelog, unique_changelogs
 from demo.mirror import MIRROR_PREFIX, MirrorResult, mirror_changelogs, sdk_client
 from demo.server import gunicorn_server
 from demo.summariser import StandInSummariser
 
-DEFAULT_PACKAGES = 120
+DEFAULT_PACKAGES = 30
 DEFAULT_AGENTS = 4
 DEFAULT_MIRROR = 300
 DEFAULT_PATTERN = r"CVE-\d{4}-\d+"
@@ -113,17 +113,18 @@ class DemoResult:
         return all(self.checks.values())
 
 
-def choose_changelogs(options: DemoOptions) -> tuple[list[Path], list[Path]]:
-    """``(log paths, mirror paths)``: a seeded shuffle of every changelog under `source`; the log takes
-    the first `packages`, the mirror the first `mirror` (so the loaded packages are mirrored first)."""
-    paths = discover(options.source)
-    random.Random(options.seed).shuffle(paths)
-    return paths[: options.packages], paths[: options.mirror]
+def choose_changelogs(options: DemoOptions) -> tuple[list[Changelog], list[Changelog], int]:
+    """``(log changelogs, mirror changelogs, left out)``: every changelog under `source` parsed, copies
+    with the same entries counted once (under the first package name in alphabetical order), then a
+    seeded shuffle; the log takes the first `packages`, the mirror the first `mirror` (so the loaded
+    packages are mirrored first). `left out` counts the copies and the files without entries."""
+    changelogs, left_out = unique_changelogs([read_changelog(path) for path in discover(options.source)])
+    random.Random(options.seed).shuffle(changelogs)
+    return changelogs[: options.packages], changelogs[: options.mirror], left_out
 
 
-def parse_all(paths: list[Path]) -> Parsed:
-    """Read and parse `paths`; count entries, notes (parts after splitting) and what was skipped."""
-    changelogs = [read_changelog(path) for path in paths]
+def parse_all(changelogs: list[Changelog]) -> Parsed:
+    """Count the entries of `changelogs`, their notes (parts after splitting) and what was skipped."""
     entries = [entry for changelog in changelogs for entry in changelog.entries]
     notes = [len(entry.notes()) for entry in entries]
     return Parsed(
@@ -223,12 +224,13 @@ class Demo:
     def run(self) -> DemoResult:
         options, console, result = self.options, self.console, self.result
         self.heading("Real input: Debian package changelogs")
-        log_paths, mirror_paths = choose_changelogs(options)
-        if not log_paths:
+        started = time.monotonic()
+        chosen, to_mirror, left_out = choose_changelogs(options)
+        if not chosen:
             console.print(f"  no */changelog.Debian.gz under {escape(str(options.source))}: nothing to do")
             result.checks["changelogs found"] = False
             return result
-        parsed = parse_all(log_paths)
+        parsed = parse_all(chosen)
         result.packages = len(parsed.changelogs)
         result.parsed_entries, result.parsed_notes, result.split_entries = (
             parsed.entries,
@@ -236,7 +238,8 @@ class Demo:
             parsed.split_entries,
         )
         console.print(
-            f"  {len(log_paths)} packages (seed {options.seed}) from {escape(str(options.source))}: "
+            f"  {len(chosen)} packages (seed {options.seed}) from {escape(str(options.source))} "
+            f"({left_out} copies of another package's changelog or empty files left out): "
             f"{parsed.entries:,} changelog entries → {parsed.notes:,} notes "
             f"({parsed.split_entries:,} entries over 1,024 bytes split with the 0041 splitter)"
         )
@@ -258,13 +261,14 @@ class Demo:
                 self.wake(agents[0])
                 self.recall(agents[0])
                 self.zoom(agents[0])
-                self.mirror(base_url, agents_tokens[0][1], mirror_paths, parsed)
+                self.mirror(base_url, agents_tokens[0][1], to_mirror)
             finally:
                 for agent in agents:
                     agent.close()
         self.heading("Result")
         failed = [name for name, held in result.checks.items() if not held]
         console.print("  every check held" if not failed else f"  [red]failed checks: {escape(', '.join(failed))}[/]")
+        console.print(f"  demo finished in {time.monotonic() - started:.0f} s")
         return result
 
     def load(self, agents: list[Agent], parsed: Parsed) -> None:
@@ -431,13 +435,12 @@ class Demo:
                 self.console.print(f"    {escape(text_line)}", overflow="ellipsis", no_wrap=True)
         self.check("zoom returned the range's summary and its two halves", len(zoom["halves"]) == 2)
 
-    def mirror(self, base_url: str, token: str, paths: list[Path], parsed: Parsed) -> None:
-        if not paths:
+    def mirror(self, base_url: str, token: str, changelogs: list[Changelog]) -> None:
+        if not changelogs:
             return
-        self.heading(f"Mirror {len(paths)} changelogs as file memories through the anthropic SDK")
-        loaded = {c.path: c for c in parsed.changelogs}
-        changelogs = [loaded.get(path) or read_changelog(path) for path in paths]
+        self.heading(f"Mirror {len(changelogs)} changelogs as file memories through the anthropic SDK")
         client = sdk_client(base_url, token)
+        started = time.monotonic()
         try:
             with self.progress("mirroring", "files") as progress:
                 task = progress.add_task("files", total=len(changelogs))
@@ -453,7 +456,8 @@ class Demo:
         self.result.mirror = mirrored
         self.console.print(
             f"  memory store {mirrored.store_id} '{escape(mirrored.store_name)}': wrote {len(mirrored.paths)} "
-            f"paths ({len(mirrored.truncated)} cut after the last whole entry under 102,400 bytes)"
+            f"paths in {time.monotonic() - started:.1f} s ({len(mirrored.truncated)} cut after the last whole "
+            "entry under 102,400 bytes)"
         )
         self.console.print(
             f'  memories.list(path_prefix="{MIRROR_PREFIX}", depth=1): '

@@ -5,7 +5,15 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from demo.changelogs import decode, discover, file_prefix, note_nonce, parse_changelog, read_changelog
+from demo.changelogs import (
+    decode,
+    discover,
+    file_prefix,
+    note_nonce,
+    parse_changelog,
+    read_changelog,
+    unique_changelogs,
+)
 from tests.demo.conftest import CHANGELOGS, entry, long_body, write_changelog
 
 
@@ -97,3 +105,18 @@ def test_file_prefix_keeps_whole_entries_that_fit(tmp_path):
     cut = file_prefix(changelog, max_bytes=1000)
     assert cut == "\n\n".join(entries[:2])
     assert gzip.decompress(changelog.path.read_bytes()).decode().startswith(cut)
+
+
+def test_copies_of_a_changelog_that_differ_outside_the_entries_count_once():
+    body = entry("systemd", "252-1", "  * x")
+    copies = [
+        parse_changelog(body + "\n\n# To read the complete changelog use `apt changelog udev`.\n", package="udev"),
+        parse_changelog(
+            body + "\n\n# To read the complete changelog use `apt changelog libsystemd0`.\n", package="libsystemd0"
+        ),
+        parse_changelog("no entries here\n", package="empty"),
+        parse_changelog(entry("other", "1-1", "  * y"), package="other"),
+    ]
+    kept, dropped = unique_changelogs(copies)
+    assert [c.package for c in kept] == ["udev", "other"]
+    assert dropped == 2
