@@ -387,7 +387,7 @@ class Demo:
 
     def recall(self, agent: Agent) -> None:
         result, pattern = self.result, self.options.pattern
-        self.heading(f"recall {pattern!r} across the whole store (following next_cursor to the end)")
+        self.heading(f"recall /{pattern}/ across the whole store (following next_cursor to the end)")
         params: dict = {"pattern": pattern}
         examined = 0
         while True:
