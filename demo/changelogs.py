@@ -40,6 +40,12 @@ class ChangelogEntry:
     text: str
     start: int = 0
     end: int = 0
+    repeat: int = 0  # earlier (older) entries of this file with the same version and text
+
+    @property
+    def digest(self) -> str:
+        """First 16 hex digits of the SHA-256 of the entry's UTF-8 text (part of its nonce)."""
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()[:16]
 
     @property
     def header(self) -> str:
@@ -112,14 +118,26 @@ def parse_changelog(text: str, *, package: str, path: Path | None = None, encodi
     if open_start is not None:
         changelog.malformed += 1
     total = len(found)
-    for index, (version, start, end) in enumerate(found):
+    seen: dict[tuple[str, str], int] = {}
+    for index in range(total - 1, -1, -1):  # oldest first, so `repeat` counts older duplicates
+        version, start, end = found[index]
         body = text[start:end]
         if "\x00" in body:
             changelog.skipped_nul += 1
             continue
+        repeat = seen[version, body] = seen.get((version, body), -1) + 1
         changelog.entries.append(
-            ChangelogEntry(package=package, version=version, ordinal=total - 1 - index, text=body, start=start, end=end)
+            ChangelogEntry(
+                package=package,
+                version=version,
+                ordinal=total - 1 - index,
+                text=body,
+                start=start,
+                end=end,
+                repeat=repeat,
+            )
         )
+    changelog.entries.reverse()  # newest first, as in the file
     return changelog
 
 
@@ -168,9 +186,13 @@ def unique_changelogs(changelogs: list[Changelog]) -> tuple[list[Changelog], int
 def note_nonce(entry: ChangelogEntry, part: int) -> str:
     """The `client_nonce` of part `part` (0-based) of `entry`: stable across runs, at most 128 characters.
 
-    ``deb:<package>:<ordinal>:<version>:<part>``; when that is too long, ``deb:sha256:<hex of it>``.
+    ``deb:<package>:<version>:<digest>[~<repeat>]:<part>`` — from the entry's content, not its position,
+    so a re-run after a package upgrade (new entries on top, or Debian trimming old ones) replays every
+    unchanged entry and adds the new ones without a nonce conflict. When too long:
+    ``deb:sha256:<hex of it>``.
     """
-    nonce = f"deb:{entry.package}:{entry.ordinal}:{entry.version}:{part}"
+    repeat = f"~{entry.repeat}" if entry.repeat else ""
+    nonce = f"deb:{entry.package}:{entry.version}:{entry.digest}{repeat}:{part}"
     if len(nonce) <= _NONCE_MAX_CHARS:
         return nonce
     return "deb:sha256:" + hashlib.sha256(nonce.encode("utf-8")).hexdigest()

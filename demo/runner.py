@@ -18,6 +18,7 @@ It returns a `DemoResult` with every figure the output shows (the tests assert o
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 from collections.abc import Iterator
@@ -69,7 +70,7 @@ class DemoOptions:
 
 @dataclass
 class Parsed:
-    """The input: chosen changelogs, entry and note counts, and per-agent work lists."""
+    """The input: the chosen changelogs, entry and note counts, and what the parser skipped."""
 
     changelogs: list[Changelog]
     entries: int
@@ -139,18 +140,17 @@ def parse_all(changelogs: list[Changelog]) -> Parsed:
 
 
 def assign(changelogs: list[Changelog], agents: int) -> list[list[Changelog]]:
-    """Deal packages to `agents` work lists, largest first to the least loaded (deterministic).
+    """Deal packages to `agents` work lists by a hash of the package name (stable whatever else is chosen).
 
-    A package always goes to one agent, which writes its entries oldest first; the same inputs always
-    give the same assignment, so a re-run sends every note with the same author and nonce (a replay).
+    A package always goes to the same one of K agents, which writes its entries oldest first, so a re-run
+    with the same `agents` — even with more or other packages — sends each note with the same author and
+    nonce (a replay). Nonces are scoped to (store, author), so a balancing scheme that moved packages
+    between agents would store them again.
     """
     lists: list[list[Changelog]] = [[] for _ in range(agents)]
-    loads = [0] * agents
-    weight = {c.package: sum(len(e.notes()) for e in c.entries) for c in changelogs}
-    for changelog in sorted(changelogs, key=lambda c: (-weight[c.package], c.package)):
-        target = min(range(agents), key=lambda i: (loads[i], i))
-        lists[target].append(changelog)
-        loads[target] += weight[changelog.package]
+    for changelog in changelogs:
+        slot = int.from_bytes(hashlib.sha256(changelog.package.encode("utf-8")).digest()[:8], "big") % agents
+        lists[slot].append(changelog)
     return lists
 
 

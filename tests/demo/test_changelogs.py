@@ -90,7 +90,7 @@ def test_discover_lists_one_changelog_per_package_in_name_order(changelog_dir: P
 
 def test_nonces_are_stable_distinct_and_at_most_128_characters():
     (short,) = parse_changelog(entry("p", "1-1", "  * x"), package="p").entries
-    assert note_nonce(short, 0) == "deb:p:0:1-1:0"
+    assert note_nonce(short, 0) == f"deb:p:1-1:{short.digest}:0"
     assert note_nonce(short, 1) != note_nonce(short, 0)
     (long,) = parse_changelog(entry("p", "1-" + "9" * 200, "  * x"), package="p").entries
     assert len(note_nonce(long, 0)) <= 128
@@ -120,3 +120,18 @@ def test_copies_of_a_changelog_that_differ_outside_the_entries_count_once():
     kept, dropped = unique_changelogs(copies)
     assert [c.package for c in kept] == ["udev", "other"]
     assert dropped == 2
+
+
+def test_a_nonce_depends_on_the_entry_not_its_position():
+    old, new = entry("p", "1-1", "  * x"), entry("p", "2-1", "  * y")
+    (alone,) = parse_changelog(old, package="p").entries
+    upgraded = parse_changelog(new + "\n\n" + old, package="p").chronological()
+    assert note_nonce(upgraded[0], 0) == note_nonce(alone, 0)
+    assert note_nonce(upgraded[1], 0) != note_nonce(alone, 0)
+
+
+def test_a_repeated_identical_entry_gets_its_own_nonce():
+    same = entry("p", "1-1", "  * x")
+    older, newer = parse_changelog(same + "\n\n" + same, package="p").chronological()
+    assert (older.repeat, newer.repeat) == (0, 1)
+    assert note_nonce(older, 0) != note_nonce(newer, 0)

@@ -70,9 +70,13 @@ def test_the_long_entry_is_split_into_several_notes(demo_slice):
     assert demo_slice.first.parsed_notes > demo_slice.first.parsed_entries == 45
 
 
-def test_each_agent_is_a_separate_author(demo_slice):
-    authors = {author for _, author, _, _ in demo_slice.stored}
-    assert authors == {f"debian-changelogs-agent-{n}" for n in (1, 2, 3)}
+def test_each_package_is_written_by_one_agent_and_agents_are_separate_users(demo_slice):
+    authors_of: dict[str, set[str]] = {}
+    for _, author, nonce, _ in demo_slice.stored:
+        authors_of.setdefault(nonce.split(":")[1], set()).add(author)
+    assert sorted(authors_of) == PACKAGES and all(len(authors) == 1 for authors in authors_of.values())
+    authors = set().union(*authors_of.values())
+    assert len(authors) > 1 and authors <= {f"debian-changelogs-agent-{n}" for n in (1, 2, 3)}
 
 
 def test_an_agent_writes_its_package_oldest_entry_first(demo_slice):
