@@ -7,10 +7,10 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.models import ApiToken, TokenScope, User
+from accounts.models import ApiToken, Project, ProjectMembership, Role, TokenScope, User
 
 TOKEN_PREFIX = "mem_"  # noqa: S105 (a public prefix, not a secret)
 ALL_SCOPES = (TokenScope.AGENT_READ.value, TokenScope.MEMORIES_WRITE.value)
@@ -81,3 +81,35 @@ def ensure_user(*, handle: str, **fields) -> tuple[User, bool]:
     if user is not None:
         return user, False
     return User.objects.create_user(handle, **fields), True
+
+
+def ensure_project(*, slug: str, name: str, visibility: str = "private") -> tuple[Project, bool]:
+    """Return the project with `slug` (case-insensitive), creating it with `name`/`visibility` if absent.
+
+    slug: 1–64 ASCII letters, digits, '_' or '-'; name: 1–255 characters. Returns ``(project, created)``;
+    an existing project is returned unchanged. Raises django ValidationError for a bad slug or name.
+    Concurrent calls are safe: the case-insensitive unique constraint decides, the loser reads the winner.
+    """
+    existing = Project.objects.filter(slug__iexact=slug).first()
+    if existing is not None:
+        return existing, False
+    project = Project(slug=slug, name=name, visibility=visibility)
+    project.full_clean(validate_constraints=False)
+    try:
+        with transaction.atomic():
+            project.save()
+    except IntegrityError:
+        return Project.objects.get(slug__iexact=slug), False
+    return project, True
+
+
+def ensure_project_membership(*, project: Project, user: User, role: str = Role.MEMBER) -> ProjectMembership:
+    """Make `user` an active member of `project` with `role` (`owner` | `member`) and return the membership.
+
+    Creates the membership if absent; re-activates an inactive one and sets its role otherwise (SPEC §3:
+    owners and active members write to the project store).
+    """
+    membership, _ = ProjectMembership.objects.update_or_create(
+        project=project, user=user, defaults={"role": role, "active": True}
+    )
+    return membership

@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "backoffice",
     "versions",
     "legacy",
+    "demo",  # manage.py demo_real_input (issue 9); no models
 ]
 
 MIDDLEWARE = [
