@@ -85,7 +85,12 @@ class HostileInputMiddleware:
         limit = settings.MAX_REQUEST_BYTES
         pieces, total = [], 0
         while stream is not None:
-            piece = stream.read(64 * 1024)
+            try:
+                piece = stream.read(64 * 1024)
+            except Exception:  # the server's de-chunking failed: bad chunk size, client went away, …
+                return error_response(
+                    request, status=400, type="invalid_request_error", message="Malformed chunked request body."
+                )
             if not piece:
                 break
             total += len(piece)

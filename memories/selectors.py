@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -265,11 +266,13 @@ def _children(store: Store, block: tree.Block) -> list[dict[str, Any]] | None:
 def compaction_prompt(block: tree.Block, children: list[dict[str, Any]]) -> str:
     """The instruction an agent hands its LLM for one job; the children's text is quoted as data.
 
-    The part tags carry a boundary derived from both texts (`part-<12 hex>`), so a child cannot close its
-    own tag or forge another part: that would need a text containing the hash of itself.
+    The part tags carry a boundary keyed by SECRET_KEY over both texts (`part-<16 hex>`), so a child cannot
+    close its own tag or forge another part without the server's secret.
     """
     left, right = children
-    boundary = "part-" + hashlib.sha256(f"{left['text']}\x00{right['text']}".encode()).hexdigest()[:12]
+    # Keyed with SECRET_KEY, so nobody can search offline for a text containing its own boundary.
+    material = f"{left['text']}\x00{right['text']}".encode()
+    boundary = "part-" + hmac.new(settings.SECRET_KEY.encode(), material, hashlib.sha256).hexdigest()[:16]
     return (
         f"You are compacting a shared, append-only memory log. Write ONE Markdown summary of entries "
         f"{block.start} to {block.end} from the two consecutive parts below (older first). Keep decisions, "
@@ -449,7 +452,8 @@ def recall(
     examined = 0
     for seq, body_md, author, created_at in rows:
         examined += 1
-        spans = [list(match.span()) for match in regex.finditer(body_md)]
+        # google-re2's finditer repeats a zero-width match at the end ("$" on "abc" gives (3,3) twice).
+        spans = [list(span) for span in dict.fromkeys(match.span() for match in regex.finditer(body_md))]
         if spans:
             matches.append({"seq": seq, "author": author, "created_at": created_at, "body_md": body_md, "spans": spans})
             if len(matches) >= limit:

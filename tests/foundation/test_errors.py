@@ -180,3 +180,23 @@ def test_options_on_the_directory_is_a_json_405(client, path):
 def test_csrf_never_turns_an_api_style_post_into_an_html_page():
     response = Client(enforce_csrf_checks=True).post("/healthz", {})
     assert_error(response, 405, "invalid_request_error")
+
+
+class _BrokenChunks:
+    """A wsgi.input whose de-chunking fails, as gunicorn's does on a bad chunk size or a vanished client."""
+
+    def read(self, size=-1):
+        raise ValueError("Invalid chunk size: b'ZZ'")
+
+    readline = read
+
+
+def test_malformed_chunked_body_is_400(owner_client):
+    response = owner_client.generic(
+        "POST",
+        "/probe",
+        b"",
+        content_type="application/json",
+        **{"wsgi.input": _BrokenChunks(), "CONTENT_LENGTH": "", "HTTP_TRANSFER_ENCODING": "chunked"},
+    )
+    assert_error(response, 400, "invalid_request_error")

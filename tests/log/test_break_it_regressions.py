@@ -38,8 +38,15 @@ def test_an_entry_cannot_break_out_of_its_part_in_the_nap_prompt(owner_client, p
     prompt = job["prompt"]
     tag = prompt.split("<part-", 1)[1].split(" ", 1)[0]
     boundary = f"part-{tag}"
-    assert len(tag) == 12
+    assert len(tag) == 16
     assert prompt.count(f"\n</{boundary}>") == 2  # only the two real closings
     assert prompt.count(f'<{boundary} range="') == 2  # only the two real openings
     assert boundary not in forged
     assert forged in prompt  # the text itself is quoted unchanged
+
+
+@pytest.mark.parametrize("pattern", ["$", r"\b", "(?m)$"])
+def test_zero_width_matches_are_reported_once(owner_client, private_store, pattern):
+    fill(private_store, 1, body=lambda seq: "chunked note hello")
+    spans = owner_client.get(url(private_store, "recall"), {"pattern": pattern}).json()["data"][0]["spans"]
+    assert len(spans) == len({tuple(span) for span in spans})
