@@ -16,4 +16,4 @@ class SessionsConfig(AppConfig):
 
     def ready(self) -> None:
         # Register the OpenAPI extensions (security schemes, closed request bodies).
-        from sessions.api import inputs, schema  # noqa: F401
+        from sessions.api import schema  # noqa: F401

@@ -12,10 +12,9 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import authentication, exceptions
 
-from accounts.services import token_digest
+from accounts.services import token_digest, touch_token
 from sessions.models import ENVIRONMENT_KEY_PREFIX, WORK_CREDENTIAL_PREFIX
 from sessions.selectors import claim_by_digest, environment_key_by_digest
-from sessions.services.environments import touch_environment_key
 
 
 class AgentCredentialAuthentication(authentication.BaseAuthentication):
@@ -40,7 +39,7 @@ class AgentCredentialAuthentication(authentication.BaseAuthentication):
             owner = key.environment.owner
             if not owner.is_active:
                 raise exceptions.AuthenticationFailed("This environment's owner is inactive.")
-            touch_environment_key(key=key, resolution_seconds=settings.TOKEN_LAST_USED_RESOLUTION)
+            touch_token(token=key, resolution_seconds=settings.TOKEN_LAST_USED_RESOLUTION)
             return owner, key
         if secret.startswith(WORK_CREDENTIAL_PREFIX):
             claim = claim_by_digest(token_digest(secret))

@@ -216,8 +216,8 @@ def mount_paths(names: list[str]) -> list[str]:
 
 
 def clean_worker_id(value: str | None) -> str:
-    """The `Anthropic-Worker-ID` header: 1–200 visible ASCII characters, or absent (empty)."""
-    if value is None or value == "":
+    """The `Anthropic-Worker-ID` header: 1–200 visible ASCII characters; absent gives ``""``."""
+    if value is None:
         return ""
     if len(value) > WORKER_ID_MAX_CHARS or not _WORKER_ID.fullmatch(value):
         raise InvalidRequest(f"Anthropic-Worker-ID: must be 1–{WORKER_ID_MAX_CHARS} visible ASCII characters.")

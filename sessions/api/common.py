@@ -18,7 +18,7 @@ WORK_ID = OpenApiParameter("work_id", OpenApiTypes.UUID, OpenApiParameter.PATH, 
 KEY_ID = OpenApiParameter("key_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Environment key id.")
 WORKER_ID_HEADER = OpenApiParameter(
     "Anthropic-Worker-ID",
-    OpenApiTypes.STR,
+    {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]+$"},
     OpenApiParameter.HEADER,
     required=False,
     description="The polling worker's id (1–200 visible ASCII characters), counted in `workers_polling`.",

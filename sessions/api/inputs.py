@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config.api import StrictQuerySerializer, StrictSerializer
+from sessions.api.schema import ClosedSerializer
 from sessions.models import (
     INSTRUCTIONS_MAX_CHARS,
     KEY_NAME_MAX_CHARS,
@@ -36,20 +36,8 @@ ID_FILTER_MAX_CHARS = 200
 # --- building blocks ------------------------------------------------------------------------------
 
 
-class StrictBody(StrictSerializer):
+class StrictBody(StrictSerializer, ClosedSerializer):
     """A request body: unknown fields are 400, and its OpenAPI schema has ``additionalProperties: false``."""
-
-
-class StrictBodyExtension(OpenApiSerializerExtension):
-    """Document every `StrictBody` as closed (`additionalProperties: false`), as the server enforces."""
-
-    target_class = "sessions.api.inputs.StrictBody"
-    match_subclasses = True
-
-    def map_serializer(self, auto_schema, direction):
-        schema = auto_schema._map_basic_serializer(self.target, direction)
-        schema["additionalProperties"] = False
-        return schema
 
 
 class EmptyBody(StrictBody):
@@ -321,7 +309,7 @@ class WorkHeartbeatQuerySerializer(StrictQuerySerializer):
     """POST /environments/{id}/work/{work_id}/heartbeat: `desired_ttl_seconds` (an integer, clamped to
     10–300; default 60) and `expected_last_heartbeat` (`NO_HEARTBEAT` or the last `last_heartbeat`)."""
 
-    desired_ttl_seconds = StrictIntegerField(required=False)
+    desired_ttl_seconds = StrictIntegerField(required=False, min_value=-(10**18), max_value=10**18)
     expected_last_heartbeat = serializers.CharField(required=False, max_length=64, trim_whitespace=False)
 
 

@@ -18,6 +18,7 @@ from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from sessions.api.schema import ClosedSerializer
 from sessions.models import Environment, EnvironmentKey, Session, Work
 from sessions.selectors import attachments_of
 from sessions.services.common import rfc3339
@@ -39,11 +40,11 @@ def _time(**kwargs: Any) -> serializers.DateTimeField:
 # --- environments ---------------------------------------------------------------------------------
 
 
-class SelfHostedConfigSerializer(serializers.Serializer):
+class SelfHostedConfigSerializer(ClosedSerializer):
     type = ConstantField("self_hosted")
 
 
-class EnvironmentSerializer(serializers.Serializer):
+class EnvironmentSerializer(ClosedSerializer):
     """The `environment` object (`BetaEnvironment`); `config` is always `{"type": "self_hosted"}`."""
 
     id = serializers.UUIDField()
@@ -72,12 +73,12 @@ class EnvironmentSerializer(serializers.Serializer):
         }
 
 
-class EnvironmentDeletedSerializer(serializers.Serializer):
+class EnvironmentDeletedSerializer(ClosedSerializer):
     id = serializers.UUIDField()
     type = ConstantField("environment_deleted")
 
 
-class EnvironmentKeySerializer(serializers.Serializer):
+class EnvironmentKeySerializer(ClosedSerializer):
     """An `environment_key` (ours; the SDK has no key API): the secret is never shown again."""
 
     id = serializers.UUIDField()
@@ -114,18 +115,18 @@ class EnvironmentKeyCreatedSerializer(EnvironmentKeySerializer):
 # --- sessions -------------------------------------------------------------------------------------
 
 
-class ModelConfigSerializer(serializers.Serializer):
+class ModelConfigSerializer(ClosedSerializer):
     id = serializers.CharField(help_text="Empty: this service never runs a model, so it knows none.")
     effort = serializers.JSONField(allow_null=True)
     inference_geo = _nullable_text()
     speed = serializers.ChoiceField(choices=["standard", "fast"], allow_null=True)
 
 
-class ExecutionIdentitySerializer(serializers.Serializer):
+class ExecutionIdentitySerializer(ClosedSerializer):
     type = ConstantField("service_account")
 
 
-class SessionAgentSerializer(serializers.Serializer):
+class SessionAgentSerializer(ClosedSerializer):
     """The session's `agent` snapshot: the id and version it was created with; the rest empty or null."""
 
     id = serializers.CharField()
@@ -158,7 +159,7 @@ class SessionAgentSerializer(serializers.Serializer):
         }
 
 
-class MemoryStoreResourceSerializer(serializers.Serializer):
+class MemoryStoreResourceSerializer(ClosedSerializer):
     """A `memory_store` resource (an attachment): name and description as snapshotted at attach time."""
 
     type = ConstantField("memory_store")
@@ -181,22 +182,22 @@ class MemoryStoreResourceSerializer(serializers.Serializer):
         }
 
 
-class SessionStatsSerializer(serializers.Serializer):
+class SessionStatsSerializer(ClosedSerializer):
     active_seconds = serializers.FloatField()
     duration_seconds = serializers.FloatField(help_text="Seconds since creation (frozen once archived).")
 
 
-class CacheCreationUsageSerializer(serializers.Serializer):
+class CacheCreationUsageSerializer(ClosedSerializer):
     ephemeral_1h_input_tokens = serializers.IntegerField()
     ephemeral_5m_input_tokens = serializers.IntegerField()
 
 
-class ServerToolUsageSerializer(serializers.Serializer):
+class ServerToolUsageSerializer(ClosedSerializer):
     web_fetch_requests = serializers.IntegerField()
     web_search_requests = serializers.IntegerField()
 
 
-class SessionUsageSerializer(serializers.Serializer):
+class SessionUsageSerializer(ClosedSerializer):
     active_seconds = serializers.FloatField()
     cache_creation = CacheCreationUsageSerializer()
     cache_read_input_tokens = serializers.IntegerField()
@@ -217,7 +218,7 @@ ZERO_USAGE = {
 }
 
 
-class SessionSerializer(serializers.Serializer):
+class SessionSerializer(ClosedSerializer):
     """The `session` object (`BetaManagedAgentsSession`). Needs `status` (`with_status`) and attachments."""
 
     id = serializers.UUIDField()
@@ -262,7 +263,7 @@ class SessionSerializer(serializers.Serializer):
         }
 
 
-class SessionDeletedSerializer(serializers.Serializer):
+class SessionDeletedSerializer(ClosedSerializer):
     id = serializers.UUIDField()
     type = ConstantField("session_deleted")
 
@@ -270,12 +271,12 @@ class SessionDeletedSerializer(serializers.Serializer):
 # --- work -----------------------------------------------------------------------------------------
 
 
-class SessionWorkDataSerializer(serializers.Serializer):
+class SessionWorkDataSerializer(ClosedSerializer):
     type = ConstantField("session")
     id = serializers.UUIDField(help_text="The session's id.")
 
 
-class WorkSerializer(serializers.Serializer):
+class WorkSerializer(ClosedSerializer):
     """The `work` object (`BetaSelfHostedWork`); `secret` is set only in the poll that claims it."""
 
     id = serializers.UUIDField()
@@ -316,7 +317,7 @@ class WorkSerializer(serializers.Serializer):
 NULLABLE_WORK_SCHEMA = {"allOf": [{"$ref": "#/components/schemas/Work"}], "nullable": True}
 
 
-class WorkHeartbeatSerializer(serializers.Serializer):
+class WorkHeartbeatSerializer(ClosedSerializer):
     """The `work_heartbeat` object (`BetaSelfHostedWorkHeartbeatResponse`)."""
 
     type = ConstantField("work_heartbeat")
@@ -335,7 +336,7 @@ class WorkHeartbeatSerializer(serializers.Serializer):
         }
 
 
-class WorkLeaseStateSerializer(serializers.Serializer):
+class WorkLeaseStateSerializer(ClosedSerializer):
     """`BetaWorkLeaseState`: the lease as the server holds it (in a 412's `error.details.current_state`)."""
 
     last_heartbeat = _nullable_text()
@@ -344,18 +345,18 @@ class WorkLeaseStateSerializer(serializers.Serializer):
     ttl_seconds = serializers.IntegerField()
 
 
-class HeartbeatPreconditionDetailsSerializer(serializers.Serializer):
+class HeartbeatPreconditionDetailsSerializer(ClosedSerializer):
     error_code = ConstantField("heartbeat_precondition_failed")
     current_state = WorkLeaseStateSerializer()
 
 
-class HeartbeatPreconditionErrorObjectSerializer(serializers.Serializer):
+class HeartbeatPreconditionErrorObjectSerializer(ClosedSerializer):
     type = ConstantField("precondition_failed_error")
     message = serializers.CharField()
     details = HeartbeatPreconditionDetailsSerializer()
 
 
-class HeartbeatPreconditionErrorSerializer(serializers.Serializer):
+class HeartbeatPreconditionErrorSerializer(ClosedSerializer):
     """The 412 body of a refused heartbeat (SPEC §2 error shape)."""
 
     type = ConstantField("error")
@@ -363,7 +364,7 @@ class HeartbeatPreconditionErrorSerializer(serializers.Serializer):
     request_id = serializers.CharField()
 
 
-class WorkQueueStatsSerializer(serializers.Serializer):
+class WorkQueueStatsSerializer(ClosedSerializer):
     """The `work_queue_stats` object (`BetaSelfHostedWorkQueueStats`)."""
 
     type = ConstantField("work_queue_stats")
@@ -385,28 +386,28 @@ class WorkQueueStatsSerializer(serializers.Serializer):
 # --- pages ----------------------------------------------------------------------------------------
 
 
-class EnvironmentPageSerializer(serializers.Serializer):
+class EnvironmentPageSerializer(ClosedSerializer):
     data = EnvironmentSerializer(many=True)
     next_page = _nullable_text()
 
 
-class EnvironmentKeyPageSerializer(serializers.Serializer):
+class EnvironmentKeyPageSerializer(ClosedSerializer):
     data = EnvironmentKeySerializer(many=True)
     next_page = _nullable_text()
 
 
-class SessionPageSerializer(serializers.Serializer):
+class SessionPageSerializer(ClosedSerializer):
     data = SessionSerializer(many=True)
     next_page = _nullable_text()
     prev_page = _nullable_text(help_text="Always null: pages go forward only (follow next_page).")
 
 
-class SessionResourcePageSerializer(serializers.Serializer):
+class SessionResourcePageSerializer(ClosedSerializer):
     data = MemoryStoreResourceSerializer(many=True)
     next_page = _nullable_text()
 
 
-class WorkPageSerializer(serializers.Serializer):
+class WorkPageSerializer(ClosedSerializer):
     data = WorkSerializer(many=True)
     next_page = _nullable_text()
 

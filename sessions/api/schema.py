@@ -1,9 +1,11 @@
-"""drf-spectacular: document the agent credentials as security schemes, on exactly the operations that
-accept them (`accepted_credentials`)."""
+"""drf-spectacular: the agent credentials as security schemes on exactly the operations that accept them
+(`accepted_credentials`), and closed objects (`additionalProperties: false`) for every body and object
+this app reads or renders, since it neither accepts nor sends any other key."""
 
 from __future__ import annotations
 
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerExtension
+from rest_framework import serializers
 
 from accounts.permissions import accepted_credentials
 
@@ -27,3 +29,17 @@ class AgentCredentialScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema):
         return [{"type": "http", "scheme": "bearer", "description": text} for _, text in SCHEMES.values()]
+
+
+class ClosedSerializer(serializers.Serializer):
+    """A serializer whose OpenAPI object has ``additionalProperties: false``."""
+
+
+class ClosedSerializerExtension(OpenApiSerializerExtension):
+    target_class = "sessions.api.schema.ClosedSerializer"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        schema["additionalProperties"] = False
+        return schema

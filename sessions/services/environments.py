@@ -147,11 +147,3 @@ def revoke_environment_key(*, key: EnvironmentKey) -> EnvironmentKey:
     EnvironmentKey.objects.filter(pk=key.pk, revoked_at=None).update(revoked_at=timezone.now())
     key.refresh_from_db(fields=["revoked_at"])
     return key
-
-
-def touch_environment_key(*, key: EnvironmentKey, resolution_seconds: int) -> None:
-    """Record use of `key`, at most once per `resolution_seconds` (as API tokens do)."""
-    now = timezone.now()
-    if key.last_used_at is None or (now - key.last_used_at).total_seconds() >= resolution_seconds:
-        EnvironmentKey.objects.filter(pk=key.pk).update(last_used_at=now)
-        key.last_used_at = now

@@ -21,7 +21,8 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -62,6 +63,17 @@ POLLER_RESOLUTION_SECONDS = 5
 
 def _lock(work: Work) -> Work:
     return Work.objects.select_for_update(of=("self",)).get(pk=work.pk)
+
+
+@contextmanager
+def _settled(work: Work) -> Iterator[tuple[Work, datetime]]:
+    """A transaction holding the work row's lock, with a lapsed lease already applied: ``(locked, now)``,
+    `now` being database time read after the lock. Errors are raised after it commits, so the lapse stays."""
+    with transaction.atomic():
+        locked = _lock(work)
+        now = db_now()
+        _settle(locked, now)
+        yield locked, now
 
 
 def _end_claim(work: Work, now: datetime) -> None:
@@ -221,10 +233,7 @@ def acknowledge_work(*, work: Work) -> Work:
     WorkNotClaimed (409: never polled, or re-queued since), WorkAlreadyAcknowledged (409: active or
     stopping), WorkStopped (409). Locks the row; a lapsed lease is applied first.
     """
-    with transaction.atomic():
-        locked = _lock(work)
-        now = db_now()
-        _settle(locked, now)
+    with _settled(work) as (locked, now):
         error: Exception | None = None
         if locked.state == WorkState.STOPPED:
             error = WorkStopped()
@@ -275,10 +284,7 @@ def heartbeat_work(
     ttl = clamp_ttl(
         desired_ttl_seconds, low=LEASE_MIN_TTL_SECONDS, high=LEASE_MAX_TTL_SECONDS, default=LEASE_DEFAULT_TTL_SECONDS
     )
-    with transaction.atomic():
-        locked = _lock(work)
-        now = db_now()
-        _settle(locked, now)
+    with _settled(work) as (locked, now):
         rejected = None
         if locked.state in (WorkState.STOPPING, WorkState.STOPPED):
             return Heartbeat(
@@ -316,10 +322,7 @@ def stop_work(*, work: Work, claim: WorkClaim | None = None, force: bool = False
     Raises WorkStopped (409) when already stopped, LeaseExpired (409) when `claim` (a per-work credential)
     no longer holds the item. Locks the row; a lapsed lease is applied first.
     """
-    with transaction.atomic():
-        locked = _lock(work)
-        now = db_now()
-        _settle(locked, now)
+    with _settled(work) as (locked, now):
         error: Exception | None = None
         if locked.state == WorkState.STOPPED:
             error = WorkStopped()
