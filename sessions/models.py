@@ -11,7 +11,7 @@ Vocabulary (the SDK's, `anthropic==2.10.0`):
   previous one's credential. `stop` moves it to `stopping`/`stopped`.
 
 Every lease and claim time is database time (`statement_timestamp()`), never the app server's clock.
-Attachments hold store content references, so they carry `store_id` (in each unique constraint) for a
+Attachments hold store content references, so they carry `store_id`, first in their primary key, for a
 later distribution by store; the other tables are keyed by their own ids.
 """
 
@@ -180,7 +180,9 @@ class Attachment(models.Model):
     terminated, and a terminated session keeps the record of what it mounted.
     """
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # The key is (store_id, session): store content is keyed by store first, so the table can be
+    # distributed by store later (a store is attached to a session at most once).
+    pk = models.CompositePrimaryKey("store_id", "session")
     store_id = models.UUIDField()
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="attachments")
     position = models.PositiveSmallIntegerField()
@@ -192,7 +194,6 @@ class Attachment(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint("store_id", "session", name="attachment_store_session_unique"),
             models.CheckConstraint(name="attachment_access_valid", condition=Q(access__in=Access.values)),
         ]
 
