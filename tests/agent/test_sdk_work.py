@@ -78,7 +78,13 @@ def test_a_blocking_poll_waits_for_block_ms_but_not_past_about_a_second(key_sdk,
 
 
 def test_an_item_queued_during_a_blocking_poll_is_returned_by_that_poll(key_sdk, env_id, make_session, notes_store):
-    timer = threading.Timer(0.3, lambda: make_session(notes_store))
+    def queue_one() -> None:
+        try:
+            make_session(notes_store)
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    timer = threading.Timer(0.3, queue_one)
     started = time.monotonic()
     timer.start()
     try:
