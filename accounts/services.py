@@ -67,11 +67,12 @@ def revoke_token(*, token: ApiToken) -> ApiToken:
     return token
 
 
-def touch_token(*, token: ApiToken, resolution_seconds: int) -> None:
-    """Record use of `token`, at most once per `resolution_seconds` (a write per request would cost every call)."""
+def touch_token(*, token, resolution_seconds: int) -> None:
+    """Record use of a bearer credential with a `last_used_at` (an ApiToken, or an environment key), at most
+    once per `resolution_seconds` (a write per request would cost every call)."""
     now = timezone.now()
     if token.last_used_at is None or (now - token.last_used_at).total_seconds() >= resolution_seconds:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        type(token).objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
 
 

@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "memories",
     "backoffice",
     "versions",
+    "sessions.apps.SessionsConfig",  # label "agent_sessions": django.contrib.sessions owns "sessions"
     "legacy",
     "demo",  # manage.py demo_real_input (issue 9); no models
 ]
@@ -112,7 +113,12 @@ RECALL_CURSOR_MAX_AGE = env.int("RECALL_CURSOR_MAX_AGE", default=24 * 3600)
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.BearerTokenAuthentication"],
+    # Agent credentials (environment keys `menv_…`, per-work credentials `mwork_…`) first; each class
+    # leaves the other's tokens alone. Which endpoints take which: views' `accepted_credentials`.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "sessions.authentication.AgentCredentialAuthentication",
+        "accounts.authentication.BearerTokenAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.ScopedAccess"],
     "DEFAULT_PARSER_CLASSES": ["config.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
@@ -129,6 +135,15 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
+    # One name per choice set that several components share (drf-spectacular would otherwise invent
+    # hashed names and warn): store scopes, environment scopes, and `type` constants two objects use.
+    "ENUM_NAME_OVERRIDES": {
+        "ScopeEnum": "stores.models.Scope",
+        "EnvironmentScopeEnum": "sessions.models.EnvironmentScope",
+        "MemoryStoreTypeEnum": ["memory_store"],
+        "SessionTypeEnum": ["session"],
+        "EnvironmentKeyTypeEnum": ["environment_key"],
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.schema.add_error_responses",
