@@ -129,9 +129,14 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "ENUM_NAME_OVERRIDES": {
+        "ProjectRoleEnum": ["owner", "member"],
+        "SectionRoleEnum": ["owner", "poster", "reader"],
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.schema.add_error_responses",
+        "config.schema.close_strict_bodies",
         "legacy.api.schema.keep_only_retired_statuses",
     ],
 }
