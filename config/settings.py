@@ -18,6 +18,7 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 CSRF_FAILURE_VIEW = "config.views.csrf_failure"
 
 INSTALLED_APPS = [
+    "accounts",  # first: its createsuperuser (case-insensitive handles) overrides django.contrib.auth's
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -27,7 +28,6 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "rest_framework",
     "drf_spectacular",
-    "accounts",
     "stores",
     "memories",
     "backoffice",
