@@ -64,7 +64,13 @@ def fail_usage(message: str) -> NoReturn:
 
 
 def path_part(value: str) -> str:
-    """`value` as one URL path segment: a slug, handle or id can never climb to another endpoint."""
+    """`value` as one URL path segment: a slug, handle or id can never reach another endpoint.
+
+    Percent-encoding alone is not enough (servers decode `%2F` back to `/` before routing), so a value with
+    `/`, or `.`/`..`, is a usage error; everything else is encoded.
+    """
+    if "/" in value or value in (".", "..") or not value:
+        fail_usage(f"{value!r} is not a name or id (no '/', '.' or '..').")
     return quote(value, safe="")
 
 
