@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 RUN_LANGUAGES = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "python"}
 SKIP = re.compile(r"^<!--\s*readme-test:\s*skip\s*[—–-]\s*(?P<reason>\S.*?)\s*-->$")
+MISPLACED = "a skip marker must sit right above a fence"
 FENCE_OPEN = re.compile(r"^```(?P<lang>[\w+-]*)\s*$")
 COPY_IGNORE = shutil.ignore_patterns(
     ".venv", ".data", ".git", "__pycache__", "*.pyc", ".pytest_cache", ".ruff_cache", ".hypothesis", "*.egg-info"
@@ -75,7 +76,7 @@ def readme_blocks(text: str) -> list[Block]:
             index = end + 1
             continue
         index += 1
-    assert pending_skip is None, f"README.md line {pending_skip[0] + 1}: a skip marker must sit right above a fence"
+    assert pending_skip is None, f"README.md line {pending_skip[0] + 1}: {MISPLACED}"
     return blocks
 
 
