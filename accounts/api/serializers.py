@@ -56,6 +56,10 @@ def handle_field(**kwargs) -> StrictRegexField:
     return StrictRegexField(HANDLE_RE, max_length=64, help_text="A user's handle (case-insensitive).", **kwargs)
 
 
+NO_CONTROL = r"^[^\u0000-\u001F\u007F-\u009F]+$"  # what the server accepts: no Cc characters
+
+
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": validation.NAME_MAX_CHARS, "pattern": NO_CONTROL})
 class NameField(serializers.CharField):
     """A display name: 1–255 characters, no control characters (the store-name rule)."""
 
@@ -67,6 +71,7 @@ class NameField(serializers.CharField):
         return validation.clean_name(data, field=self.field_name)
 
 
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": TOKEN_NAME_MAX_CHARS, "pattern": NO_CONTROL})
 class TokenNameField(serializers.CharField):
     """A token's label: 1–100 characters, no control characters."""
 
