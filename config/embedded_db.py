@@ -9,6 +9,7 @@ running instance.
 from __future__ import annotations
 
 import os
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -65,7 +66,11 @@ def stop() -> bool:
         from pgserver._commands import pg_ctl
 
         user = "pgserver" if os.name == "posix" and os.geteuid() == 0 else None  # pgserver runs it so as root
-        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=folder, user=user)
+        try:
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=folder, user=user)
+        except subprocess.CalledProcessError:
+            if _postmaster(folder) is not None:  # someone else stopping it at the same moment is fine
+                raise
     return True
 
 

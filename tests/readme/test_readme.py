@@ -158,6 +158,8 @@ class Serve:
         return self.log.read_text(encoding="utf-8", errors="replace")
 
     def stop(self) -> str:
+        if self.process.poll() is not None:
+            return self.output()
         self.process.send_signal(signal.SIGTERM)
         try:
             self.process.wait(timeout=60)
@@ -233,13 +235,20 @@ def test_the_readme_runs_as_pasted_on_a_fresh_server(checkout, tmp_path):
     assert "stopped the embedded PostgreSQL" in stopped, stopped
     assert _embedded_status(checkout) == "stopped"
 
-    # A restart keeps the demo token that the README exported.
+    # A restart keeps the demo token that the README exported; bin/stop stops it all from another shell.
     kept = (checkout / ".data" / "demo-token").read_text().strip()
     again = Serve(checkout, port)
     try:
         assert f"Demo token (the same as the last start): {kept}" in again.output()
         me = httpx.get(f"http://127.0.0.1:{port}/api/v1/me", headers={"Authorization": f"Bearer {kept}"})
         assert me.status_code == 200 and me.json()["data"]["handle"] == "demo"
+        stop = subprocess.run(
+            ["bash", "bin/stop"], cwd=checkout, env=_clean_env(), capture_output=True, text=True, timeout=120
+        )
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert again.process.wait(timeout=60) == 0
     finally:
         again.stop()
+    assert "stopped the embedded PostgreSQL" in again.output()
     assert _embedded_status(checkout) == "stopped"
+    assert not (checkout / ".data" / "serve.pid").exists()
