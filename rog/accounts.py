@@ -71,10 +71,10 @@ def _visibility(public: bool | None) -> dict[str, str]:
     return {} if public is None else {"visibility": "public" if public else "private"}
 
 
-def _parent_group(*, noun: str, path: str, roles: tuple[str, ...], default_role: str) -> click.Group:
-    """Build `rog projects` / `rog boards`: create, list, view, edit and members list|add|remove."""
+def _parent_group(*, name: str, noun: str, path: str, roles: tuple[str, ...], default_role: str) -> click.Group:
+    """Build `rog projects` / `rog boards` (API `path`): create, list, view, edit, members list|add|remove."""
 
-    @click.group(name=path if noun == "project" else "boards", cls=RogGroup)
+    @click.group(name=name, cls=RogGroup)
     def group() -> None:
         pass
 
@@ -190,6 +190,10 @@ def _parent_group(*, noun: str, path: str, roles: tuple[str, ...], default_role:
     return group
 
 
-projects = _parent_group(noun="project", path="projects", roles=("owner", "member"), default_role="member")
-boards = _parent_group(noun="board", path="sections", roles=("owner", "poster", "reader"), default_role="poster")
+projects = _parent_group(
+    name="projects", noun="project", path="projects", roles=("owner", "member"), default_role="member"
+)
+boards = _parent_group(
+    name="boards", noun="board", path="sections", roles=("owner", "poster", "reader"), default_role="poster"
+)
 COMMANDS = [me, tokens, projects, boards]
