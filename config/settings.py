@@ -18,6 +18,7 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 CSRF_FAILURE_VIEW = "config.views.csrf_failure"
 
 INSTALLED_APPS = [
+    "accounts",  # first: its createsuperuser (case-insensitive handles) overrides django.contrib.auth's
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -27,7 +28,6 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "rest_framework",
     "drf_spectacular",
-    "accounts",
     "stores",
     "memories",
     "backoffice",
@@ -143,10 +143,13 @@ SPECTACULAR_SETTINGS = {
         "MemoryStoreTypeEnum": ["memory_store"],
         "SessionTypeEnum": ["session"],
         "EnvironmentKeyTypeEnum": ["environment_key"],
+        "ProjectRoleEnum": ["owner", "member"],
+        "SectionRoleEnum": ["owner", "poster", "reader"],
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.schema.add_error_responses",
+        "config.schema.close_strict_bodies",
         "legacy.api.schema.keep_only_retired_statuses",
     ],
 }

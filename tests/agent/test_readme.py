@@ -24,7 +24,7 @@ def agent_access_example() -> str:
 
 
 def test_the_agent_access_example_runs_as_pasted(live_server, owner_token):
-    env = {**os.environ, "MEMORIES_URL": live_server.url, "MEMORIES_TOKEN": owner_token.secret}
+    env = {**os.environ, "ROG_API_URL": live_server.url, "ROG_TOKEN": owner_token.secret}
     result = subprocess.run(
         [sys.executable, "-c", agent_access_example()], env=env, capture_output=True, text=True, timeout=120
     )
