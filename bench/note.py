@@ -1,11 +1,12 @@
 """Benchmark `POST /api/v1/memories/{id}/note` through gunicorn against the raw SQL append (SPEC §4, issue 9).
 
-    .venv/bin/python bench/note.py [--duration 3] [--workers 2] [--threads 4] [--clients 1,4,16] [--keep]
+    .venv/bin/python bench/note.py [--duration 3] [--workers 2] [--threads 8] [--clients 1,4,16] [--keep]
+                                   [--stack gunicorn-asgi+front,gthread,…]  (candidates: bench/common.py STACKS)
 
 For 1, 4 and 16 concurrent clients, on one store and spread over 16 stores, it measures throughput and
 p50/p99 latency of
 - HTTP: the real endpoint (bearer token, access check, validation, the service's one-statement append,
-  JSON envelope) served by gunicorn with the project's config on a free loopback port;
+  JSON envelope) served by the stack `bin/serve` runs (or each `--stack`, back to back) on a free loopback port;
 - raw: the same guarantee written as the fastest SQL we know with psycopg — ONE prepared statement in
   autocommit that locks the store row (the UPDATE), takes seq = entry_count, bumps the counter and
   inserts the entry with its client nonce (UNIQUE (store, author, nonce) enforces it).
@@ -216,14 +217,12 @@ def main() -> None:
     with bench_database("note", keep=args.keep) as db_name:
         print(machine_line())
         stores = [(o.store, o.user, o.secret) for o in make_owners(max(store_counts), "bench-note")]
-        figures = {c.stack: measure_stack(c, db_name, stores, args, client_counts, store_counts, run) for c in configs}
-        if len(configs) > 1:
-            key = (
-                (1, 4)
-                if (1, 4) in figures[configs[0].stack]["ratios"]
-                else next(iter(figures[configs[0].stack]["ratios"]))
-            )
-            print(f"stacks compared (note: {key[0]} store(s), {key[1]} clients; floor: GET /healthz):")
+        figures = [
+            (c.stack, measure_stack(c, db_name, stores, args, client_counts, store_counts, run)) for c in configs
+        ]
+        if len(configs) > 1:  # a stack may be listed twice (A,B,A,B) to see the drift within one run
+            key = (1, 4) if (1, 4) in figures[0][1]["ratios"] else next(iter(figures[0][1]["ratios"]))
+            print(f"stacks compared, in run order (note: {key[0]} store(s), {key[1]} clients; floor: GET /healthz):")
             print(
                 table(
                     ["stack", "note HTTP/raw", "note server CPU ms/req", "healthz req/s", "healthz CPU ms/req"],
@@ -235,7 +234,7 @@ def main() -> None:
                             f"{f['floor'].rps:,.0f}",
                             f"{f['floor_cpu']:.2f}",
                         ]
-                        for stack, f in figures.items()
+                        for stack, f in figures
                     ],
                 )
             )
