@@ -32,11 +32,13 @@ from urllib.parse import unquote_to_bytes
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 from django.conf import settings
+from django.core.wsgi import get_wsgi_application
 
 from config import health
-from config.database import request_deadline
+from config.database import apply_request_budgets, request_deadline
 from config.errors import error_payload, new_request_id, retry_after_headers
-from config.wsgi import application as django_application
+
+django_application = get_wsgi_application()
 
 logger = logging.getLogger("memories.errors")
 
@@ -243,12 +245,14 @@ async def _send_error(
 
 
 async def _lifespan(receive: Callable, send: Callable) -> None:
-    """ASGI lifespan: enter the mounted apps' lifespans at startup, leave them at shutdown."""
+    """ASGI lifespan: at startup apply the database budgets and enter the mounted apps' lifespans; leave
+    them at shutdown. Runs in every worker process before its first request."""
     async with contextlib.AsyncExitStack() as stack:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 try:
+                    apply_request_budgets()
                     for _, lifespan in MOUNTS.values():
                         if lifespan is not None:
                             await stack.enter_async_context(lifespan())

@@ -7,7 +7,7 @@ Three layers, each for a fault the one before cannot see:
 - `statement_timeout` / `lock_timeout` (`apply_request_budgets`, server processes only): PostgreSQL
   cancels a statement running longer than `DB_STATEMENT_TIMEOUT` or waiting on a lock longer than
   `DB_LOCK_TIMEOUT`. Management commands (migrations, imports) never call it, so they are exempt.
-- the request deadline (`Watchdog`, armed per request by `config.middleware.DatabaseDeadlineMiddleware`):
+- the request deadline (`Watchdog`, armed around each request by the ASGI front, `config.asgi`):
   a server that is frozen (SIGSTOP, a hung host, a partition) cancels nothing and its kernel still
   acknowledges our packets, so a query would wait forever. When a request is still inside the database
   `DB_REQUEST_DEADLINE` seconds after it started, the watchdog shuts the request thread's database
@@ -45,7 +45,7 @@ def budget_options() -> str:
 def apply_request_budgets() -> None:
     """Give every database connection this process opens from now on the request budgets.
 
-    Called once by the serving entry points (`config.asgi`, `config.wsgi`) before any request; it
+    Called once per server process before any request (the ASGI front's lifespan start-up, `config.wsgi`); it
     changes the connection parameters of each alias (connections already open keep theirs until Django
     replaces them). Existing libpq `options` are kept and the budgets appended.
     """

@@ -7,7 +7,6 @@ from urllib.parse import unquote_to_bytes
 
 from django.conf import settings
 
-from config.database import request_deadline
 from config.errors import error_response, fault_response, is_database_fault, new_request_id
 from config.text import first_forbidden_char
 
@@ -29,21 +28,6 @@ class RequestIdMiddleware:
         if is_database_fault(exception):
             return fault_response(request, exception)
         return None
-
-
-class DatabaseDeadlineMiddleware:
-    """Bound each request's database work by `DB_REQUEST_DEADLINE` seconds (`config.database`).
-
-    Past the deadline the request thread's database connection is cut, so a frozen database costs a
-    request at most that long and a 503, never a thread forever.
-    """
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
-        with request_deadline(settings.DB_REQUEST_DEADLINE):
-            return self.get_response(request)
 
 
 def _bad_bytes(raw: bytes) -> str | None:

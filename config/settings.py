@@ -38,7 +38,6 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "config.middleware.RequestIdMiddleware",
-    "config.middleware.DatabaseDeadlineMiddleware",
     "config.middleware.HostileInputMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -82,7 +81,7 @@ DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Budgets (SPEC §2 "Faults are not bugs"). The connect timeout holds everywhere (libpq's minimum is 2 s);
 # the statement and lock timeouts and the request deadline hold for the server's requests only
-# (`config.database.apply_request_budgets`, called by the serving entry points): management commands
+# (`config.database.apply_request_budgets`, applied by the servers' start-up): management commands
 # such as migrations and imports run without them.
 DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env.int("DB_CONNECT_TIMEOUT", default=2)
 DB_STATEMENT_TIMEOUT = env.float("DB_STATEMENT_TIMEOUT", default=5.0)  # seconds; PostgreSQL cancels the statement

@@ -1,7 +1,7 @@
-"""The WSGI application: Django with the request budgets of `config.database` applied.
+"""The WSGI application for a plain WSGI server: Django with the request budgets of `config.database`.
 
-`bin/serve` runs the ASGI front in `config.asgi` (which calls this application in its thread pool);
-this module is also what any plain WSGI server would load.
+`bin/serve` runs the ASGI front in `config.asgi` instead (which runs Django's WSGI handler on its thread
+pool and applies the same budgets at startup).
 """
 
 import os

@@ -99,6 +99,9 @@ def test_the_request_deadline_cuts_a_connection_stuck_in_the_database():
     def stuck():
         from django.db import connection as mine
 
+        with mine.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            outcome["pid"] = cursor.fetchone()[0]
         started = time.monotonic()
         try:
             with database.request_deadline(0.5), mine.cursor() as cursor:
@@ -111,6 +114,8 @@ def test_the_request_deadline_cuts_a_connection_stuck_in_the_database():
     thread = threading.Thread(target=stuck)
     thread.start()
     thread.join(timeout=10)
+    with connection.cursor() as cursor:  # the server side sleeps on; end it so the test database can be dropped
+        cursor.execute("SELECT pg_terminate_backend(%s)", [outcome["pid"]])
     assert isinstance(outcome.get("error"), OperationalError)
     assert 0.5 <= outcome["took"] < 2.0
 
