@@ -168,7 +168,7 @@ def test_a_body_that_stalls_gets_408(settings):
     assert b'"invalid_request_error"' in body["body"]
 
 
-def test_a_request_django_does_not_answer_in_time_is_503_and_a_queued_one_never_runs(monkeypatch, settings):
+def test_a_request_django_does_not_answer_in_time_is_503_with_retry_after(monkeypatch, settings):
     settings.REQUEST_TIMEOUT = 0.3
     ran = []
 
@@ -183,6 +183,7 @@ def test_a_request_django_does_not_answer_in_time_is_503_and_a_queued_one_never_
     assert start["status"] == 503
     assert dict(start["headers"])[b"retry-after"] == b"1"
     assert b'"overloaded_error"' in body["body"]
+    assert ran == ["/api/v1/me"]  # it did start; the answer came from the front, not from it
 
 
 def test_the_environ_is_what_gunicorn_wsgi_builds(monkeypatch):
