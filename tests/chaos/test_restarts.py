@@ -92,14 +92,22 @@ def test_restarts_and_kills_lose_and_duplicate_nothing(server, cluster, owners):
             wait_until(lambda b=back: _back_within(writers, b) < float("inf"), 10, 0.05, f"a note after {mode}")
             recovery[mode] = _back_within(writers, back)
             time.sleep(2)
+        workers_before = server.worker_pids()
         for round_ in range(2):
-            victim = server.worker_pids()[0]
+            victim = workers_before[0]
             os.kill(victim, signal.SIGKILL)
             killed = time.monotonic()
             wait_until(lambda k=killed: _back_within(writers, k) < float("inf"), 10, 0.05, "a note after kill -9")
             recovery[f"kill {round_ + 1}"] = _back_within(writers, killed)
             wait_until(lambda v=victim: len(server.worker_pids()) == 2 and v not in server.worker_pids(), 20, 0.1,
                        "gunicorn to replace the killed worker")  # fmt: skip
+            # The next fault only once the replacement serves: its socket joins the SO_REUSEPORT group as it
+            # boots, so connections routed to it wait for its event loop (under a second here, more when the
+            # machine is overloaded) — killing the only serving worker meanwhile would measure that boot.
+            (replacement,) = set(server.worker_pids()) - {w for w in workers_before if w != victim}
+            wait_until(lambda r=replacement: f"[{r}] [INFO] ASGI server listening" in server.log(), 20, 0.1,
+                       "the replacement worker to serve")  # fmt: skip
+            workers_before = server.worker_pids()
             time.sleep(2)
     finally:
         stop.set()
