@@ -70,20 +70,29 @@ class Cluster:
         self.data = self.root / "data"
         self.port = free_port()
         self.user = None
-        if os.geteuid() == 0:
-            self.user = pwd.getpwnam("postgres")
-            os.chmod(self.root, 0o755)  # noqa: S103  (the postgres user must reach its data folder)
-        if template is not None:
-            shutil.copytree(template, self.data, symlinks=True)
-            os.chmod(self.data, 0o700)
-        self._own(self.root)
-        if template is None:
-            self._run([str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"])
+        try:
+            if os.geteuid() == 0:
+                self.user = pwd.getpwnam("postgres")
+                os.chmod(self.root, 0o755)  # noqa: S103  (the postgres user must reach its data folder)
+            if template is not None:
+                shutil.copytree(template, self.data, symlinks=True)
+                os.chmod(self.data, 0o700)
+            self._own(self.root)
+            if template is None:
+                initdb = [str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust"]
+                self._run([*initdb, "-E", "UTF8"])
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def __enter__(self) -> Cluster:
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            self.destroy()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
