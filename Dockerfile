@@ -10,4 +10,4 @@ RUN pip install --no-cache-dir --no-deps -e . \
     && chown -R memories /app
 USER memories
 EXPOSE 8000
-CMD ["sh", "-c", "python manage.py migrate --noinput && gunicorn config.wsgi:application --config config/gunicorn.conf.py --bind 0.0.0.0:8000"]
+CMD ["sh", "-c", "python manage.py migrate --noinput && gunicorn config.asgi:application --config config/gunicorn.conf.py --bind 0.0.0.0:8000"]

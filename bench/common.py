@@ -81,15 +81,68 @@ def free_port() -> int:
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """How the benchmark runs gunicorn (`config/gunicorn.conf.py` with these environment overrides)."""
+    """How a benchmark runs the HTTP server: `stack` (a key of `STACKS`), worker processes and threads.
+
+    The default stack is the one `bin/serve` runs; the others are the candidates measured for issue 16
+    (`bench/stacks.py`, table in docs/decisions.md).
+    """
 
     workers: int = 2
-    threads: int = 4
+    threads: int = 8
+    stack: str = "gunicorn-asgi+front"
 
     @property
     def label(self) -> str:
-        kind = "gthread" if self.threads > 1 else "sync"
-        return f"{kind} workers={self.workers} threads={self.threads}"
+        return f"{self.stack} workers={self.workers} threads={self.threads}"
+
+    def command(self, port: int) -> list[str]:
+        """The argv that starts this server on 127.0.0.1:`port` (run with the checkout as cwd)."""
+        return STACKS[self.stack](self, port)
+
+
+def _gunicorn_cmd(app: str, *extra: str):
+    def build(config: ServerConfig, port: int) -> list[str]:
+        return [
+            sys.executable, "-m", "gunicorn", "-c", str(ROOT / "config" / "gunicorn.conf.py"),
+            "--bind", f"127.0.0.1:{port}", "--chdir", str(ROOT), *extra, app,
+        ]  # fmt: skip
+
+    return build
+
+
+def _uvicorn_cmd(app: str):
+    def build(config: ServerConfig, port: int) -> list[str]:
+        return [
+            sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port),
+            "--workers", str(config.workers), "--no-access-log", app,
+        ]  # fmt: skip
+
+    return build
+
+
+def _granian_cmd(interface: str, app: str):
+    def build(config: ServerConfig, port: int) -> list[str]:
+        threads = ["--blocking-threads", str(config.threads)] if interface == "wsgi" else []
+        return [
+            sys.executable, "-m", "granian", "--interface", interface, "--host", "127.0.0.1",
+            "--port", str(port), "--workers", str(config.workers), *threads, "--no-access-log", app,
+        ]  # fmt: skip
+
+    return build
+
+
+# name -> argv builder. Workers and threads come from WEB_CONCURRENCY / WEB_THREADS (set by gunicorn()).
+STACKS = {
+    "gunicorn-asgi+front": _gunicorn_cmd("config.asgi:application"),  # what bin/serve runs
+    "gthread": lambda config, port: _gunicorn_cmd(
+        "config.wsgi:application", "--worker-class", "gthread", "--threads", str(config.threads)
+    )(config, port),  # the stack before issue 16
+    "gunicorn-asgi+django-asgi": _gunicorn_cmd("config.asgi:application", "--worker-class", "asgi"),
+    "gunicorn-asgi+a2wsgi": _gunicorn_cmd("bench.stacks:a2wsgi_app", "--worker-class", "asgi"),
+    "uvicorn+a2wsgi": _uvicorn_cmd("bench.stacks:a2wsgi_app"),
+    "granian-wsgi": _granian_cmd("wsgi", "config.wsgi:application"),
+    "granian-asgi+a2wsgi": _granian_cmd("asgi", "bench.stacks:a2wsgi_app"),
+}
 
 
 @dataclass(frozen=True)
@@ -120,7 +173,8 @@ def process_tree_cpu(pid: int) -> float:
 
 @contextlib.contextmanager
 def gunicorn(db_name: str, config: ServerConfig = ServerConfig()):
-    """Run gunicorn (the project's config file) on a free loopback port against `db_name`; yields a Server.
+    """Run the server `config` names (by default gunicorn with the project's config file, as `bin/serve`
+    does) on a free loopback port against `db_name`; yields a Server.
 
     The server's log goes to a temporary file, printed if it fails to become ready within 60 s.
     """
@@ -130,22 +184,12 @@ def gunicorn(db_name: str, config: ServerConfig = ServerConfig()):
         DJANGO_SETTINGS_MODULE="bench.settings",
         BENCH_DB_NAME=db_name,
         WEB_CONCURRENCY=str(config.workers),
+        WEB_THREADS=str(config.threads),
         GUNICORN_THREADS=str(config.threads),
     )
     env.pop("GUNICORN_ACCESS_LOG", None)
     log = tempfile.NamedTemporaryFile("w+", prefix="bench-gunicorn-", suffix=".log", delete=False)  # noqa: SIM115
-    cmd = [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        "-c",
-        str(ROOT / "config" / "gunicorn.conf.py"),
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--chdir",
-        str(ROOT),
-        "config.wsgi:application",
-    ]
+    cmd = config.command(port)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60

@@ -1,11 +1,12 @@
 """Benchmark `POST /api/v1/memories/{id}/note` through gunicorn against the raw SQL append (SPEC §4, issue 9).
 
-    .venv/bin/python bench/note.py [--duration 3] [--workers 2] [--threads 4] [--clients 1,4,16] [--keep]
+    .venv/bin/python bench/note.py [--duration 3] [--workers 2] [--threads 8] [--clients 1,4,16] [--keep]
+                                   [--stack gunicorn-asgi+front,gthread,…]  (candidates: bench/common.py STACKS)
 
 For 1, 4 and 16 concurrent clients, on one store and spread over 16 stores, it measures throughput and
 p50/p99 latency of
 - HTTP: the real endpoint (bearer token, access check, validation, the service's one-statement append,
-  JSON envelope) served by gunicorn with the project's config on a free loopback port;
+  JSON envelope) served by the stack `bin/serve` runs (or each `--stack`, back to back) on a free loopback port;
 - raw: the same guarantee written as the fastest SQL we know with psycopg — ONE prepared statement in
   autocommit that locks the store row (the UPDATE), takes seq = entry_count, bumps the counter and
   inserts the entry with its client nonce (UNIQUE (store, author, nonce) enforces it).
@@ -25,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import (
+    STACKS,
     HttpJob,
     PgJob,
     ServerConfig,
@@ -106,6 +108,92 @@ def targets_for(client: int, stores: list[tuple[str, int, str]]) -> list[tuple[s
     return stores[k:] + stores[:k]
 
 
+def measure_stack(config: ServerConfig, db_name: str, stores, args, client_counts, store_counts, run) -> dict:
+    """Run the whole grid (and the /healthz floor) against one server stack; print its table; return figures."""
+    params = pg_params()
+    rows, ratios, raw_rps, cpu_ms = [], {}, {}, {}
+    print(f"server: {config.label}; {args.duration:g} s per measurement; body {len(BODY.encode())} bytes")
+    with gunicorn(db_name, config) as server:
+        for n_stores in store_counts:
+            used = stores[:n_stores]
+            for clients in client_counts:
+                results, cpu = {}, {}
+                for kind in ("raw", "http"):
+                    jobs = []
+                    for c in range(clients):
+                        mine = targets_for(c, used)
+                        tag = f"{kind}{next(run)}"
+                        if kind == "raw":
+                            jobs.append(RawNote(params, [(s, u) for s, u, _ in mine], tag))
+                        else:
+                            jobs.append(HttpNote(server.port, [(s, t) for s, _, t in mine], tag))
+                    cpu_before = server.cpu_seconds()
+                    results[kind] = run_load(jobs, duration=args.duration)
+                    cpu[kind] = server.cpu_seconds() - cpu_before
+                raw, web = results["raw"], results["http"]
+                ratio = web.rps / raw.rps
+                ratios[(n_stores, clients)] = ratio
+                raw_rps[(n_stores, clients)] = raw.rps
+                cpu_ms[(n_stores, clients)] = cpu["http"] * 1000 / max(web.requests, 1)
+                rows.append(
+                    [
+                        n_stores,
+                        clients,
+                        f"{raw.rps:,.0f}",
+                        f"{raw.p50_ms:.2f}",
+                        f"{raw.p99_ms:.2f}",
+                        f"{web.rps:,.0f}",
+                        f"{web.p50_ms:.2f}",
+                        f"{web.p99_ms:.2f}",
+                        f"{ratio:.0%}",
+                        f"{cpu_ms[(n_stores, clients)]:.2f}",
+                    ]
+                )
+                progress = f"stores={n_stores} clients={clients}: raw {raw.rps:,.0f}/s, HTTP {web.rps:,.0f}/s"
+                print(f"  {progress}", flush=True)
+        floor_clients = 4 if 4 in client_counts else client_counts[0]
+        cpu_before = server.cpu_seconds()
+        floor = run_load([HttpHealth(server.port) for _ in range(floor_clients)], duration=args.duration)
+        floor_cpu = (server.cpu_seconds() - cpu_before) * 1000 / max(floor.requests, 1)
+    print()
+    print(
+        table(
+            [
+                "stores",
+                "clients",
+                "raw req/s",
+                "raw p50 ms",
+                "raw p99 ms",
+                "HTTP req/s",
+                "HTTP p50 ms",
+                "HTTP p99 ms",
+                "HTTP/raw",
+                "server CPU ms/req",
+            ],
+            rows,
+        )
+    )
+    print()
+    raw_ref = raw_rps.get((1, floor_clients))
+    print(
+        f"floor: GET /healthz (no DRF, no database) at {floor_clients} clients: "
+        f"{floor.rps:,.0f} req/s, p50 {floor.p50_ms:.2f} ms, {floor_cpu:.2f} ms server CPU/req"
+        + (f" = {floor.rps / raw_ref:.0%} of the raw append on one store" if raw_ref else "")
+    )
+    one = ratios.get((1, 4))
+    if one is not None:
+        print(f"goal: one store, 4 clients, HTTP ≥ 50 % of raw: {one:.0%} — {verdict(one >= 0.5)}")
+    spread = [ratios[(16, c)] for c in client_counts if (16, c) in ratios and c > 1]
+    if spread:
+        worst = min(spread)
+        print(
+            f"goal: 16 stores, HTTP ≥ 40 % of raw (worst of {', '.join(str(c) for c in client_counts if c > 1)} "
+            f"clients): {worst:.0%} — {verdict(worst >= 0.4)}"
+        )
+    print()
+    return {"ratios": ratios, "cpu_ms": cpu_ms, "floor": floor, "floor_cpu": floor_cpu}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per measurement (default 3)")
@@ -113,94 +201,44 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=ServerConfig.threads)
     parser.add_argument("--clients", default="1,4,16")
     parser.add_argument("--stores", default="1,16")
+    parser.add_argument(
+        "--stack",
+        default=ServerConfig.stack,
+        help=f"server stack(s), comma-separated, measured back to back: {', '.join(STACKS)}",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the bench_note database")
     args = parser.parse_args()
     django_setup()
-    config = ServerConfig(workers=args.workers, threads=args.threads)
+    configs = [ServerConfig(workers=args.workers, threads=args.threads, stack=s) for s in args.stack.split(",")]
     client_counts = [int(c) for c in args.clients.split(",")]
     store_counts = [int(c) for c in args.stores.split(",")]
     run = itertools.count()
 
     with bench_database("note", keep=args.keep) as db_name:
         print(machine_line())
-        print(f"gunicorn: {config.label}; {args.duration:g} s per measurement; body {len(BODY.encode())} bytes")
         stores = [(o.store, o.user, o.secret) for o in make_owners(max(store_counts), "bench-note")]
-        params = pg_params()
-        rows, ratios, raw_rps = [], {}, {}
-        with gunicorn(db_name, config) as server:
-            for n_stores in store_counts:
-                used = stores[:n_stores]
-                for clients in client_counts:
-                    results, cpu = {}, {}
-                    for kind in ("raw", "http"):
-                        jobs = []
-                        for c in range(clients):
-                            mine = targets_for(c, used)
-                            tag = f"{kind}{next(run)}"
-                            if kind == "raw":
-                                jobs.append(RawNote(params, [(s, u) for s, u, _ in mine], tag))
-                            else:
-                                jobs.append(HttpNote(server.port, [(s, t) for s, _, t in mine], tag))
-                        cpu_before = server.cpu_seconds()
-                        results[kind] = run_load(jobs, duration=args.duration)
-                        cpu[kind] = server.cpu_seconds() - cpu_before
-                    raw, web = results["raw"], results["http"]
-                    ratio = web.rps / raw.rps
-                    ratios[(n_stores, clients)] = ratio
-                    raw_rps[(n_stores, clients)] = raw.rps
-                    rows.append(
-                        [
-                            n_stores,
-                            clients,
-                            f"{raw.rps:,.0f}",
-                            f"{raw.p50_ms:.2f}",
-                            f"{raw.p99_ms:.2f}",
-                            f"{web.rps:,.0f}",
-                            f"{web.p50_ms:.2f}",
-                            f"{web.p99_ms:.2f}",
-                            f"{ratio:.0%}",
-                            f"{cpu['http'] * 1000 / max(web.requests, 1):.2f}",
-                        ]
-                    )
-                    progress = f"stores={n_stores} clients={clients}: raw {raw.rps:,.0f}/s, HTTP {web.rps:,.0f}/s"
-                    print(f"  {progress}", flush=True)
-            floor_clients = 4 if 4 in client_counts else client_counts[0]
-            floor = run_load([HttpHealth(server.port) for _ in range(floor_clients)], duration=args.duration)
-        print()
-        print(
-            table(
-                [
-                    "stores",
-                    "clients",
-                    "raw req/s",
-                    "raw p50 ms",
-                    "raw p99 ms",
-                    "HTTP req/s",
-                    "HTTP p50 ms",
-                    "HTTP p99 ms",
-                    "HTTP/raw",
-                    "gunicorn CPU ms/req",
-                ],
-                rows,
-            )
-        )
-        print()
-        raw_ref = raw_rps.get((1, floor_clients))
-        print(
-            f"floor: GET /healthz (Django + gunicorn, no DRF, no database) at {floor_clients} clients: "
-            f"{floor.rps:,.0f} req/s, p50 {floor.p50_ms:.2f} ms"
-            + (f" = {floor.rps / raw_ref:.0%} of the raw append on one store" if raw_ref else "")
-        )
-        one = ratios.get((1, 4))
-        if one is not None:
-            print(f"goal: one store, 4 clients, HTTP ≥ 50 % of raw: {one:.0%} — {verdict(one >= 0.5)}")
-        spread = [ratios[(16, c)] for c in client_counts if (16, c) in ratios and c > 1]
-        if spread:
-            worst = min(spread)
+        figures = [
+            (c.stack, measure_stack(c, db_name, stores, args, client_counts, store_counts, run)) for c in configs
+        ]
+        if len(configs) > 1:  # a stack may be listed twice (A,B,A,B) to see the drift within one run
+            key = (1, 4) if (1, 4) in figures[0][1]["ratios"] else next(iter(figures[0][1]["ratios"]))
+            print(f"stacks compared, in run order (note: {key[0]} store(s), {key[1]} clients; floor: GET /healthz):")
             print(
-                f"goal: 16 stores, HTTP ≥ 40 % of raw (worst of {', '.join(str(c) for c in client_counts if c > 1)} "
-                f"clients): {worst:.0%} — {verdict(worst >= 0.4)}"
+                table(
+                    ["stack", "note HTTP/raw", "note server CPU ms/req", "healthz req/s", "healthz CPU ms/req"],
+                    [
+                        [
+                            stack,
+                            f"{f['ratios'][key]:.0%}",
+                            f"{f['cpu_ms'][key]:.2f}",
+                            f"{f['floor'].rps:,.0f}",
+                            f"{f['floor_cpu']:.2f}",
+                        ]
+                        for stack, f in figures
+                    ],
+                )
             )
+        print(machine_line())
 
 
 if __name__ == "__main__":

@@ -1,6 +1,267 @@
-import os
+"""The ASGI front every server process runs (SPEC §2 "Faults are not bugs"; choice: docs/decisions.md).
 
-from django.core.asgi import get_asgi_application
+gunicorn's asyncio worker (`config.server`) parses HTTP and hands each request to `application`, which
+
+- answers ``GET``/``HEAD /healthz`` on the event loop: no thread, no database, so it answers while every
+  Django thread waits on a frozen database;
+- answers ``/readyz`` from the readiness thread of `config.health` within `READY_BUDGET` seconds;
+- passes requests under a mounted prefix (`mount`, e.g. the MCP server at ``/mcp``) to that ASGI app;
+- reads every other request's body on the event loop — a body not complete within `BODY_TIMEOUT`
+  seconds gets a 408 — and only then runs Django's WSGI application on a pool of `WEB_THREADS`
+  threads, with the whole body in memory: a slow or idle client never holds a thread;
+- answers 503 `overloaded_error` with `Retry-After` when Django has not answered `REQUEST_TIMEOUT`
+  seconds after the body arrived (a request still queued for a thread is then never run).
+
+Error bodies are SPEC §2's object with a `Request-Id` header, like every response Django renders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import io
+import json
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import unquote_to_bytes
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-application = get_asgi_application()
+
+from django.conf import settings
+from django.core.wsgi import get_wsgi_application
+
+from config import health
+from config.database import apply_request_budgets, request_deadline
+from config.errors import error_payload, new_request_id, retry_after_headers
+
+django_application = get_wsgi_application()
+
+logger = logging.getLogger("memories.errors")
+
+ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
+
+# prefix (no trailing slash) -> (ASGI app, optional lifespan: a factory of async context managers run
+# while the process serves). Filled by `mount`.
+MOUNTS: dict[str, tuple[ASGIApp, Callable[[], Any] | None]] = {}
+
+_pool = concurrent.futures.ThreadPoolExecutor(max_workers=settings.WEB_THREADS, thread_name_prefix="django")
+_JSON = (b"content-type", b"application/json")
+
+
+def mount(prefix: str, app: ASGIApp, *, lifespan: Callable[[], Any] | None = None) -> None:
+    """Serve every request whose path is `prefix` or starts with ``prefix + "/"`` with the ASGI `app`.
+
+    `lifespan`, when given, is called once at startup and must return an async context manager, entered
+    before the first request and exited at shutdown (the MCP SDK's session manager needs one).
+    """
+    MOUNTS[prefix.rstrip("/")] = (app, lifespan)
+
+
+async def application(scope: dict, receive: Callable, send: Callable) -> None:
+    """The ASGI 3 entry point (HTTP and lifespan; WebSocket connections are closed)."""
+    kind = scope["type"]
+    if kind == "http":
+        path = scope["path"]
+        for prefix, (app, _) in MOUNTS.items():
+            if path == prefix or path.startswith(prefix + "/"):
+                await app(scope, receive, send)
+                return
+        if scope["method"] in ("GET", "HEAD") and path in ("/healthz", "/readyz"):
+            await _probe(path, send)
+            return
+        await _django(scope, receive, send)
+    elif kind == "lifespan":
+        await _lifespan(receive, send)
+    elif kind == "websocket":
+        await send({"type": "websocket.close", "code": 1000})
+
+
+async def _probe(path: str, send: Callable) -> None:
+    if path == "/healthz":
+        await _send_json(send, 200, health.LIVE_BODY, new_request_id())
+        return
+    ready = False
+    with contextlib.suppress(TimeoutError):
+        ready = await asyncio.wait_for(asyncio.wrap_future(health.check()), health.READY_BUDGET)
+    if ready:
+        await _send_json(send, 200, health.READY_BODY, new_request_id())
+    else:
+        await _send_error(send, 503, "overloaded_error", health.NOT_READY_MESSAGE, retry_after_headers())
+
+
+async def _django(scope: dict, receive: Callable, send: Callable) -> None:
+    loop = asyncio.get_running_loop()
+    body = b""
+    if _has_body(scope["headers"]):
+        try:
+            body = await _read_body(receive, loop.time() + settings.BODY_TIMEOUT, settings.MAX_REQUEST_BYTES + 1)
+        except TimeoutError:
+            await _send_error(
+                send,
+                408,
+                "invalid_request_error",
+                f"The request body did not arrive within {settings.BODY_TIMEOUT:g} seconds.",
+                {"Connection": "close"},
+            )
+            return
+        if body is None:  # the client went away
+            return
+    future = _pool.submit(_call_django, _environ(scope, body))
+    try:
+        status, headers, content = await asyncio.wait_for(asyncio.wrap_future(future), settings.REQUEST_TIMEOUT)
+    except TimeoutError:  # cancelling the wrapper cancels the thread's work if it has not started
+        request_id = new_request_id()
+        logger.warning(
+            "503 %s %s %s: no answer within %g s (REQUEST_TIMEOUT)",
+            scope["method"],
+            scope["path"],
+            request_id,
+            settings.REQUEST_TIMEOUT,
+        )
+        message = "The service did not answer in time; retry after a moment."
+        await _send_error(send, 503, "overloaded_error", message, retry_after_headers(), request_id)
+        return
+    except Exception:
+        request_id = new_request_id()
+        logger.exception("500 %s %s %s: the WSGI application failed", scope["method"], scope["path"], request_id)
+        message = "An internal error occurred. Quote the request id when reporting it."
+        await _send_error(send, 500, "api_error", message, {}, request_id)
+        return
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": content})
+
+
+def _has_body(headers: list[tuple[bytes, bytes]]) -> bool:
+    for name, value in headers:
+        if name == b"content-length":
+            return value.strip() not in (b"", b"0")
+        if name == b"transfer-encoding":
+            return True
+    return False
+
+
+async def _read_body(receive: Callable, deadline: float, limit: int) -> bytes | None:
+    """The request body, read until complete or past `limit` bytes (Django then answers 413).
+
+    Raises TimeoutError when it is not complete by `deadline` (event-loop time); None if the client left.
+    """
+    loop = asyncio.get_running_loop()
+    chunks, total = [], 0
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise TimeoutError
+        message = await asyncio.wait_for(receive(), remaining)
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit or not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _environ(scope: dict, body: bytes) -> dict[str, Any]:
+    """PEP 3333 environ for `scope`, the way gunicorn's WSGI workers build it (PATH_INFO from the raw path,
+    percent-decoded to bytes, as latin-1). Header names with ``_`` are dropped, as gunicorn does."""
+    raw_path = scope.get("raw_path") or scope["path"].encode("utf-8")
+    server = scope.get("server") or ("localhost", 80)
+    client = scope.get("client") or ("", 0)
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": scope["method"],
+        "SCRIPT_NAME": scope.get("root_path", "").encode("utf-8").decode("latin-1"),
+        "PATH_INFO": unquote_to_bytes(raw_path.partition(b"?")[0]).decode("latin-1"),
+        "QUERY_STRING": scope.get("query_string", b"").decode("latin-1"),
+        "SERVER_PROTOCOL": f"HTTP/{scope.get('http_version', '1.1')}",
+        "SERVER_NAME": str(server[0]),
+        "SERVER_PORT": str(server[1] or 0),
+        "REMOTE_ADDR": str(client[0]),
+        "REMOTE_PORT": str(client[1]),
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": scope.get("scheme", "http"),
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+    }
+    for raw_name, raw_value in scope["headers"]:
+        name = raw_name.decode("latin-1")
+        if "_" in name:
+            continue
+        key = name.upper().replace("-", "_")
+        if key not in ("CONTENT_LENGTH", "CONTENT_TYPE"):
+            key = "HTTP_" + key
+        value = raw_value.decode("latin-1")
+        environ[key] = f"{environ[key]},{value}" if key in environ else value
+    return environ
+
+
+def _call_django(environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """Run Django for one request on a pool thread; return (status, headers, body) once it is complete.
+
+    The whole call, `close()` included (Django's request_finished handlers touch the database), runs
+    under the request deadline of `config.database`.
+    """
+    started: list[Any] = []
+
+    def start_response(status, headers, exc_info=None):
+        started[:] = [status, headers]
+        return lambda data: None  # the legacy write() callable; Django never uses it
+
+    with request_deadline(settings.DB_REQUEST_DEADLINE):
+        result = django_application(environ, start_response)
+        try:
+            content = b"".join(result)
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+    status, headers = started
+    head = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+    if not any(name == b"content-length" for name, _ in head):
+        head.append((b"content-length", str(len(content)).encode()))
+    return int(status.split(" ", 1)[0]), head, content
+
+
+async def _send_json(send: Callable, status: int, payload: dict, request_id: str, headers: dict | None = None):
+    body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    head = [_JSON, (b"content-length", str(len(body)).encode()), (b"request-id", request_id.encode())]
+    head += [(k.lower().encode("latin-1"), str(v).encode("latin-1")) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _send_error(
+    send: Callable, status: int, type_: str, message: str, headers: dict, request_id: str | None = None
+) -> None:
+    request_id = request_id or new_request_id()
+    payload = error_payload(status=status, type=type_, message=message, request_id=request_id)
+    await _send_json(send, status, payload, request_id, headers)
+
+
+async def _lifespan(receive: Callable, send: Callable) -> None:
+    """ASGI lifespan: at startup apply the database budgets and enter the mounted apps' lifespans; leave
+    them at shutdown. Runs in every worker process before its first request."""
+    async with contextlib.AsyncExitStack() as stack:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    apply_request_budgets()
+                    for _, lifespan in MOUNTS.values():
+                        if lifespan is not None:
+                            await stack.enter_async_context(lifespan())
+                except Exception as exc:
+                    await send({"type": "lifespan.startup.failed", "message": repr(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await stack.aclose()
+                _pool.shutdown(wait=False, cancel_futures=True)
+                await send({"type": "lifespan.shutdown.complete"})
+                return

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from typing import Any
 
+import psycopg
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 
@@ -82,6 +86,51 @@ class RequestTooLarge(DomainError):
 
 class ServiceUnavailable(DomainError):
     status, type, message = 503, "overloaded_error", "Service unavailable."
+
+
+# Faults of the database rather than of the request: unreachable, restarting, cancelled by a budget
+# (statement_timeout, lock_timeout), cut by the request deadline (config.database), a deadlock or
+# serialization failure. All are worth retrying: 503 overloaded_error with Retry-After (SPEC §2).
+DATABASE_FAULTS = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
+DATABASE_FAULT_MESSAGE = "The database is unavailable or did not answer in time; retry after a moment."
+
+
+def is_database_fault(exc: BaseException) -> bool:
+    """True when `exc` (or the exception it was raised from) is a database fault (`DATABASE_FAULTS`)."""
+    return isinstance(exc, DATABASE_FAULTS) or isinstance(exc.__cause__, DATABASE_FAULTS)
+
+
+def retry_after_headers() -> dict[str, str]:
+    """The ``Retry-After`` header (whole seconds, `settings.RETRY_AFTER`) of every 503."""
+    return {"Retry-After": str(max(1, int(settings.RETRY_AFTER)))}
+
+
+def log_fault(request: Any, exc: BaseException | None, status: int = 503) -> None:
+    """Log a fault as ONE WARNING line without a traceback: method, path, request id and the cause."""
+    django_request = getattr(request, "_request", request)
+    cause = ""
+    if exc is not None:
+        first_line = (str(exc).strip().splitlines() or [""])[0][:200]
+        cause = f": {type(exc).__name__}: {first_line}" if first_line else f": {type(exc).__name__}"
+    logger.warning(
+        "%s %s %s %s%s",
+        status,
+        getattr(django_request, "method", "-"),
+        getattr(django_request, "path", "-"),
+        request_id_of(request),
+        cause,
+    )
+
+
+def fault_response(request: Any, exc: BaseException | None) -> JsonResponse:
+    """Render a database fault: 503 overloaded_error + Retry-After, logged once (Django's request log,
+    which would add a traceback, is told the response has been logged)."""
+    log_fault(request, exc)
+    response = error_response(
+        request, status=503, type="overloaded_error", message=DATABASE_FAULT_MESSAGE, headers=retry_after_headers()
+    )
+    response._has_been_logged = True  # django.utils.log.log_response: do not log it again
+    return response
 
 
 def new_request_id() -> str:
@@ -167,7 +216,10 @@ def describe(exc: BaseException) -> tuple[int, str, str, dict, dict, dict]:
     whose message never contains the exception text or a traceback.
     """
     if isinstance(exc, DomainError):
-        return exc.status, exc.type, exc.message, exc.details, exc.extra, {}
+        headers = retry_after_headers() if exc.status == 503 else {}
+        return exc.status, exc.type, exc.message, exc.details, exc.extra, headers
+    if is_database_fault(exc):
+        return 503, "overloaded_error", DATABASE_FAULT_MESSAGE, {}, {}, retry_after_headers()
     if isinstance(exc, drf.ValidationError):
         problems = _flatten_validation(exc.detail)
         message = "; ".join(f"{field}: {msg}" if field else msg for field, msg in problems) or "Invalid request."
@@ -203,11 +255,16 @@ def exception_handler(exc: BaseException, context: dict) -> JsonResponse:
     """DRF's EXCEPTION_HANDLER: render every exception (ours, DRF's, unexpected) as SPEC §2's shape."""
     request = context.get("request")
     status, type_, message, details, extra, headers = describe(exc)
-    if status >= 500:
+    if status == 503:
+        log_fault(request, exc)
+    elif status >= 500:
         logger.exception("Unhandled error in %s", context.get("view").__class__.__name__, exc_info=exc)
-    return error_response(
+    response = error_response(
         request, status=status, type=type_, message=message, details=details, extra=extra, headers=headers
     )
+    if status >= 500:
+        response._has_been_logged = True  # logged above; django.request would log it a second time
+    return response
 
 
 # Plain-Django handlers (URLconf handler400/403/404/500), for requests that never reach a DRF view.
@@ -224,6 +281,14 @@ def handler404(request, exception=None):
 
 
 def handler500(request):
+    """Django's last resort (an exception outside DRF views, e.g. in a middleware or an admin view).
+
+    A database fault becomes the 503 of `fault_response` (one WARNING line, no traceback); anything else
+    stays a 500 `api_error` whose traceback Django's request log records.
+    """
+    exc = sys.exc_info()[1]
+    if exc is not None and is_database_fault(exc):
+        return fault_response(request, exc)
     return error_response(
         request,
         status=500,

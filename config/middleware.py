@@ -7,7 +7,7 @@ from urllib.parse import unquote_to_bytes
 
 from django.conf import settings
 
-from config.errors import error_response, new_request_id
+from config.errors import error_response, fault_response, is_database_fault, new_request_id
 from config.text import first_forbidden_char
 
 
@@ -22,6 +22,12 @@ class RequestIdMiddleware:
         response = self.get_response(request)
         response["Request-Id"] = request.request_id
         return response
+
+    def process_exception(self, request, exception):
+        """A database fault in a plain Django view (the back office, the guide) is a 503, not a 500."""
+        if is_database_fault(exception):
+            return fault_response(request, exception)
+        return None
 
 
 def _bad_bytes(raw: bytes) -> str | None:

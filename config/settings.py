@@ -80,7 +80,25 @@ else:
 DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env.int("DB_CONNECT_TIMEOUT", default=5)
+# Budgets (SPEC §2 "Faults are not bugs"). The connect timeout holds everywhere (libpq's minimum is 2 s);
+# the statement and lock timeouts and the request deadline hold for the server's requests only
+# (`config.database.apply_request_budgets`, applied by the servers' start-up): management commands
+# such as migrations and imports run without them.
+DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env.int("DB_CONNECT_TIMEOUT", default=2)
+DB_STATEMENT_TIMEOUT = env.float("DB_STATEMENT_TIMEOUT", default=5.0)  # seconds; PostgreSQL cancels the statement
+DB_LOCK_TIMEOUT = env.float("DB_LOCK_TIMEOUT", default=3.0)  # seconds waiting for a row or table lock
+# Seconds a request may spend on the database before its connection is cut client-side: what bounds a
+# request when the server cannot cancel anything itself (frozen, partitioned). 0 turns the cut off.
+DB_REQUEST_DEADLINE = env.float("DB_REQUEST_DEADLINE", default=7.0)
+# Whole seconds a client is told to wait (Retry-After) after a 503 overloaded_error.
+RETRY_AFTER = env.int("RETRY_AFTER", default=1)
+# Slow clients (config/asgi.py, config/server.py): headers and bodies not complete within these many
+# seconds get 408; a request not answered within REQUEST_TIMEOUT seconds of its body gets 503.
+HEADER_TIMEOUT = env.float("HEADER_TIMEOUT", default=10.0)
+BODY_TIMEOUT = env.float("BODY_TIMEOUT", default=10.0)
+REQUEST_TIMEOUT = env.float("REQUEST_TIMEOUT", default=9.5)
+# Django threads per server process (the event loop in front of them holds slow and idle connections).
+WEB_THREADS = env.int("WEB_THREADS", default=8)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_USER_MODEL = "accounts.User"

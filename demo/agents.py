@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rog.client import ApiError, Client, NetworkError
+from rog.client import ApiError, Client, NetworkError, new_idempotency_key
 
 RETRY_ATTEMPTS = 6
 RETRY_BASE_DELAY_S = 0.1
@@ -50,14 +50,21 @@ class Agent:
     compact: CompactStats = field(default_factory=CompactStats)
 
     def __post_init__(self) -> None:
-        self.client = Client(self.base_url, self.token, timeout=60.0)
+        self.client = Client(self.base_url, self.token, timeout=60.0, retries=0)  # call() retries itself
         self._lock = threading.Lock()
 
-    def call(self, method: str, path: str, *, params: dict | None = None, json: Any = None) -> tuple[dict, int]:
-        """One API call with retries; returns ``(body, retries used)``. Raises ApiError for other 4xx."""
+    def call(
+        self, method: str, path: str, *, params: dict | None = None, json: Any = None, key: str | None = None
+    ) -> tuple[dict, int]:
+        """One API call with retries; returns ``(body, retries used)``. Raises ApiError for other 4xx.
+
+        A write carries the `Idempotency-Key` `key` (a fresh one when None) on every attempt.
+        """
+        if method.upper() not in ("GET", "HEAD") and key is None:
+            key = new_idempotency_key()
         for attempt in range(RETRY_ATTEMPTS):
             try:
-                return self.client.request(method, path, params=params, json=json), attempt
+                return self.client.request(method, path, params=params, json=json, idempotency_key=key), attempt
             except NetworkError:
                 if attempt == RETRY_ATTEMPTS - 1:
                     raise
@@ -69,7 +76,9 @@ class Agent:
 
     def note(self, store_id: str, body_md: str, nonce: str) -> dict:
         """Append one note with its nonce; returns the entry. Counts created/replayed/retries."""
-        body, retries = self.call("POST", f"memories/{store_id}/note", json={"body_md": body_md, "client_nonce": nonce})
+        body, retries = self.call(
+            "POST", f"memories/{store_id}/note", json={"body_md": body_md, "client_nonce": nonce}, key=nonce
+        )
         self.load.retries += retries
         if body["meta"]["replayed"]:
             self.load.replayed += 1

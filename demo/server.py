@@ -37,7 +37,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 def gunicorn_server(
     *, workers: int, host: str = "127.0.0.1", ready_timeout: float = 60.0, ready_path: str = "/readyz"
 ) -> Iterator[str]:
-    """Start gunicorn (config/gunicorn.conf.py) with `workers` sync workers; yield its base URL.
+    """Start the server as `bin/serve` does (gunicorn, config/gunicorn.conf.py) with `workers` worker
+    processes; yield its base URL.
 
     Waits until `GET <ready_path>` answers 200 (`/readyz`: the database is reachable). Raises ServerError
     when the process exits early or is not ready within `ready_timeout` seconds. Always stops the process.
@@ -45,12 +46,12 @@ def gunicorn_server(
     port = free_port(host)
     log_path = BASE_DIR / ".data" / f"demo-gunicorn-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "WEB_CONCURRENCY": str(workers), "GUNICORN_THREADS": "1"}
+    env = {**os.environ, "WEB_CONCURRENCY": str(workers)}
     command = [
         sys.executable,
         "-m",
         "gunicorn",
-        "config.wsgi:application",
+        "config.asgi:application",
         "--config",
         str(BASE_DIR / "config" / "gunicorn.conf.py"),
         "--bind",

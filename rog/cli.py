@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from rog import accounts
+from rog.client import new_idempotency_key
 from rog.common import RogGroup, State, emit, fail_usage, path_part
 from rog.prompt import render_prompt
 
@@ -158,10 +159,10 @@ def note(state: State, text, user, project, board, store, file_path, nonce) -> N
         fail_usage("Give the entry as TEXT or with --file BODY.md (exactly one).")
     body_md = read_text_file(file_path) if file_path else text
     sid = store_id(state, selection(user, project, board, store))
-    body: dict[str, Any] = {"body_md": body_md}
-    if nonce is not None:
-        body["client_nonce"] = nonce
-    emit(state.call("POST", f"memories/{sid}/note", json=body))
+    # The nonce travels as the Idempotency-Key header (a fresh one without --nonce), so the client's own
+    # retries after a lost answer never store the note twice.
+    key = nonce if nonce is not None else new_idempotency_key()
+    emit(state.call("POST", f"memories/{sid}/note", json={"body_md": body_md}, idempotency_key=key))
 
 
 @memories.command()

@@ -6,10 +6,15 @@ and come back as parsed JSON.
 
 from __future__ import annotations
 
+import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+RETRY_STATUSES = (429, 503)
+RETRY_AFTER_CAP_S = 5.0
 
 
 class ApiError(Exception):
@@ -25,13 +30,25 @@ class NetworkError(Exception):
     """The API could not be reached (connection refused, DNS, timeout)."""
 
 
+def new_idempotency_key() -> str:
+    """A fresh `Idempotency-Key` value (``rog-`` + 32 hex digits)."""
+    return "rog-" + uuid.uuid4().hex
+
+
 @dataclass
 class Client:
-    """Calls `/api/v1/...` under `base_url` with `Authorization: Bearer <token>`."""
+    """Calls `/api/v1/...` under `base_url` with `Authorization: Bearer <token>`.
+
+    Every write (any method but GET/HEAD) carries an `Idempotency-Key` header (SPEC §2); the server
+    uses it as a note's `client_nonce`. A request that is safe to repeat — a read, or a write with a key
+    the caller chose — is retried up to `retries` times after a network failure or a 429/503, waiting
+    `Retry-After` seconds (at most 5) or 0.5 s, 1 s, … ; the same key goes with every attempt.
+    """
 
     base_url: str
     token: str | None
     timeout: float = 30.0
+    retries: int = 2
 
     def __post_init__(self) -> None:
         headers = {"Accept": "application/json", "User-Agent": "rog/2.0.0"}
@@ -41,16 +58,44 @@ class Client:
             base_url=self.base_url.rstrip("/") + "/api/v1/", headers=headers, timeout=self.timeout
         )
 
-    def request(self, method: str, path: str, *, params: dict | None = None, json: Any = None) -> dict[str, Any]:
-        """Send one request; return the parsed JSON body of a 2xx answer.
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict | None = None,
+        json: Any = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Send one request (retried as the class docstring says); return the parsed JSON of a 2xx answer.
 
-        Raises ApiError for 4xx/5xx answers and NetworkError when the server cannot be reached.
+        `idempotency_key`: the write's key (a fresh one when None). Raises ApiError for 4xx/5xx answers
+        and NetworkError when the server cannot be reached.
         """
         params = {k: v for k, v in (params or {}).items() if v is not None}
-        try:
-            response = self._http.request(method, path.lstrip("/"), params=params, json=json)
-        except httpx.TransportError as exc:
-            raise NetworkError(f"{type(exc).__name__}: {exc}") from None
+        method = method.upper()
+        headers = {}
+        repeatable = method in ("GET", "HEAD") or idempotency_key is not None
+        if method not in ("GET", "HEAD"):
+            headers["Idempotency-Key"] = idempotency_key or new_idempotency_key()
+        attempts = 1 + (self.retries if repeatable else 0)
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                response = self._http.request(method, path.lstrip("/"), params=params, json=json, headers=headers)
+            except httpx.TransportError as exc:
+                if last:
+                    raise NetworkError(f"{type(exc).__name__}: {exc}") from None
+                time.sleep(0.5 * 2**attempt)
+                continue
+            if response.status_code in RETRY_STATUSES and not last:
+                time.sleep(_retry_delay(response, attempt))
+                continue
+            return self._result(response)
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _result(response: httpx.Response) -> dict[str, Any]:
         try:
             body = response.json()
         except ValueError:
@@ -67,3 +112,11 @@ class Client:
 
     def close(self) -> None:
         self._http.close()
+
+
+def _retry_delay(response: httpx.Response, attempt: int) -> float:
+    """Seconds to wait before retrying `response`: its Retry-After (capped), else 0.5 s · 2^attempt."""
+    try:
+        return min(float(response.headers["retry-after"]), RETRY_AFTER_CAP_S)
+    except (KeyError, ValueError):
+        return 0.5 * 2**attempt

@@ -6,15 +6,25 @@ validate with a strict serializer, call one service or selector, render with `en
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
 from config.api import envelope
+from config.errors import InvalidRequest
 from memories import selectors, services
 from memories.api import serializers as s
 from stores.selectors import get_store_for
 
 STORE_ID = OpenApiParameter("pk", str, OpenApiParameter.PATH, description="Store UUID.")
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Accepted as the note's client_nonce (≤128 characters); equal to client_nonce if both are sent.",
+)
 TAGS = ["memories log"]
 
 
@@ -24,21 +34,41 @@ def caller_of(request) -> str:
     return str(user.pk) if getattr(user, "is_authenticated", False) else "anonymous"
 
 
+def with_idempotency_key(request) -> Any:
+    """The note's request data with the `Idempotency-Key` header as its `client_nonce` (SPEC §2).
+
+    The header and a body `client_nonce` may both be sent only with the same value (400 otherwise); the
+    key is then validated exactly like a body nonce (≤128 characters, no NUL or lone surrogates).
+    """
+    key = request.headers.get("Idempotency-Key")
+    data = request.data
+    if key is None or not isinstance(data, dict):
+        return data
+    body_nonce = data.get("client_nonce")
+    if body_nonce is not None and body_nonce != key:
+        raise InvalidRequest(
+            "The Idempotency-Key header and client_nonce differ; send one of them, or both with the same value.",
+            details={"fields": {"client_nonce": "differs from the Idempotency-Key header"}},
+        )
+    return {**data, "client_nonce": key}
+
+
 class NoteView(APIView):
     """Append an entry."""
 
     @extend_schema(
         operation_id="note_memories",
         tags=TAGS,
-        parameters=[STORE_ID],
+        parameters=[STORE_ID, IDEMPOTENCY_KEY],
         request=s.NoteRequestSerializer,
         responses={201: s.NoteEnvelopeSerializer, 200: s.NoteEnvelopeSerializer},
         description="Append one entry (1..1,024 UTF-8 bytes, stored exactly). A client_nonce replay with the "
-        "same body returns the original entry with 200 and meta.replayed; another body is 409 nonce_conflict.",
+        "same body returns the original entry with 200 and meta.replayed; another body is 409 nonce_conflict. "
+        "An Idempotency-Key header is accepted as the client_nonce.",
     )
     def post(self, request, pk):
         store = get_store_for(request.user, pk, need="write")
-        incoming = s.NoteRequestSerializer(data=request.data)
+        incoming = s.NoteRequestSerializer(data=with_idempotency_key(request))
         incoming.is_valid(raise_exception=True)
         result = services.append_entry(store=store, author=request.user, **incoming.validated_data)
         return envelope(

@@ -139,6 +139,54 @@ def test_note_nonce_retry_returns_the_original_and_a_different_text_conflicts(ro
     assert error["error"]["details"]["reason"] == "nonce_conflict"
 
 
+def test_note_without_nonce_still_sends_an_idempotency_key(rog, me):
+    rog("memories", "init")
+    noted = rog("memories", "note", "keyed anyway")
+    key = noted["data"]["client_nonce"]
+    assert key.startswith("rog-") and len(key) == 36
+    assert Entry.objects.get(client_nonce=key).body_md == "keyed anyway"
+
+
+def test_rog_retries_a_503_with_the_same_idempotency_key(tmp_path):
+    """A server that answers 503 (Retry-After: 0) once: rog retries the note with the same key, and every
+    write carries a key (the ensure of `init` too)."""
+    import http.server
+    import threading
+
+    seen: list[tuple[str, str | None]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            seen.append((self.path, self.headers.get("Idempotency-Key")))
+            first_note = self.path.endswith("/note") and sum(p.endswith("/note") for p, _ in seen) == 1
+            if first_note:
+                status, body = 503, b'{"type": "error", "error": {"type": "overloaded_error", "message": "x"}}'
+            else:
+                status, body = 201, b'{"data": {"id": "s1", "seq": 0}, "meta": {}}'
+
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Retry-After", "0")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        fake = Rog(f"http://127.0.0.1:{server.server_address[1]}", "mem_fake", tmp_path)
+        fake("memories", "note", "hello", "--store", "s1")
+    finally:
+        server.shutdown()
+    notes = [key for path, key in seen if path.endswith("/note")]
+    assert len(notes) == 2 and notes[0] == notes[1] and notes[0].startswith("rog-")
+
+
 def test_hostile_text_round_trips_byte_for_byte_and_nothing_executes(rog, tmp_path):
     rog("memories", "init")
     body = "Run $(touch pwned) or `touch pwned2`; \x1b[31mred\x1b[0m ${HOME} 'q' \"dq\" \\n\r\ntrailing  \n"

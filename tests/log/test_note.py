@@ -155,6 +155,34 @@ def test_note_replay_with_the_same_nonce_and_body_returns_the_original(owner_cli
     assert private_store.entry_count == 1
 
 
+def test_note_takes_the_idempotency_key_header_as_its_nonce(owner_client, private_store):
+    first = owner_client.post(url(private_store, "note"), {"body_md": "once"}, HTTP_IDEMPOTENCY_KEY="key-1")
+    again = owner_client.post(url(private_store, "note"), {"body_md": "once"}, HTTP_IDEMPOTENCY_KEY="key-1")
+    same = owner_client.post(
+        url(private_store, "note"), {"body_md": "once", "client_nonce": "key-1"}, HTTP_IDEMPOTENCY_KEY="key-1"
+    )
+    assert (first.status_code, again.status_code, same.status_code) == (201, 200, 200)
+    assert first.json()["data"]["client_nonce"] == "key-1"
+    assert again.json()["meta"]["replayed"] is True
+    assert again.json()["data"]["seq"] == same.json()["data"]["seq"] == first.json()["data"]["seq"]
+    other = owner_client.post(url(private_store, "note"), {"body_md": "another"}, HTTP_IDEMPOTENCY_KEY="key-1")
+    assert other.status_code == 409
+    assert other.json()["error"]["details"]["reason"] == "nonce_conflict"
+    assert Entry.objects.filter(store=private_store).count() == 1
+
+
+def test_note_rejects_an_idempotency_key_that_differs_from_client_nonce_or_is_too_long(owner_client, private_store):
+    differs = owner_client.post(
+        url(private_store, "note"), {"body_md": "x", "client_nonce": "a"}, HTTP_IDEMPOTENCY_KEY="b"
+    )
+    assert differs.status_code == 400
+    assert differs.json()["error"]["details"]["fields"] == {"client_nonce": "differs from the Idempotency-Key header"}
+    too_long = owner_client.post(url(private_store, "note"), {"body_md": "x"}, HTTP_IDEMPOTENCY_KEY="k" * 129)
+    assert too_long.status_code == 400
+    assert "client_nonce" in too_long.json()["error"]["message"]
+    assert Entry.objects.filter(store=private_store).count() == 0
+
+
 def test_note_same_nonce_with_another_body_is_a_nonce_conflict(owner_client, private_store):
     owner_client.post(url(private_store, "note"), {"body_md": "original", "client_nonce": "retry-1"})
     response = owner_client.post(url(private_store, "note"), {"body_md": "changed", "client_nonce": "retry-1"})

@@ -1,0 +1,132 @@
+"""Our gunicorn worker: gunicorn's asyncio ASGI worker with a header timeout and SPEC §2 protocol errors.
+
+gunicorn (pinned in requirements.txt) parses HTTP/1.1 itself and answers what it cannot parse — a request
+line over `limit_request_line`, more than `limit_request_fields` headers or one over
+`limit_request_field_size`, garbage, a bad Content-Length — before the application sees the request.
+`Protocol` changes two things about gunicorn 27.0.1's `ASGIProtocol`:
+
+- every response gunicorn writes itself (`_send_error_response`: 400, 408, 414, 431, 501, 500) is SPEC §2's
+  JSON error object with a fresh `Request-Id` header, instead of text/plain;
+- headers must be complete within `HEADER_TIMEOUT` seconds of the request's first byte (of the connection,
+  for a new one): past it a connection that sent part of a request gets 408 and is closed, one that sent
+  nothing is closed. gunicorn alone waits forever for a new connection's first request.
+
+Both hooks are not public API of gunicorn (`_send_error_response`, `_on_headers_complete`,
+`_cancel_keepalive_timer`, `_current_request`, `_closed`, `_request_ready`, and the module name
+`gunicorn.workers.gasgi.ASGIProtocol`, which `ASGIWorker._serve` instantiates): gunicorn is pinned
+exactly and tests/chaos/test_slow_clients.py and test_protocol_errors.py drive each path through a real
+server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from http import HTTPStatus
+
+from gunicorn.asgi.protocol import _REASON_PHRASES, ASGIProtocol
+from gunicorn.workers import gasgi
+
+logger = logging.getLogger("memories.errors")
+
+HEADER_TIMEOUT_DEFAULT = 10.0
+
+
+def _settings_value(name: str, default: float) -> float:
+    try:
+        from django.conf import settings
+
+        return float(getattr(settings, name, default))
+    except Exception:  # settings not configured (the master process)
+        return default
+
+
+def protocol_error_body(status: int, message: str, request_id: str) -> bytes:
+    """The SPEC §2 body of an error gunicorn answers itself (`api_error` for 5xx, else invalid_request)."""
+    from config.errors import error_payload
+
+    error_type = "api_error" if status >= 500 and status != 501 else "invalid_request_error"
+    if status >= 500 and status != 501:
+        message = "An internal error occurred. Quote the request id when reporting it."
+    payload = error_payload(status=status, type=error_type, message=message[:300], request_id=request_id)
+    return json.dumps(payload, ensure_ascii=False).encode("utf-8")
+
+
+class Protocol(ASGIProtocol):
+    """gunicorn's HTTP/1 protocol with a header timeout and JSON error responses (module docstring)."""
+
+    def connection_made(self, transport):
+        self._header_timer = None
+        self._header_bytes = False
+        super().connection_made(transport)
+        self._arm_header_timer()
+
+    def data_received(self, data):
+        if self._current_request is None and not self._closed:
+            if self._header_timer is None:  # the first byte of a new request on a kept-alive connection
+                self._cancel_keepalive_timer()
+                self._arm_header_timer()
+            self._header_bytes = True
+        super().data_received(data)
+
+    def _on_headers_complete(self):
+        self._disarm_header_timer()
+        return super()._on_headers_complete()
+
+    def connection_lost(self, exc):
+        self._disarm_header_timer()
+        super().connection_lost(exc)
+
+    def _arm_header_timer(self):
+        if self._closed or self._current_request is not None:
+            return
+        timeout = _settings_value("HEADER_TIMEOUT", HEADER_TIMEOUT_DEFAULT)
+        self._header_timer = self.worker.loop.call_later(timeout, self._header_timeout)
+
+    def _disarm_header_timer(self):
+        if getattr(self, "_header_timer", None) is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _header_timeout(self):
+        self._header_timer = None
+        if self._closed or self._current_request is not None:
+            return
+        if self._header_bytes:
+            timeout = _settings_value("HEADER_TIMEOUT", HEADER_TIMEOUT_DEFAULT)
+            self._send_error_response(408, f"The request headers did not arrive within {timeout:g} seconds.")
+        self._close_transport()
+        if self._request_ready is not None:
+            self._request_ready.set()  # wake the connection loop so it sees the closed transport and ends
+
+    def _send_error_response(self, status, message, extra_headers=()):
+        from config.errors import new_request_id
+
+        request_id = new_request_id()
+        body = protocol_error_body(status, str(message), request_id)
+        reason = _REASON_PHRASES.get(status)
+        if reason is None:
+            try:
+                reason = HTTPStatus(status).phrase
+            except ValueError:
+                reason = "Error"
+        extra = "".join(f"{name}: {value}\r\n" for name, value in extra_headers)
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            f"Request-Id: {request_id}\r\n"
+            f"{extra}"
+            "Connection: close\r\n"
+            "\r\n"
+        )
+        logger.warning("%s %s (answered by the HTTP layer): %s", status, request_id, str(message)[:200])
+        self._safe_write(head.encode("latin-1") + body)
+
+
+class Worker(gasgi.ASGIWorker):
+    """gunicorn's `asgi` worker serving connections with `Protocol` (config/gunicorn.conf.py selects it)."""
+
+    def init_process(self):
+        gasgi.ASGIProtocol = Protocol  # the name ASGIWorker._serve instantiates, in this worker process only
+        super().init_process()

@@ -1,0 +1,210 @@
+"""Faults are not bugs (SPEC §2, issue 16): database budgets, 503 + Retry-After, one log line, the ASGI front.
+
+The whole stack under real faults (frozen / restarted PostgreSQL, slow clients, killed workers) is
+driven by tests/chaos; these tests pin each piece against the real database in-process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+
+import psycopg
+import pytest
+from django.db import OperationalError, connection
+from django.test import RequestFactory
+
+import config.asgi as front
+from config import database
+from config.errors import describe, handler500
+from config.middleware import RequestIdMiddleware
+from tests.factories import StoreFactory
+
+
+def test_database_faults_are_503_overloaded_with_retry_after():
+    status, type_, message, _, _, headers = describe(OperationalError("server closed the connection unexpectedly"))
+    assert (status, type_) == (503, "overloaded_error")
+    assert "retry" in message.lower()
+    assert headers == {"Retry-After": "1"}
+    assert describe(psycopg.errors.QueryCanceled("canceling statement due to statement timeout"))[0] == 503
+
+
+def test_plain_django_views_render_database_faults_as_one_warning_line(caplog):
+    request = RequestFactory().get("/backoffice/")
+    request.request_id = "req_" + "0" * 24
+    with caplog.at_level(logging.WARNING, logger="memories.errors"):
+        response = RequestIdMiddleware(lambda r: None).process_exception(request, OperationalError("boom\nline 2"))
+    assert response.status_code == 503
+    assert response["Retry-After"] == "1"
+    assert response._has_been_logged  # Django's request log will not add a traceback
+    [record] = caplog.records
+    assert record.levelname == "WARNING" and record.exc_info is None
+    assert record.getMessage() == f"503 GET /backoffice/ {request.request_id}: OperationalError: boom"
+
+
+def test_handler500_turns_a_database_fault_into_503_and_anything_else_into_500():
+    request = RequestFactory().get("/x")
+    try:
+        raise OperationalError("connection refused")
+    except OperationalError:
+        assert handler500(request).status_code == 503
+    try:
+        raise ValueError("a bug")
+    except ValueError:
+        assert handler500(request).status_code == 500
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lock_held_past_lock_timeout_is_a_503_and_changes_nothing(make_client, owner, settings):
+    """The request budgets (as the server applies them): a note waiting on a locked store row gives up."""
+    client = make_client(owner)
+    store = StoreFactory(owner=owner)
+    settings.DB_LOCK_TIMEOUT = 0.3
+    saved = dict(connection.settings_dict["OPTIONS"])
+    connection.close()
+    database.apply_request_budgets()
+    try:
+        params = {
+            k: v for k, v in connection.get_connection_params().items() if k in ("host", "port", "user", "dbname")
+        }
+        with psycopg.connect(**params) as holder:
+            holder.execute("SELECT 1 FROM stores_store WHERE id = %s FOR UPDATE", (store.pk,))
+            started = time.monotonic()
+            response = client.post(f"/api/v1/memories/{store.pk}/note", {"body_md": "waits"}, format="json")
+            took = time.monotonic() - started
+            holder.rollback()
+        assert response.status_code == 503, response.content
+        assert response.json()["error"]["type"] == "overloaded_error"
+        assert response["Retry-After"] == "1"
+        assert took < 5  # cancelled by lock_timeout, well before statement_timeout (5 s)
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW lock_timeout")
+            assert cursor.fetchone()[0] == "300ms"
+            cursor.execute("SHOW statement_timeout")
+            assert cursor.fetchone()[0] == "5s"
+            cursor.execute("SELECT count(*) FROM memories_entry WHERE store_id = %s", [store.pk])
+            assert cursor.fetchone()[0] == 0
+    finally:
+        connection.close()
+        connection.settings_dict["OPTIONS"] = saved
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_request_deadline_cuts_a_connection_stuck_in_the_database():
+    """What a frozen server would do to a query forever; the watchdog ends it with an OperationalError."""
+    outcome = {}
+
+    def stuck():
+        from django.db import connection as mine
+
+        with mine.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            outcome["pid"] = cursor.fetchone()[0]
+        started = time.monotonic()
+        try:
+            with database.request_deadline(0.5), mine.cursor() as cursor:
+                cursor.execute("SELECT pg_sleep(20)")
+        except OperationalError as exc:
+            outcome["error"] = exc
+        outcome["took"] = time.monotonic() - started
+        mine.close()
+
+    thread = threading.Thread(target=stuck)
+    thread.start()
+    thread.join(timeout=10)
+    with connection.cursor() as cursor:  # the server side sleeps on; end it so the test database can be dropped
+        cursor.execute("SELECT pg_terminate_backend(%s)", [outcome["pid"]])
+    assert isinstance(outcome.get("error"), OperationalError)
+    assert 0.5 <= outcome["took"] < 2.0
+
+
+# --- the ASGI front (config/asgi.py) ---------------------------------------------------------------
+
+
+def run_asgi(scope: dict, messages: list[dict] | None = None, *, stall: bool = False) -> list[dict]:
+    """Call the front with `scope`; `receive` yields `messages` then (with `stall`) never returns."""
+    sent: list[dict] = []
+    queue = list(messages or [{"type": "http.request", "body": b"", "more_body": False}])
+
+    async def receive():
+        if queue:
+            return queue.pop(0)
+        if stall:
+            await asyncio.sleep(3600)
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(front.application(scope, receive, send))
+    return sent
+
+
+def http_scope(method: str, path: str, headers: list[tuple[bytes, bytes]] | None = None, query: bytes = b"") -> dict:
+    return {
+        "type": "http", "method": method, "path": path, "raw_path": path.encode() + (b"?" + query if query else b""),
+        "query_string": query, "headers": headers or [(b"host", b"testserver")], "http_version": "1.1",
+        "scheme": "http", "server": ("testserver", 80), "client": ("127.0.0.1", 5000), "root_path": "",
+    }  # fmt: skip
+
+
+def test_healthz_is_answered_by_the_front_without_django(monkeypatch):
+    monkeypatch.setattr(front, "django_application", None)  # would raise if called
+    start, body = run_asgi(http_scope("GET", "/healthz"))
+    assert start["status"] == 200
+    headers = dict(start["headers"])
+    assert headers[b"request-id"].startswith(b"req_")
+    assert body["body"] == b'{"status": "ok"}'
+
+
+def test_a_body_that_stalls_gets_408(settings):
+    settings.BODY_TIMEOUT = 0.3
+    scope = http_scope("POST", "/api/v1/memories", [(b"host", b"testserver"), (b"content-length", b"10")])
+    start, body = run_asgi(scope, [{"type": "http.request", "body": b"{", "more_body": True}], stall=True)
+    assert start["status"] == 408
+    assert dict(start["headers"])[b"connection"] == b"close"
+    assert b'"invalid_request_error"' in body["body"]
+
+
+def test_a_request_django_does_not_answer_in_time_is_503_with_retry_after(monkeypatch, settings):
+    settings.REQUEST_TIMEOUT = 0.3
+    ran = []
+
+    def slow_app(environ, start_response):
+        ran.append(environ["PATH_INFO"])
+        time.sleep(1.0)
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"late"]
+
+    monkeypatch.setattr(front, "django_application", slow_app)
+    start, body = run_asgi(http_scope("GET", "/api/v1/me"))
+    assert start["status"] == 503
+    assert dict(start["headers"])[b"retry-after"] == b"1"
+    assert b'"overloaded_error"' in body["body"]
+    assert ran == ["/api/v1/me"]  # it did start; the answer came from the front, not from it
+
+
+def test_the_environ_is_what_gunicorn_wsgi_builds(monkeypatch):
+    seen = {}
+
+    def app(environ, start_response):
+        seen.update(environ)
+        seen["body"] = environ["wsgi.input"].read()
+        start_response("201 Created", [("X-A", "b")])
+        return [b"ok"]
+
+    monkeypatch.setattr(front, "django_application", app)
+    headers = [(b"host", b"testserver"), (b"content-type", b"application/json"), (b"content-length", b"2"),
+               (b"x-dup", b"1"), (b"x-dup", b"2"), (b"x_under", b"dropped")]  # fmt: skip
+    scope = http_scope("POST", "/a%20b/%E2%82%AC", headers, b"q=1")
+    scope["raw_path"] = b"/a%20b/%E2%82%AC?q=1"
+    start, _body = run_asgi(scope, [{"type": "http.request", "body": b"{}", "more_body": False}])
+    assert start["status"] == 201
+    assert (b"content-length", b"2") in start["headers"] and (b"x-a", b"b") in start["headers"]
+    assert seen["PATH_INFO"] == "/a b/€".encode().decode("latin-1")
+    assert seen["QUERY_STRING"] == "q=1"
+    assert (seen["CONTENT_TYPE"], seen["CONTENT_LENGTH"], seen["HTTP_X_DUP"]) == ("application/json", "2", "1,2")
+    assert "HTTP_X_UNDER" not in seen
+    assert seen["body"] == b"{}"
