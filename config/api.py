@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.response import Response
 
@@ -62,3 +64,22 @@ class Utf8TextField(serializers.CharField):
         if size < self.min_bytes:
             raise serializers.ValidationError(f"Text must be at least {self.min_bytes} UTF-8 byte(s).")
         return value
+
+
+@extend_schema_field(OpenApiTypes.BOOL)
+class QueryBooleanField(serializers.Field):
+    """A boolean query parameter written exactly ``true`` or ``false`` (``yes``, ``1``, ``True`` are 400).
+
+    OpenAPI (and so the MCP input schema, which is derived from it) documents it as a boolean; MCP passes
+    a JSON boolean, which `config.mcp_tools` writes into the query string as ``true``/``false``.
+    """
+
+    default_error_messages = {"invalid": "Must be true or false."}
+
+    def to_internal_value(self, data) -> bool:
+        if data not in ("true", "false"):
+            self.fail("invalid")
+        return data == "true"
+
+    def to_representation(self, value) -> bool:
+        return bool(value)
