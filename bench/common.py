@@ -85,10 +85,12 @@ class ServerConfig:
 
     workers: int = 2
     threads: int = 4
+    app: str = "config.wsgi:application"  # e.g. "config.asgi:application" with worker_class="asgi"
+    worker_class: str | None = None  # None: the config file's choice (gthread, or sync with 1 thread)
 
     @property
     def label(self) -> str:
-        kind = "gthread" if self.threads > 1 else "sync"
+        kind = self.worker_class or ("gthread" if self.threads > 1 else "sync")
         return f"{kind} workers={self.workers} threads={self.threads}"
 
 
@@ -119,10 +121,11 @@ def process_tree_cpu(pid: int) -> float:
 
 
 @contextlib.contextmanager
-def gunicorn(db_name: str, config: ServerConfig = ServerConfig()):
+def gunicorn(db_name: str, config: ServerConfig = ServerConfig(), extra_args: tuple[str, ...] = ()):
     """Run gunicorn (the project's config file) on a free loopback port against `db_name`; yields a Server.
 
     The server's log goes to a temporary file, printed if it fails to become ready within 60 s.
+    `extra_args` are appended to gunicorn's command line (e.g. an access log).
     """
     port = free_port()
     env = dict(
@@ -133,6 +136,9 @@ def gunicorn(db_name: str, config: ServerConfig = ServerConfig()):
         GUNICORN_THREADS=str(config.threads),
     )
     env.pop("GUNICORN_ACCESS_LOG", None)
+    env.pop("GUNICORN_WORKER_CLASS", None)
+    if config.worker_class:
+        env["GUNICORN_WORKER_CLASS"] = config.worker_class
     log = tempfile.NamedTemporaryFile("w+", prefix="bench-gunicorn-", suffix=".log", delete=False)  # noqa: SIM115
     cmd = [
         sys.executable,
@@ -144,7 +150,8 @@ def gunicorn(db_name: str, config: ServerConfig = ServerConfig()):
         f"127.0.0.1:{port}",
         "--chdir",
         str(ROOT),
-        "config.wsgi:application",
+        *extra_args,
+        config.app,
     ]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:

@@ -9,10 +9,11 @@ change to a REST serializer, limit or view flows into MCP without a second edit:
   builds from the serializers (converted to plain JSON Schema, references inlined);
 - the output schema is the operation's success response (the ``{data, meta}`` envelope);
 - a call is dispatched **to the REST view itself**, in-process: the arguments become the path, the query
-  string and the JSON body of an internal request that carries the caller's own ``Authorization`` header
-  and the outer request's id. The view authenticates, checks scopes, fetches through the selectors,
-  validates with the strict serializers, calls the one service and renders — the only implementation of
-  every rule — and its response body is the tool's result (or, for a 4xx/5xx, the SPEC §2 error object).
+  string and the JSON body of an internal request made for the caller the `/mcp` request authenticated
+  (its user and token) and carrying the outer request's id. The view checks scopes, fetches through the
+  selectors, validates with the strict serializers, calls the one service and renders — the only
+  implementation of every rule — and its response body is the tool's result (or, for a 4xx/5xx, the
+  SPEC §2 error object).
 
 What MCP adds in front of the view is only what the HTTP encoding would otherwise lose: JSON types are
 checked strictly (``"true"``, ``"5"`` where a boolean or integer belongs are errors, never coerced — a
@@ -386,8 +387,8 @@ def rest_request(operation: Operation, arguments: dict[str, Any], *, outer: Http
 
     Path parameters are percent-encoded into the path (an ``id`` cannot reach another route), query
     parameters form the query string (booleans as ``true``/``false``), body fields the JSON body. The
-    caller's Authorization header and the outer request's id are carried over, so the REST view
-    authenticates the same token and errors quote the request id of the HTTP response.
+    caller (the user and token `/mcp` authenticated, else the Authorization header) and the outer
+    request's id are carried over, so errors quote the request id of the HTTP response.
     """
     path = operation.path
     for name in operation.path_params:
@@ -418,6 +419,13 @@ def rest_request(operation: Operation, arguments: dict[str, Any], *, outer: Http
             environ[key] = meta[key]
     inner = WSGIRequest(environ)
     inner.request_id = request_id_of(outer)
+    credentials = getattr(outer, "mcp_credentials", None)
+    if credentials is not None:
+        # The token was authenticated for this HTTP request moments ago (config.mcp_server.endpoint):
+        # hand the view that caller instead of looking the token up again. DRF's Request honours these
+        # two attributes (its force_authenticate hook); DRF is pinned and tests cover it. Scopes and
+        # store rights are still checked by the view, from this token.
+        inner._force_auth_user, inner._force_auth_token = credentials
     return inner
 
 

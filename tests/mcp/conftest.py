@@ -69,10 +69,10 @@ class LiveServer:
         return {int(pid) for pid in children}
 
 
-@pytest.fixture(scope="session")
-def live(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[LiveServer]:
-    """gunicorn with config/gunicorn.conf.py (gthread, 2 workers × 4 threads) on pytest's test database."""
-    folder = tmp_path_factory.mktemp("gunicorn")
+@contextlib.contextmanager
+def gunicorn(folder: Path, *, app: str = "config.wsgi:application", worker_class: str | None = None):
+    """gunicorn with config/gunicorn.conf.py (2 workers × 4 threads; `worker_class` overrides gthread) on
+    pytest's test database; yields a LiveServer whose access log names pid and Request-Id per response."""
     access_log, error_log = folder / "access.log", folder / "error.log"
     port = free_port()
     env = {
@@ -83,8 +83,10 @@ def live(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[LiveS
         "GUNICORN_THREADS": "4",
     }
     env.pop("GUNICORN_WORKER_CLASS", None)
+    if worker_class:
+        env["GUNICORN_WORKER_CLASS"] = worker_class
     command = [
-        sys.executable, "-m", "gunicorn", "config.wsgi:application",
+        sys.executable, "-m", "gunicorn", app,
         "--config", str(ROOT / "config" / "gunicorn.conf.py"),
         "--bind", f"127.0.0.1:{port}",
         "--access-logfile", str(access_log), "--access-logformat", LOG_FORMAT,
@@ -103,6 +105,13 @@ def live(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[LiveS
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="session")
+def live(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[LiveServer]:
+    """The `bin/serve` stack: gunicorn, config/gunicorn.conf.py, gthread, 2 workers × 4 threads."""
+    with gunicorn(tmp_path_factory.mktemp("gunicorn")) as server:
+        yield server
 
 
 def _wait_ready(server: LiveServer, error_log: Path) -> None:
@@ -175,7 +184,7 @@ class SyncClient:
 
 @pytest.fixture
 def mcp_client(live):
-    """``mcp_client(token, mode="auto", keepalive=True)``: a context manager yielding a `SyncClient`.
+    """``mcp_client(token, mode="auto", keepalive=True, server=live)``: a context manager yielding a `SyncClient`.
 
     mode: the official client's negotiation ('auto' probes server/discover → 2026-07-28; 'legacy' runs the
     initialize handshake). keepalive=False opens a new TCP connection per request, so consecutive
@@ -183,7 +192,9 @@ def mcp_client(live):
     """
 
     @contextlib.contextmanager
-    def connect(token: str | None, *, mode: str = "auto", keepalive: bool = True) -> Iterator[SyncClient]:
+    def connect(
+        token: str | None, *, mode: str = "auto", keepalive: bool = True, server: LiveServer | None = None
+    ) -> Iterator[SyncClient]:
         with start_blocking_portal() as portal:
             wrapper = SyncClient(portal=portal, client=None)  # type: ignore[arg-type]
 
@@ -198,7 +209,8 @@ def mcp_client(live):
                 )
 
             http = portal.call(build_http)
-            client = Client(streamable_http_client(live.mcp_url, http_client=http), mode=mode)
+            url = (server or live).mcp_url
+            client = Client(streamable_http_client(url, http_client=http), mode=mode)
             try:
                 with portal.wrap_async_context_manager(client) as entered:
                     wrapper.client = entered
