@@ -231,6 +231,7 @@ def main() -> None:
     parser.add_argument("--mounts", default=",".join(MOUNTS), help="comma-separated subset of: " + ", ".join(MOUNTS))
     parser.add_argument("--keep", action="store_true", help="keep the throw-away database")
     parser.add_argument("--rounds", type=int, default=300, help="in-process rounds per case (default 300)")
+    parser.add_argument("--server-log", default="/dev/stderr", help="gunicorn's error log (default: stderr)")
     args = parser.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     mounts = [m for m in args.mounts.split(",") if m]
@@ -250,7 +251,10 @@ def main() -> None:
             config = MOUNTS[mount]
             with tempfile.TemporaryDirectory() as folder:
                 access_log = Path(folder) / "access.log"
-                log_args = ("--access-logfile", str(access_log), "--access-logformat", "%(p)s %(r)s %(s)s")
+                log_args = (
+                    "--access-logfile", str(access_log), "--access-logformat", "%(p)s %(r)s %(s)s",
+                    "--error-logfile", args.server_log, "--capture-output",
+                )  # fmt: skip
                 with gunicorn(db_name, config, extra_args=log_args) as server:
                     for n in clients:
                         cases = [
