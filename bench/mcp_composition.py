@@ -43,7 +43,7 @@ def compose(manager: StreamableHTTPSessionManager):
             request = ASGIRequest(scope, io.BytesIO())
             request.request_id = new_request_id()
             try:
-                credentials = await sync_to_async(mcp_server._authenticate)(request)
+                credentials = await sync_to_async(mcp_server.authenticate_bearer)(request)
             except Exception:
                 credentials = None
             if credentials is None:

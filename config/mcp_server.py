@@ -142,7 +142,7 @@ SERVER.middleware = []
 # ------------------------------------------------------------------------------------------ the view
 
 
-def _authenticate(request: HttpRequest):
+def authenticate_bearer(request: HttpRequest):
     """``(user, token)`` for the request's bearer token, or None without one; raises AuthenticationFailed."""
     return BearerTokenAuthentication().authenticate(request)
 
@@ -177,8 +177,8 @@ def endpoint(request: HttpRequest) -> HttpResponse:
     """POST /mcp: one JSON-RPC message in, one JSON answer out (see the module docstring).
 
     A sync view: authentication runs in the request's thread before any event loop exists, and the
-    SDK's exchange runs under ``async_to_sync``; each tool call hops back to this thread once (measured
-    against an async view in docs/decisions.md). Under an ASGI server Django runs it in a worker thread.
+    SDK's exchange runs under ``async_to_sync``; each tool call hops back to this thread once (an async
+    view would add a hop for the authentication). Under an ASGI server Django runs it in a worker thread.
     """
     if request.method != "POST":
         return error_response(
@@ -191,7 +191,7 @@ def endpoint(request: HttpRequest) -> HttpResponse:
     if not _origin_allowed(request):
         return error_response(request, status=403, type="permission_error", message="Origin not allowed.")
     try:
-        credentials = _authenticate(request)
+        credentials = authenticate_bearer(request)
     except (drf.AuthenticationFailed, drf.NotAuthenticated) as exc:
         return _unauthorized(request, exc)
     if credentials is None:
