@@ -142,6 +142,8 @@ STACKS = {
     "uvicorn+a2wsgi": _uvicorn_cmd("bench.stacks:a2wsgi_app"),
     "granian-wsgi": _granian_cmd("wsgi", "config.wsgi:application"),
     "granian-asgi+a2wsgi": _granian_cmd("asgi", "bench.stacks:a2wsgi_app"),
+    # issue 14: the MCP SDK's app composed with Django in a path-dispatching ASGI app (bench/mcp_composition.py)
+    "gunicorn-asgi+mcp-composition": _gunicorn_cmd("bench.mcp_composition:application", "--worker-class", "asgi"),
 }
 
 
@@ -172,11 +174,12 @@ def process_tree_cpu(pid: int) -> float:
 
 
 @contextlib.contextmanager
-def gunicorn(db_name: str, config: ServerConfig = ServerConfig()):
+def gunicorn(db_name: str, config: ServerConfig = ServerConfig(), extra_args: tuple[str, ...] = ()):
     """Run the server `config` names (by default gunicorn with the project's config file, as `bin/serve`
     does) on a free loopback port against `db_name`; yields a Server.
 
     The server's log goes to a temporary file, printed if it fails to become ready within 60 s.
+    `extra_args` are appended to gunicorn's command line (e.g. an access log).
     """
     port = free_port()
     env = dict(
@@ -188,8 +191,9 @@ def gunicorn(db_name: str, config: ServerConfig = ServerConfig()):
         GUNICORN_THREADS=str(config.threads),
     )
     env.pop("GUNICORN_ACCESS_LOG", None)
+    env.pop("GUNICORN_WORKER_CLASS", None)
     log = tempfile.NamedTemporaryFile("w+", prefix="bench-gunicorn-", suffix=".log", delete=False)  # noqa: SIM115
-    cmd = config.command(port)
+    cmd = [*config.command(port), *extra_args]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60

@@ -29,6 +29,7 @@ SUITE = {
     "files": ["files.py"],
     "queries": ["queries.py"],
     "import_0041": ["import_0041.py"],
+    "mcp": ["mcp_calls.py"],
 }
 QUICK = {
     "note": ["--duration", "1.5"],
@@ -37,6 +38,7 @@ QUICK = {
     "files": ["--duration", "1.5"],
     "queries": ["--large", "16384"],
     "import_0041": ["--records", "20000"],
+    "mcp": ["--duration", "1", "--clients", "1", "--rounds", "100"],
 }
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.response import Response
 
@@ -99,17 +101,6 @@ class StrictIntegerField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
-class QueryBooleanField(serializers.BooleanField):
-    """A query-string boolean written exactly `true` or `false` (DRF would also take `yes`, `1`, `on`…)."""
-
-    def to_internal_value(self, data):
-        if data in ("true", "false"):
-            return data == "true"
-        if isinstance(data, bool):
-            return data
-        raise serializers.ValidationError("Must be `true` or `false`.")
-
-
 class JsonIntegerField(serializers.IntegerField):
     """An integer that must be a JSON number without a fraction: strings, floats and booleans are 400."""
 
@@ -117,3 +108,24 @@ class JsonIntegerField(serializers.IntegerField):
         if isinstance(data, bool) or not isinstance(data, int):
             raise serializers.ValidationError("Must be an integer.")
         return super().to_internal_value(data)
+
+
+@extend_schema_field(OpenApiTypes.BOOL)
+class QueryBooleanField(serializers.Field):
+    """A boolean query parameter written exactly ``true`` or ``false`` (``yes``, ``1``, ``True`` are 400).
+
+    OpenAPI (and so the MCP input schema, which is derived from it) documents it as a boolean; MCP passes
+    a JSON boolean, which `config.mcp_tools` writes into the query string as ``true``/``false``.
+    """
+
+    default_error_messages = {"invalid": "Must be true or false."}
+
+    def to_internal_value(self, data) -> bool:
+        if isinstance(data, bool):  # internal callers (and MCP) may hand a JSON boolean over directly
+            return data
+        if data not in ("true", "false"):
+            self.fail("invalid")
+        return data == "true"
+
+    def to_representation(self, value) -> bool:
+        return bool(value)

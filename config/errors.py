@@ -1,4 +1,4 @@
-"""The one place an exception becomes SPEC §2's error object, for REST, plain Django views and (later) MCP.
+"""The one place an exception becomes SPEC §2's error object, for REST, plain Django views and MCP tools.
 
 Shape: ``{"type": "error", "error": {"type", "message", "details"?}, "request_id": "req_…"}``.
 Every 409 and 412 also carries ``x-should-retry: false`` so the anthropic SDK does not retry it (SPEC §5).
@@ -211,7 +211,7 @@ def _flatten_validation(detail: Any, prefix: str = "") -> list[tuple[str, str]]:
 def describe(exc: BaseException) -> tuple[int, str, str, dict, dict, dict]:
     """Map any exception to ``(status, type, message, details, extra, headers)``.
 
-    Used by the REST handler, the plain-Django handlers and (later) the MCP tool wrapper, so every
+    Used by the REST handler, the plain-Django handlers and the MCP tools (`config.mcp_tools`), so every
     surface reports the same error for the same cause. Unknown exceptions become a 500 `api_error`
     whose message never contains the exception text or a traceback.
     """

@@ -127,6 +127,9 @@ TOKEN_LAST_USED_RESOLUTION = env.int("TOKEN_LAST_USED_RESOLUTION", default=60)
 MEMORY_STORE_MAX_MEMORIES = env.int("MEMORY_STORE_MAX_MEMORIES", default=2000)
 # Memories log: how long a recall cursor stays valid (seconds); older cursors get 400 (SPEC §4 recall).
 RECALL_CURSOR_MAX_AGE = env.int("RECALL_CURSOR_MAX_AGE", default=24 * 3600)
+# /mcp: browser origins allowed besides the server's own host (the MCP transport asks servers to check
+# Origin; requests without one — every non-browser client — are unaffected).
+MCP_ALLOWED_ORIGINS = env.list("MCP_ALLOWED_ORIGINS", default=[])
 # Public base URL used in absolute links (guide URL in 410s); empty = taken from the request.
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
 

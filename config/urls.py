@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from config import health
+from config import health, mcp_server
 
 handler400 = "config.errors.handler400"
 handler403 = "config.errors.handler403"
@@ -15,6 +15,7 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("openapi.yaml", SpectacularAPIView.as_view(), name="openapi"),
+    path("mcp", mcp_server.endpoint, name="mcp"),
     path("backoffice/", admin.site.urls),
     path("api/v1/", include("accounts.api.urls")),
     path("api/v1/", include("stores.api.urls")),

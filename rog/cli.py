@@ -21,7 +21,7 @@ import click
 from rog import accounts
 from rog.client import new_idempotency_key
 from rog.common import RogGroup, State, emit, fail_usage, path_part
-from rog.prompt import render_prompt
+from rog.prompt import mcp_configuration, render_mcp_text, render_prompt
 
 
 @dataclass(frozen=True)
@@ -334,14 +334,16 @@ def update(state: State, user, project, board, store) -> None:
 @click.option("--text", "as_text", is_flag=True, help="Print the instructions as plain text instead of JSON.")
 @click.pass_obj
 def prompt(state: State, user, project, board, store, as_text) -> None:
-    """Print instructions to add to your assistant's project instructions (when to wake, note, recall, nap)."""
+    """Print instructions to add to your assistant's project instructions (when to wake, note, recall, nap),
+    and the MCP configuration (URL and Authorization header) for Claude Code, Cursor, VS Code and Claude
+    Desktop. The token is shown as a placeholder, never your secret."""
     sid = store_id(state, selection(user, project, board, store))
     record = state.call("GET", f"memories/{sid}")["data"]
-    text = render_prompt(store=record, selector=f"--store {record['id']}")
+    text = render_prompt(store=record, selector=f"--store {record['id']}", api_url=state.api_url)
     if as_text:
-        sys.stdout.write(text)
+        sys.stdout.write(text + render_mcp_text(state.api_url))
         return
-    emit({"data": {"store_id": record["id"], "prompt": text}, "meta": {}})
+    emit({"data": {"store_id": record["id"], "prompt": text, "mcp": mcp_configuration(state.api_url)}, "meta": {}})
 
 
 for command in accounts.COMMANDS:

@@ -10,7 +10,7 @@ import re
 
 from rest_framework import serializers
 
-from config.api import JsonIntegerField, StrictQuerySerializer, StrictSerializer, Utf8TextField
+from config.api import JsonIntegerField, QueryBooleanField, StrictQuerySerializer, StrictSerializer, Utf8TextField
 from memories import tree
 from memories.models import BODY_MAX_BYTES, MODEL_MAX_CHARS, NONCE_MAX_CHARS, SUMMARY_MAX_BYTES
 
@@ -102,12 +102,11 @@ class RecallQuerySerializer(StrictQuerySerializer):
     pattern = serializers.CharField(
         trim_whitespace=False, max_length=4096, help_text="RE2 pattern, ≤200 characters, ≤1,024 instructions."
     )
-    case_sensitive = serializers.ChoiceField(choices=["true", "false"], default="false", required=False)
+    case_sensitive = QueryBooleanField(
+        default=False, required=False, help_text="Match case exactly (default: case-insensitive)."
+    )
     cursor = serializers.CharField(max_length=4096, required=False, help_text="meta.next_cursor of the last page.")
     limit = serializers.IntegerField(min_value=1, max_value=100, default=100, required=False)
-
-    def validate_case_sensitive(self, value: str) -> bool:
-        return value == "true"
 
 
 # ----------------------------------------------------------------------------------------- responses

@@ -17,7 +17,8 @@ from memories import selectors, services
 from memories.api import serializers as s
 from stores.selectors import get_store_for
 
-STORE_ID = OpenApiParameter("pk", str, OpenApiParameter.PATH, description="Store UUID.")
+# Named `id` like the path parameter drf-spectacular documents (it renames the URL's `pk` to `id`).
+STORE_ID = OpenApiParameter("id", str, OpenApiParameter.PATH, description="Store UUID.")
 IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key",
     str,

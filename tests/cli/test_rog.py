@@ -101,6 +101,11 @@ def test_get_started_sequence(rog, me):
     for word in ("wake", "note", "recall", "nap"):
         assert f"rog memories {word}" in text
     assert str(shared["data"]["id"]) in text
+    assert "wake_memories" in text and "client_nonce" in text  # the same advice for MCP-equipped assistants
+    mcp = prompt["data"]["mcp"]
+    assert mcp["url"] == f"{rog.url}/mcp" and mcp["headers"] == {"Authorization": "Bearer <your token>"}
+    assert mcp["clients"]["cursor"]["mcpServers"]["memories"]["url"] == mcp["url"]
+    assert rog.token not in json.dumps(prompt)  # the secret never goes into pasted instructions
 
 
 def test_access_and_sharing_sequence(rog, me, live_server):

@@ -1,0 +1,158 @@
+"""The /mcp view and the tool registry in-process (Django's test client): HTTP edges, schema derivation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from accounts import services as account_services
+from config import mcp_tools
+from config.mcp_tools import Tool
+from memories.models import Entry
+from tests.factories import StoreFactory, UserFactory
+
+ACCEPT = "application/json, text/event-stream"
+
+
+@pytest.fixture
+def secret(db):
+    return account_services.issue_token(user=UserFactory(handle="alice")).secret
+
+
+def rpc(client, secret, message, **headers):
+    body = message if isinstance(message, (str, bytes)) else json.dumps(message)
+    return client.post(
+        "/mcp",
+        data=body,
+        content_type=headers.pop("content_type", "application/json"),
+        HTTP_ACCEPT=ACCEPT,
+        HTTP_AUTHORIZATION=f"Bearer {secret}",
+        HTTP_MCP_PROTOCOL_VERSION="2025-06-18",
+        **headers,
+    )
+
+
+def call(client, secret, name, arguments):
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    response = rpc(client, secret, message)
+    assert response.status_code == 200, response.content
+    return response.json()["result"]
+
+
+@pytest.mark.parametrize("method", ["get", "delete", "put", "patch", "options"])
+def test_methods_other_than_post_are_405_with_allow(client, secret, method):
+    response = getattr(client, method)("/mcp", HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert response.status_code == 405 and response["Allow"] == "POST"
+    assert response.json()["error"]["type"] == "invalid_request_error"
+    assert response.json()["request_id"] == response["Request-Id"]
+
+
+def test_a_foreign_browser_origin_is_refused_and_the_own_host_allowed(client, secret, settings):
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    foreign = rpc(client, secret, ping, HTTP_ORIGIN="http://evil.example")
+    assert foreign.status_code == 403 and foreign.json()["error"]["type"] == "permission_error"
+    assert rpc(client, secret, ping, HTTP_ORIGIN="http://testserver").status_code == 200
+    settings.MCP_ALLOWED_ORIGINS = ["https://console.example"]
+    assert rpc(client, secret, ping, HTTP_ORIGIN="https://console.example").status_code == 200
+
+
+def test_transport_rejections_that_are_not_json_rpc_become_the_error_object(client, secret):
+    wrong_type = rpc(client, secret, "{}", content_type="text/plain")
+    assert wrong_type.status_code == 400
+    assert wrong_type.json()["error"] == {"type": "invalid_request_error", "message": "Invalid Content-Type header"}
+    assert wrong_type.json()["request_id"] == wrong_type["Request-Id"]
+
+
+def test_json_rpc_errors_stay_json_rpc_and_carry_a_request_id(client, secret):
+    broken = rpc(client, secret, b'{"jsonrpc": "2.0", "id": 1, "method": ')
+    assert broken.status_code == 400 and broken.json()["error"]["code"] == -32700
+    assert broken["Request-Id"].startswith("req_")
+    unknown = rpc(client, secret, {"jsonrpc": "2.0", "id": 2, "method": "resources/list"})
+    assert unknown.json()["error"]["code"] == -32601
+    not_an_object = rpc(
+        client, secret, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "x", "arguments": [1]}}
+    )
+    assert not_an_object.json()["error"]["code"] == -32602
+
+
+def test_a_tool_call_in_process_writes_through_the_rest_service(client, secret):
+    store = StoreFactory(owner=UserFactory._meta.model.objects.get(handle="alice"))
+    result = call(client, secret, "note_memories", {"id": str(store.pk), "body_md": "in-process", "client_nonce": "k"})
+    assert result["isError"] is False and result["structuredContent"]["data"]["seq"] == 0
+    assert Entry.objects.get().client_nonce == "k"
+
+
+def test_integers_must_be_json_integers(client, secret):
+    store = StoreFactory(owner=UserFactory._meta.model.objects.get(handle="alice"))
+    for budget in (32.0, "32", True, None):
+        result = call(client, secret, "wake_memories", {"id": str(store.pk), "budget": budget})
+        assert result["isError"] is True, budget
+        assert json.loads(result["content"][0]["text"])["error"]["message"].startswith("budget: Must be an integer")
+
+
+# --- the registry: schemas come from the REST operation ------------------------------------------------
+
+
+def test_a_new_tool_is_one_declaration_for_an_existing_rest_operation(db, client, secret):
+    """Declaring a Tool for any documented operation yields its schemas and a working call (here: search)."""
+    catalogue = mcp_tools.build_catalogue(
+        [Tool(name="search", title="Search", description="Search store names and descriptions.")],
+        mcp_tools.openapi_document(),
+    )
+    search = catalogue["search"]
+    assert (search.method, search.path) == ("GET", "/api/v1/search")
+    assert search.input_schema["required"] == ["q"]
+    assert search.input_schema["properties"]["limit"] == {
+        "type": "integer",
+        "maximum": 100,
+        "minimum": 1,
+        "default": 20,
+    }
+    assert search.output_schema["properties"]["data"]["type"] == "array"
+
+
+def test_a_tool_naming_no_rest_operation_fails_loudly(db):
+    with pytest.raises(LookupError, match="names no REST operation"):
+        mcp_tools.build_catalogue([Tool(name="note_memory", title="x", description="y")], mcp_tools.openapi_document())
+
+
+def test_openapi_schemas_become_self_contained_json_schema():
+    components = {
+        "Job": {"type": "object", "properties": {"range": {"type": "string", "readOnly": True}}},
+        "Kind": {"enum": ["a", "b"], "type": "string"},
+    }
+    converted = mcp_tools.json_schema(
+        {
+            "type": "object",
+            "properties": {
+                "job": {"allOf": [{"$ref": "#/components/schemas/Job"}], "nullable": True},
+                "kind": {"allOf": [{"$ref": "#/components/schemas/Kind"}], "default": "a"},
+                "text": {"type": "string", "nullable": True},
+            },
+        },
+        components,
+    )
+    assert converted["properties"] == {
+        "job": {"type": ["object", "null"], "properties": {"range": {"type": "string"}}},
+        "kind": {"enum": ["a", "b"], "type": "string", "default": "a"},
+        "text": {"type": ["string", "null"]},
+    }
+    with pytest.raises(ValueError, match="cycle"):
+        mcp_tools.json_schema({"$ref": "#/components/schemas/Loop"}, {"Loop": {"$ref": "#/components/schemas/Loop"}})
+
+
+def test_every_schema_matches_the_serializer_limits_it_came_from():
+    """A REST limit is the MCP limit: the schemas are read from the same serializers."""
+    from memories.api import serializers as log
+    from memories.models import NONCE_MAX_CHARS
+    from stores.api.pagination import MAX_LIMIT
+
+    catalogue = mcp_tools.catalogue()
+    note = catalogue["note_memories"].input_schema["properties"]
+    assert note["client_nonce"]["maxLength"] == NONCE_MAX_CHARS
+    assert note["body_md"]["description"] == log.NoteRequestSerializer().fields["body_md"].help_text
+    wake = catalogue["wake_memories"].input_schema["properties"]["budget"]
+    field = log.WakeQuerySerializer().fields["budget"]
+    assert (wake["minimum"], wake["maximum"], wake["default"]) == (field.min_value, field.max_value, field.default)
+    assert catalogue["list_memories"].input_schema["properties"]["limit"]["maximum"] == MAX_LIMIT

@@ -1,0 +1,255 @@
+"""Hostile arguments end in tool errors (SPEC §2 error object) and change nothing (SPEC §2, §8)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import httpx
+import pytest
+
+from memories.models import Entry
+from stores.models import ReaderGrant, Store
+from tests.factories import ReaderGrantFactory, StoreFactory
+from tests.mcp.test_tools import error_of
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def alice_store(alice):
+    return StoreFactory(owner=alice.user, name="Alice")
+
+
+def snapshot() -> tuple:
+    """Everything a hostile call could have changed."""
+    stores = sorted(Store.objects.values_list("id", "name", "description", "visibility", "entry_count", "generation"))
+    entries = sorted(Entry.objects.values_list("store_id", "seq", "body_md"))
+    grants = sorted(ReaderGrant.objects.values_list("store_id", "user_id", "active"))
+    return stores, entries, grants
+
+
+WRONG_TYPES = [
+    ("note_memories", {"body_md": 5}, "body_md"),
+    ("note_memories", {"body_md": "x", "client_nonce": 7}, "client_nonce"),
+    ("wake_memories", {"budget": "64"}, "budget"),
+    ("wake_memories", {"budget": 64.0}, "budget"),
+    ("wake_memories", {"budget": True}, "budget"),
+    ("wake_memories", {"snapshot": "5"}, "snapshot"),
+    ("recall_memories", {"pattern": "x", "case_sensitive": "true"}, "case_sensitive"),
+    ("recall_memories", {"pattern": "x", "case_sensitive": "false"}, "case_sensitive"),
+    ("recall_memories", {"pattern": "x", "case_sensitive": "maybe"}, "case_sensitive"),
+    ("recall_memories", {"pattern": "x", "case_sensitive": 0}, "case_sensitive"),
+    ("recall_memories", {"pattern": "x", "limit": "5"}, "limit"),
+    ("share_memories", {"handle": "bob", "active": "true"}, "active"),
+    ("share_memories", {"handle": "bob", "active": "false"}, "active"),
+    ("share_memories", {"handle": "bob", "active": 1}, "active"),
+    ("update_memories", {"visibility": True}, "visibility"),
+    ("update_memories", {"name": ["a"]}, "name"),
+    ("delete_memories", {"expected_entry_count": "0", "generation": 1}, "expected_entry_count"),
+    ("delete_memories", {"expected_entry_count": 0, "generation": "1"}, "generation"),
+    ("forget_memories", {"range": "0-1", "generation": "1"}, "generation"),
+    (
+        "compact_memories",
+        {"range": 0, "generation": 1, "source_digest": "0" * 64, "summary_md": "s", "model": "m"},
+        "range",
+    ),
+    ("zoom_memories", {"range": "0", "snapshot": True}, "snapshot"),
+    ("get_memories", {"id": 5}, "id"),
+]
+
+
+def test_a_wrong_json_type_is_a_tool_error_never_coerced(mcp_client, alice, bob, alice_store):
+    # One test (one database flush) for the whole table; each row names the case that failed.
+    before = snapshot()
+    with mcp_client(alice.secret) as client:
+        for tool, arguments, field in WRONG_TYPES:
+            error = error_of(client.call_tool(tool, {"id": str(alice_store.pk), **arguments}))
+            assert error["type"] == "invalid_request_error", (tool, arguments)
+            assert error["message"].startswith(f"{field}: Must be "), (tool, arguments, error)
+            assert error["details"]["fields"][field].startswith("Must be "), (tool, arguments)
+    assert snapshot() == before
+
+
+def test_unknown_arguments_are_tool_errors(mcp_client, alice, alice_store):
+    before = snapshot()
+    with mcp_client(alice.secret) as client:
+        note = error_of(client.call_tool("note_memories", {"id": str(alice_store.pk), "body_md": "x", "author": "eve"}))
+        wake = error_of(client.call_tool("wake_memories", {"id": str(alice_store.pk), "pk": "x"}))
+        ensure = error_of(client.call_tool("ensure_memories", {"owner": "eve"}))
+    assert note["message"] == "author: Unknown field." and wake["message"] == "pk: Unknown field."
+    assert ensure["details"]["fields"] == {"owner": "Unknown field."}
+    assert snapshot() == before
+
+
+NULS = [
+    ("note_memories", {"body_md": "a\x00b"}, "body_md"),
+    ("note_memories", {"body_md": "ok", "client_nonce": "n\x00"}, "client_nonce"),
+    ("recall_memories", {"pattern": "a\x00"}, "pattern"),
+    ("update_memories", {"name": "x\x00"}, "name"),
+    ("share_memories", {"handle": "bob\x00"}, "handle"),
+    ("get_memories", {"id": "\x00"}, "id"),
+]
+
+
+def test_nul_characters_are_tool_errors(mcp_client, alice, alice_store):
+    before = snapshot()
+    with mcp_client(alice.secret) as client:
+        for tool, arguments, field in NULS:
+            error = error_of(client.call_tool(tool, {"id": str(alice_store.pk), **arguments}))
+            assert error["type"] == "invalid_request_error", (tool, arguments)
+            assert error["message"] == f"{field}: Contains a NUL character.", (tool, arguments, error)
+    assert snapshot() == before
+
+
+MODERN = {"MCP-Protocol-Version": "2026-07-28"}
+
+
+def _raw_call(live, token: str, raw_arguments: str, *, version: str = "2026-07-28") -> httpx.Response:
+    """A tools/call whose arguments are written as raw JSON text (the official client cannot send lone
+    surrogates: it refuses to encode them), at protocol `version`."""
+    meta = ""
+    if version == "2026-07-28":  # the single-exchange envelope carries the version and client in _meta
+        meta = (
+            '"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", '
+            '"io.modelcontextprotocol/clientCapabilities": {}, '
+            '"io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}}, '
+        )
+    body = (
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {' + meta + '"name": "note_memories", '
+        f'"arguments": {raw_arguments}}}}}'
+    )
+    return httpx.post(
+        live.mcp_url,
+        content=body.encode("utf-8"),
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": version,
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": "note_memories",
+        },
+        timeout=30,
+    )
+
+
+SURROGATES = [
+    ('{{"id": "{id}", "body_md": "\\ud800"}}', "body_md: Contains a lone surrogate."),
+    ('{{"id": "{id}", "body_md": "ok \\udfff"}}', "body_md: Contains a lone surrogate."),
+    ('{{"id": "{id}", "body_md": "ok", "\\ud800": 1}}', "arguments: Has a key that contains a lone surrogate."),
+    ('{{"id": "{id}\\ud800", "body_md": "ok"}}', "id: Contains a lone surrogate."),
+]
+
+
+def test_lone_surrogates_are_tool_errors(live, alice, alice_store):
+    """2026-07-28 requests are parsed by Python's json (which keeps lone surrogates): our screening names
+    the argument in a tool error."""
+    before = snapshot()
+    for raw, message in SURROGATES:
+        response = _raw_call(live, alice.secret, raw.format(id=alice_store.pk))
+        assert response.status_code == 200, raw
+        result = response.json()["result"]
+        assert result["isError"] is True and "structuredContent" not in result, raw
+        error = json.loads(result["content"][0]["text"])
+        assert error["error"]["message"] == message, (raw, error)
+        assert error["request_id"] == response.headers["Request-Id"]
+    assert snapshot() == before
+
+
+def test_lone_surrogates_on_handshake_revisions_are_the_sdks_parse_error(live, alice, alice_store):
+    """The handshake-era transport parses with pydantic-core, which refuses a lone surrogate escape as
+    invalid JSON: JSON-RPC -32700 with HTTP 400, before any tool runs."""
+    before = snapshot()
+    for raw, _message in SURROGATES:
+        response = _raw_call(live, alice.secret, raw.format(id=alice_store.pk), version="2025-06-18")
+        assert response.status_code == 400, raw
+        assert response.json()["error"]["code"] == -32700 and response.headers["Request-Id"].startswith("req_")
+    assert snapshot() == before
+
+
+def test_an_entry_over_1024_utf8_bytes_is_a_tool_error_exactly_1024_is_stored(mcp_client, alice, alice_store):
+    with mcp_client(alice.secret) as client:
+        error = error_of(client.call_tool("note_memories", {"id": str(alice_store.pk), "body_md": "é" * 512 + "x"}))
+        assert error["message"] == "body_md: Text is 1025 UTF-8 bytes; the limit is 1024 bytes."
+        assert not Entry.objects.exists()
+        stored = client.call_tool("note_memories", {"id": str(alice_store.pk), "body_md": "é" * 512})
+    assert not stored.is_error and Entry.objects.get().size_bytes == 1024
+
+
+def test_a_request_body_over_the_ceiling_is_413_before_any_json_rpc(live, alice, alice_store, settings):
+    before = snapshot()
+    filler = "x" * (1024 * 1024)
+    response = _raw_call(live, alice.secret, json.dumps({"id": str(alice_store.pk), "body_md": filler}))
+    assert response.status_code == 413
+    assert response.json()["error"]["type"] == "request_too_large"
+    assert response.json()["request_id"] == response.headers["Request-Id"]
+    assert snapshot() == before
+
+
+def test_oversized_and_malformed_scalars_are_tool_errors(mcp_client, alice, alice_store):
+    before = snapshot()
+    store = str(alice_store.pk)
+    with mcp_client(alice.secret) as client:
+        huge = error_of(client.call_tool("wake_memories", {"id": store, "budget": 10**30}))
+        long_pattern = error_of(client.call_tool("recall_memories", {"id": store, "pattern": "a" * 201}))
+        hostile_regex = error_of(client.call_tool("recall_memories", {"id": store, "pattern": "(a)\\1"}))
+        bad_range = error_of(client.call_tool("zoom_memories", {"id": store, "range": "1-2"}))
+        tampered = error_of(client.call_tool("recall_memories", {"id": store, "pattern": "a", "cursor": "x" * 50}))
+    assert huge["details"]["fields"]["budget"].startswith("Ensure this value is less than or equal to 128")
+    assert "200" in long_pattern["message"] and "pattern" in hostile_regex["message"]
+    assert "range" in bad_range["message"] and "cursor" in tampered["message"]
+    assert snapshot() == before
+
+
+def test_another_users_store_is_not_found_exactly_like_a_missing_one(mcp_client, alice, bob):
+    private = StoreFactory(owner=bob.user, name="Bob's secrets")
+    Entry.objects.create(store=private, seq=0, author=bob.user, body_md="secret", size_bytes=6)
+    Store.objects.filter(pk=private.pk).update(entry_count=1)
+    before = snapshot()
+    missing = str(uuid.uuid4())
+    calls = [
+        ("get_memories", {}),
+        ("wake_memories", {}),
+        ("recall_memories", {"pattern": "secret"}),
+        ("zoom_memories", {"range": "0"}),
+        ("nap_memories", {}),
+        ("note_memories", {"body_md": "pwned"}),
+        ("update_memories", {"name": "pwned"}),
+        ("share_memories", {"handle": "alice"}),
+        ("forget_memories", {"range": "0", "generation": 1}),
+        ("delete_memories", {"expected_entry_count": 1, "generation": 1}),
+        ("list_memories_readers", {}),
+    ]
+    with mcp_client(alice.secret) as client:
+        for tool, arguments in calls:
+            theirs = error_of(client.call_tool(tool, {"id": str(private.pk), **arguments}))
+            nobody = error_of(client.call_tool(tool, {"id": missing, **arguments}))
+            assert theirs == nobody == {"type": "not_found_error", "message": "Store not found."}, tool
+        for weird in ("not-a-uuid", "../../memories", f"{private.pk}/readers", "%2e%2e"):
+            assert error_of(client.call_tool("get_memories", {"id": weird}))["type"] == "not_found_error"
+        resolved = error_of(client.call_tool("resolve_memories", {"scope": "user", "subject": "bob"}))
+    assert resolved["type"] == "not_found_error"
+    assert snapshot() == before
+
+
+def test_a_reader_may_read_but_writing_is_a_permission_tool_error(mcp_client, alice, bob):
+    shared = StoreFactory(owner=bob.user, name="Bob's shared notes")
+    ReaderGrantFactory(store=shared, user=alice.user)
+    before = snapshot()
+    with mcp_client(alice.secret) as client:
+        assert not client.call_tool("wake_memories", {"id": str(shared.pk)}).is_error
+        denied = error_of(client.call_tool("note_memories", {"id": str(shared.pk), "body_md": "mine now"}))
+        not_owner = error_of(client.call_tool("update_memories", {"id": str(shared.pk), "visibility": "public"}))
+    assert denied["type"] == not_owner["type"] == "permission_error"
+    assert snapshot() == before
+
+
+def test_an_archived_store_refuses_writes_with_the_spec_reason(mcp_client, alice):
+    from django.utils import timezone
+
+    archived = StoreFactory(owner=alice.user, archived_at=timezone.now())
+    with mcp_client(alice.secret) as client:
+        error = error_of(client.call_tool("note_memories", {"id": str(archived.pk), "body_md": "late"}))
+    assert error["type"] == "conflict_error" and error["details"] == {"reason": "store_archived"}
+    assert not Entry.objects.exists()

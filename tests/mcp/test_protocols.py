@@ -1,0 +1,129 @@
+"""Protocol revisions and workers: 2025-03-26 … 2026-07-28 clients, on any gunicorn worker (SPEC §8)."""
+
+from __future__ import annotations
+
+import httpx
+import mcp.client.session as client_session
+import pytest
+from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
+
+from memories.models import Entry
+from stores.models import Store
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+EXPECTED_TOOLS = [
+    "list_memories",
+    "ensure_memories",
+    "resolve_memories",
+    "get_memories",
+    "update_memories",
+    "list_memories_readers",
+    "share_memories",
+    "delete_memories",
+    "note_memories",
+    "wake_memories",
+    "nap_memories",
+    "compact_memories",
+    "recall_memories",
+    "zoom_memories",
+    "forget_memories",
+]
+
+
+def _ensure_and_note(client, body: str) -> dict:
+    store = client.call_tool("ensure_memories", {})
+    assert not store.is_error, store.content
+    noted = client.call_tool("note_memories", {"id": store.structured_content["data"]["id"], "body_md": body})
+    assert not noted.is_error, noted.content
+    return noted.structured_content
+
+
+def test_a_current_client_negotiates_2026_07_28_without_initialize(mcp_client, alice):
+    with mcp_client(alice.secret) as client:
+        assert client.protocol_version == LATEST_MODERN_VERSION == "2026-07-28"
+        assert [tool.name for tool in client.list_tools().tools] == EXPECTED_TOOLS
+        noted = _ensure_and_note(client, "from a 2026-07-28 client")
+    assert noted["data"]["seq"] == 0
+    assert Entry.objects.get(store__owner=alice.user).body_md == "from a 2026-07-28 client"
+
+
+def test_a_legacy_client_runs_the_initialize_handshake(mcp_client, alice):
+    with mcp_client(alice.secret, mode="legacy") as client:
+        assert client.protocol_version == LATEST_HANDSHAKE_VERSION == "2025-11-25"
+        assert client.session.initialize_result.server_info.name == "memories"
+        assert [tool.name for tool in client.list_tools().tools] == EXPECTED_TOOLS
+        _ensure_and_note(client, "from a 2025-11-25 client")
+    assert Entry.objects.filter(store__owner=alice.user).count() == 1
+
+
+@pytest.mark.parametrize("version", ["2025-03-26", "2025-06-18"])
+def test_the_official_client_offering_an_older_revision_gets_it(mcp_client, alice, monkeypatch, version):
+    # The SDK's client always offers its newest handshake revision; offering an older one is what an
+    # older client does on the wire (initialize.params.protocolVersion, then that MCP-Protocol-Version).
+    monkeypatch.setattr(client_session, "LATEST_HANDSHAKE_VERSION", version)
+    with mcp_client(alice.secret, mode="legacy") as client:
+        assert client.protocol_version == version
+        _ensure_and_note(client, f"from a {version} client")
+    assert Entry.objects.get(store__owner=alice.user).body_md == f"from a {version} client"
+
+
+def _rpc(http: httpx.Client, url: str, message: dict, headers: dict | None = None) -> httpx.Response:
+    return http.post(
+        url,
+        json=message,
+        headers={"Accept": "application/json, text/event-stream", **(headers or {})},
+    )
+
+
+def test_a_2025_03_26_client_without_the_protocol_header_works_message_by_message(live, alice):
+    """2025-03-26 predates MCP-Protocol-Version: initialize, initialized, tools/list, tools/call, bare."""
+    with httpx.Client(headers={"Authorization": f"Bearer {alice.secret}"}, timeout=30) as http:
+        init = _rpc(
+            http,
+            live.mcp_url,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-03-26",
+                    "capabilities": {},
+                    "clientInfo": {"name": "old", "version": "0"},
+                },
+            },
+        )
+        assert init.status_code == 200 and "mcp-session-id" not in init.headers  # stateless: no session
+        assert init.json()["result"]["protocolVersion"] == "2025-03-26"
+        assert _rpc(http, live.mcp_url, {"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
+        listed = _rpc(http, live.mcp_url, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).json()
+        assert [tool["name"] for tool in listed["result"]["tools"]] == EXPECTED_TOOLS
+        ensured = _rpc(
+            http,
+            live.mcp_url,
+            {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "ensure_memories", "arguments": {}}},
+        ).json()["result"]
+    assert ensured["isError"] is False
+    assert ensured["structuredContent"]["data"]["id"] == str(Store.objects.get(owner=alice.user).pk)
+
+
+def test_messages_of_one_conversation_served_by_different_workers_all_succeed(live, mcp_client, alice):
+    """New TCP connection per request, so the kernel spreads them over both workers; the access log (pid +
+    Request-Id) proves the initialize and later tool calls were answered by different processes."""
+    store_id = None
+    with mcp_client(alice.secret, mode="legacy", keepalive=False) as client:
+        store_id = client.call_tool("ensure_memories", {}).structured_content["data"]["id"]
+        for attempt in range(40):  # bounded: stop as soon as both workers have served a tool call
+            result = client.call_tool("note_memories", {"id": store_id, "body_md": f"note {attempt}"})
+            assert not result.is_error, result.content
+            served = live.served_by(client.request_ids())
+            if len(set(served.values())) >= 2:
+                break
+        request_ids = client.request_ids()
+    served = live.served_by(request_ids)
+    assert len(served) == len(request_ids)  # every message is in the log
+    assert set(served.values()) == live.worker_pids()  # both workers took part in one conversation
+    first_worker = served[request_ids[0]]  # the initialize
+    assert any(pid != first_worker for pid in served.values())
+    notes = Entry.objects.filter(store_id=store_id).order_by("seq")
+    assert [entry.body_md for entry in notes] == [f"note {n}" for n in range(notes.count())]
