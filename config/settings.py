@@ -108,6 +108,9 @@ TOKEN_LAST_USED_RESOLUTION = env.int("TOKEN_LAST_USED_RESOLUTION", default=60)
 MEMORY_STORE_MAX_MEMORIES = env.int("MEMORY_STORE_MAX_MEMORIES", default=2000)
 # Memories log: how long a recall cursor stays valid (seconds); older cursors get 400 (SPEC §4 recall).
 RECALL_CURSOR_MAX_AGE = env.int("RECALL_CURSOR_MAX_AGE", default=24 * 3600)
+# Resumable imports (SPEC §8b): an open import idle this long (seconds, database time) is abandoned and its
+# hidden store deleted when the next import starts.
+IMPORT_IDLE_SECONDS = env.int("IMPORT_IDLE_SECONDS", default=24 * 3600)
 # Public base URL used in absolute links (guide URL in 410s); empty = taken from the request.
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
 

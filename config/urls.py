@@ -17,6 +17,7 @@ urlpatterns = [
     path("openapi.yaml", SpectacularAPIView.as_view(), name="openapi"),
     path("backoffice/", admin.site.urls),
     path("api/v1/", include("accounts.api.urls")),
+    path("api/v1/", include("memories.api.imports")),  # memories/imports… before memories/<pk>
     path("api/v1/", include("stores.api.urls")),
     path("api/v1/", include("memories.api.urls")),
     path("api/v1/", include("versions.api.urls")),
