@@ -46,18 +46,42 @@ django_setup()
 ROG = shutil.which("rog", path=str(Path(sys.executable).parent)) or "rog"
 
 
+# Runs a Python script (manage.py, the rog console script) and reports the process's own peak RSS at exit:
+# VmHWM of /proc/self/status (getrusage's ru_maxrss would include the bench process's size at fork time).
+_PEAK = """
+import atexit, runpy, sys
+
+
+def _peak():
+    with open("/proc/self/status") as status:
+        hwm = next(line for line in status if line.startswith("VmHWM:"))
+    sys.stderr.write("\\nPEAK_RSS_KB %s\\n" % hwm.split()[1])
+
+
+atexit.register(_peak)
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
 def child(args: list[str], *, db: str, env: dict | None = None, stdout=None) -> tuple[float, float, str]:
-    """Run `args` with Django pointed at `db`; returns (seconds, peak RSS MiB, stdout text). Fails loudly."""
+    """Run the Python script `args` with Django pointed at `db`; returns (seconds, peak RSS MiB, stdout text)."""
     full_env = dict(os.environ, DJANGO_SETTINGS_MODULE="bench.settings", BENCH_DB_NAME=db, **(env or {}))
     started = time.monotonic()
-    proc = subprocess.Popen(args, cwd=ROOT, env=full_env, stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE)
-    out = proc.stdout.read() if stdout is None else b""
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK, *args],
+        cwd=ROOT,
+        env=full_env,
+        stdout=stdout or subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        check=False,
+    )
     seconds = time.monotonic() - started
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{args} failed:\n{err.decode()[-3000:]}")
-    return seconds, usage.ru_maxrss / 1024, out.decode()
+    err = done.stderr.decode()
+    if done.returncode != 0:
+        raise RuntimeError(f"{args} failed:\n{err[-3000:]}")
+    peak = re.findall(r"PEAK_RSS_KB (\d+)", err)
+    return seconds, int(peak[-1]) / 1024 if peak else float("nan"), (done.stdout or b"").decode()
 
 
 def work_seconds(output: str) -> float:
@@ -66,7 +90,7 @@ def work_seconds(output: str) -> float:
 
 
 def manage(*args: str, db: str, **kwargs):
-    return child([sys.executable, "manage.py", *args], db=db, **kwargs)
+    return child(["manage.py", *args], db=db, **kwargs)
 
 
 def build(entries: int, files: int, versions: int):
@@ -154,9 +178,9 @@ def run_size(entries: int, files: int, versions: int, work: Path, keep: bool) ->
                 token = token or out.strip().splitlines()[-1].split()[-1]
             with gunicorn(http_db) as server:
                 env = {"ROG_API_URL": f"http://127.0.0.1:{server.port}", "ROG_TOKEN": token}
-                http_import_s, _, _ = child([ROG, "memories", "import", str(file_a)], db=http_db, env=env)
+                http_import_s, rog_import_rss, _ = child([ROG, "memories", "import", str(file_a)], db=http_db, env=env)
                 with file_c.open("wb") as out:
-                    http_export_s, _, _ = child(
+                    http_export_s, rog_export_rss, _ = child(
                         [ROG, "memories", "export", "--store", str(store.pk)], db=http_db, env=env, stdout=out
                     )
             http_identical = same_apart_from_export_time(file_a, file_c)
@@ -182,6 +206,8 @@ def run_size(entries: int, files: int, versions: int, work: Path, keep: bool) ->
         "http_import_rate": n / http_import_s,
         "http_export_s": http_export_s,
         "http_export_rate": n / http_export_s,
+        "rog_import_rss": rog_import_rss,
+        "rog_export_rss": rog_export_rss,
         "http_identical": http_identical,
     }
 
@@ -207,7 +233,8 @@ def main() -> None:
     print()
     print(
         "| entries | summaries | files / versions | file MB | export entries/s | export peak RSS | "
-        "import entries/s | import peak RSS | HTTP import entries/s | HTTP export entries/s | round trip |"
+        "import entries/s | import peak RSS | HTTP import entries/s (rog RSS) | HTTP export entries/s (rog RSS) "
+        "| round trip |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
@@ -216,8 +243,8 @@ def main() -> None:
             f"| {r['entries']:,} | {r['summaries']:,} | {r['memories']} / {r['versions']:,} | {r['bytes'] / 1e6:.1f} | "
             f"{r['export_rate']:,.0f} ({r['export_s']:.1f} s) | {r['export_rss']:.0f} MiB | "
             f"{r['import_rate']:,.0f} ({r['import_s']:.1f} s) | {r['import_rss']:.0f} MiB | "
-            f"{r['http_import_rate']:,.0f} ({r['http_import_s']:.1f} s) | "
-            f"{r['http_export_rate']:,.0f} ({r['http_export_s']:.1f} s) | {same} |"
+            f"{r['http_import_rate']:,.0f} ({r['http_import_s']:.1f} s, {r['rog_import_rss']:.0f} MiB) | "
+            f"{r['http_export_rate']:,.0f} ({r['http_export_s']:.1f} s, {r['rog_export_rss']:.0f} MiB) | {same} |"
         )
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 

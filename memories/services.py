@@ -352,6 +352,8 @@ def redact_entry(*, store: Store, actor: User, seq: int, reason: object, request
     `stale_generation`. Irreversible and idempotent: an entry already redacted is returned unchanged
     (changed=False, no new event, generation untouched). Allowed on archived stores, like redacting a file
     version (SPEC §3). Locks the store row, then the entry: serialised with note, compact and forget.
+    Render the result with `EntrySerializer(result.entry)` and `RedactMetaSerializer(result)`
+    (memories.api.serializers), as the REST view does; an MCP tool is the same three lines.
     """
     reason = audit.clean_reason(reason)
     locked = _lock(store)
@@ -360,7 +362,9 @@ def redact_entry(*, store: Store, actor: User, seq: int, reason: object, request
             f"Entry {seq} not found; the store has {locked.entry_count} entries.",
             details={"seq": seq, "entry_count": locked.entry_count},
         )
-    entry = Entry.objects.select_for_update(of=("self",)).select_related("author").get(store=locked, seq=seq)
+    entry = (
+        Entry.objects.select_for_update(of=("self",)).select_related("author", "redacted_by").get(store=locked, seq=seq)
+    )
     if entry.redacted_at is not None:
         return Redacted(entry=entry, changed=False, invalidated=[], summaries_redacted=0, generation=locked.generation)
     now = timezone.now()

@@ -287,6 +287,8 @@ class CompactEnvelopeSerializer(serializers.Serializer):
 
 
 class RedactMetaSerializer(serializers.Serializer):
+    """`meta` of a redaction, rendered from `memories.services.Redacted` (REST and MCP alike)."""
+
     changed = serializers.BooleanField(help_text="False when the entry was already redacted (nothing done).")
     invalidated = serializers.ListField(
         child=serializers.CharField(), help_text="Live summaries invalidated by this call, smallest first."

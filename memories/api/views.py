@@ -207,13 +207,7 @@ class RedactView(APIView):
             reason=incoming.validated_data["reason"],
             request_id=request_id_of(request),
         )
-        meta = {
-            "changed": result.changed,
-            "invalidated": [block.label for block in result.invalidated],
-            "summaries_redacted": result.summaries_redacted,
-            "generation": result.generation,
-        }
-        return envelope(s.EntrySerializer(result.entry).data, meta)
+        return envelope(s.EntrySerializer(result.entry).data, s.RedactMetaSerializer(result).data)
 
 
 class AnyAccept(BaseContentNegotiation):

@@ -32,8 +32,11 @@ def summary_of(range_label: str, texts: list[str]) -> str:
     return f"[{range_label} {digest}] {quoted}"
 
 
-def compact_everything(store: Store, author) -> int:
-    """Run nap/compact through the services until the store needs no summary; returns how many were written."""
+def compact_everything(store: Store, author, summariser=None, prompts: list | None = None) -> int:
+    """Run nap/compact through the services until the store needs no summary; returns how many were written.
+
+    summariser(job) writes each summary (default: `summary_of` its children); prompts collects job prompts.
+    """
     written = 0
     while True:
         store.refresh_from_db()
@@ -41,13 +44,17 @@ def compact_everything(store: Store, author) -> int:
         job = data["job"]
         if job is None:
             return written
+        if prompts is not None:
+            prompts.append(job["prompt"])
         services.compact_range(
             store=store,
             author=author,
             block=tree.parse_range(job["range"], allow_entry=False),
             generation=job["generation"],
             source_digest=job["source_digest"],
-            summary_md=summary_of(job["range"], [child["text"] for child in job["children"]]),
+            summary_md=summariser(job)
+            if summariser
+            else summary_of(job["range"], [c["text"] for c in job["children"]]),
             model="builder-model-1",
         )
         written += 1

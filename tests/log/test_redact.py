@@ -10,6 +10,7 @@ from backoffice.models import AuditAction, AuditEvent
 from memories.models import Entry, Summary
 from memories.tree import Block, source_digest
 from stores import services as store_services
+from tests.exchange.builder import compact_everything
 from tests.factories import ProjectFactory, ProjectMembershipFactory, ReaderGrantFactory, project_store
 from tests.log.conftest import assert_tree_consistent, compact_all, fill, quoting_summary, url
 
@@ -31,10 +32,11 @@ def body_with_secret(seq: int) -> str:
 
 
 @pytest.fixture
-def leaky(owner_client, private_store):
-    """16 entries, entry 5 holds a secret; compacted by a summariser that quotes its children verbatim."""
+def leaky(owner, private_store):
+    """16 entries, entry 5 holds a secret; compacted (through the services) by a summariser that quotes its
+    children verbatim, as a real model may."""
     store = fill(private_store, 16, body=body_with_secret)
-    compact_all(owner_client, store, summariser=quoting_summary)
+    compact_everything(store, owner, quoting_summary)
     store.refresh_from_db()
     assert Summary.objects.filter(store=store, summary_md__contains=SECRET).count() == 4  # 4-5, 4-7, 0-7, 0-15
     return store
