@@ -3,7 +3,7 @@
 POST /memories/imports (first chunk, header first) → an import; POST /memories/imports/{id}/lines
 ?from_line=N (the next chunks); GET /memories/imports/{id} (where to resume); DELETE (abandon). Chunks are
 whole lines of the export (`application/jsonl` or `application/x-ndjson`), each at most MAX_REQUEST_BYTES.
-Views are thin: parse, check access, call one `memories.exchange.importer` service, render.
+Views are thin: parse, check access, call one `memories.exchange.services` service, render.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.views import APIView
 
 from config.api import StrictQuerySerializer, envelope
-from memories.exchange import importer
+from memories.exchange import services as imports
 from memories.exchange.format import ACCEPTED_MEDIA_TYPES
 from stores.api.serializers import StoreSerializer
 from stores.models import Scope
@@ -101,7 +101,7 @@ class ImportAbortEnvelopeSerializer(serializers.Serializer):
 
 
 def _render(request, upload, *, status: int = 200):
-    data = importer.upload_progress(upload)
+    data = imports.upload_progress(upload)
     data["store"] = get_store_for(request.user, upload.store_id) if upload.status == "committed" else None
     return envelope(ImportSerializer(data).data, status=status)
 
@@ -128,11 +128,11 @@ class ImportCollectionView(APIView):
         body = _body(request)
         scope, subject = query.validated_data.get("scope"), query.validated_data.get("subject")
         if scope is None or subject is None:
-            header_scope, header_subject = importer.header_subject(body)
+            header_scope, header_subject = imports.header_subject(body)
             scope = scope or header_scope
             subject = subject or (header_subject if scope == header_scope else "me")
         target = subject_for_import(request.user, scope=scope, subject=subject)
-        upload = importer.start_upload(actor=request.user, body=body, subject=target)
+        upload = imports.start_upload(actor=request.user, body=body, subject=target)
         return _render(request, upload, status=201)
 
 
@@ -143,7 +143,7 @@ class ImportDetailView(APIView):
         operation_id="get_memories_import", tags=TAGS, parameters=[IMPORT_ID], responses=ImportEnvelopeSerializer
     )
     def get(self, request, import_id):
-        return _render(request, importer.get_upload(actor=request.user, import_id=import_id))
+        return _render(request, imports.get_upload(actor=request.user, import_id=import_id))
 
     @extend_schema(
         operation_id="abort_memories_import",
@@ -153,7 +153,7 @@ class ImportDetailView(APIView):
         description="Abandon an open import: its hidden store and everything sent so far are deleted.",
     )
     def delete(self, request, import_id):
-        pk = importer.abort_upload(actor=request.user, import_id=import_id)
+        pk = imports.abort_upload(actor=request.user, import_id=import_id)
         return envelope({"id": str(pk), "deleted": True})
 
 
@@ -174,7 +174,7 @@ class ImportLinesView(APIView):
     def post(self, request, import_id):
         query = ImportLinesQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        upload = importer.append_chunk(
+        upload = imports.append_chunk(
             actor=request.user, import_id=import_id, from_line=query.validated_data["from_line"], body=_body(request)
         )
         return _render(request, upload)

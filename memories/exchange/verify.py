@@ -16,10 +16,11 @@ from datetime import datetime
 from typing import Any
 
 from accounts.models import HANDLE_RE
-from config.errors import DomainError, InvalidRequest
+from config.errors import DomainError
 from config.parsers import find_forbidden
 from config.text import utf8_len
 from memories import tree
+from memories.exchange.errors import ImportInvalid
 from memories.exchange.format import FORMAT, MAX_LINE_BYTES, VERSION, parse_timestamp
 from memories.models import BODY_MAX_BYTES, MODEL_MAX_CHARS, NONCE_MAX_CHARS, SUMMARY_MAX_BYTES
 from stores import validation as store_validation
@@ -32,15 +33,6 @@ SECTION_OF_TYPE = {"entry": "entries", "summary": "summaries", "version": "versi
 SECTION_OF_TYPE["reader"] = "readers"
 _HANDLE = re.compile(HANDLE_RE)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-
-
-class ImportInvalid(InvalidRequest):
-    """The file is malformed, truncated or inconsistent at `line` (400; ``details.line``). Nothing is kept."""
-
-    message = "The import file is invalid."
-
-    def __init__(self, line: int, problem: str, **details: Any) -> None:
-        super().__init__(f"line {line}: {problem}", details={"line": line, **details})
 
 
 def decode_line(raw: bytes, line: int) -> dict[str, Any]:

@@ -8,11 +8,15 @@ import re
 
 import pytest
 
+from accounts.models import User
 from memories.exchange.export import export_lines
 from memories.exchange.format import Chain, dump_line
-from memories.exchange.importer import import_file
+from memories.exchange.services import import_file
+from memories.models import Entry, Summary
+from stores.models import ReaderGrant, Store
 from tests.exchange.builder import build_rich_store
 from tests.factories import UserFactory
+from versions.models import Memory, Version
 
 
 def export_bytes(store) -> bytes:
@@ -85,3 +89,25 @@ def rich_store(cast):
     """A user store with entries, summaries at every level (live, invalidated, redacted), redacted entries,
     file memories with renamed, deleted and redacted versions, and two readers (one revoked)."""
     return build_rich_store(cast["owner"], others=[cast["bob"]], readers=[cast["carol"], cast["dave"]])
+
+
+_CACHE: dict[str, bytes] = {}
+
+
+@pytest.fixture
+def sample(cast) -> list[dict]:
+    """The objects of a rich export (header, content; no end line), built once per test session.
+
+    The store itself is deleted, so the file imports as onto a fresh server (the cast's handles exist).
+    """
+    if "export" not in _CACHE:
+        store = build_rich_store(cast["owner"], others=[cast["bob"]], readers=[cast["carol"], cast["dave"]])
+        _CACHE["export"] = export_bytes(store)
+        store.delete()
+    return parse(_CACHE["export"])[:-1]
+
+
+def census() -> dict:
+    """Row counts of every table an import writes (and of users), to prove a refusal changed nothing."""
+    models = (Store, Entry, Summary, Version, Memory, ReaderGrant, User)
+    return {model.__name__: model.objects.count() for model in models}

@@ -9,15 +9,14 @@ from django.core.management import CommandError, call_command
 
 from accounts.models import User
 from stores.models import Store
-from tests.exchange.conftest import assemble
-from tests.exchange.test_hostile import census, sample  # noqa: F401 - the cached rich export
+from tests.exchange.conftest import assemble, census
 from tests.factories import StoreFactory
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def export_file(tmp_path, sample):  # noqa: F811
+def export_file(tmp_path, sample):
     path = tmp_path / "store.jsonl"
     path.write_bytes(assemble(sample))
     return path
@@ -29,7 +28,7 @@ def run(*args) -> str:
     return out.getvalue()
 
 
-def test_import_store_recreates_the_store_and_says_so(export_file, sample):  # noqa: F811
+def test_import_store_recreates_the_store_and_says_so(export_file, sample):
     output = run(export_file)
     store = Store.objects.get(pk=sample[0]["store"]["id"])
     assert f"into store {store.pk}" in output and "40 entries" in output and "6 file memories" in output
@@ -43,7 +42,7 @@ def test_dry_run_verifies_and_keeps_nothing(export_file):
     assert census() == before
 
 
-def test_a_refused_file_names_the_line_and_imports_nothing(tmp_path, sample):  # noqa: F811
+def test_a_refused_file_names_the_line_and_imports_nothing(tmp_path, sample):
     sample[3]["seq"] = 7
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(assemble(sample))
@@ -64,7 +63,7 @@ def test_into_fills_an_empty_store_and_refuses_a_full_one(export_file, owner):
         run(export_file, "--into", "nope")
 
 
-def test_missing_users_are_created_only_when_asked(tmp_path, sample):  # noqa: F811
+def test_missing_users_are_created_only_when_asked(tmp_path, sample):
     sample[0]["handles"] = sorted([*sample[0]["handles"], "zed"])
     path = tmp_path / "zed.jsonl"
     path.write_bytes(assemble(sample))

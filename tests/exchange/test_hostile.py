@@ -13,36 +13,13 @@ import json
 import pytest
 
 from accounts.models import User
-from memories.exchange.importer import StoreNotEmpty, UnknownHandles
-from memories.exchange.verify import ImportInvalid
-from memories.models import Entry, Summary
-from stores.models import ReaderGrant, Store
-from tests.exchange.builder import build_rich_store
-from tests.exchange.conftest import assemble, export_bytes, import_bytes, parse
+from memories.exchange.errors import ImportInvalid, StoreNotEmpty, UnknownHandles
+from memories.models import Entry
+from stores.models import Store
+from tests.exchange.conftest import assemble, census, import_bytes
 from tests.factories import ProjectFactory, StoreFactory, project_store
-from versions.models import Memory, Version
 
 pytestmark = pytest.mark.django_db
-
-_CACHE: dict[str, bytes] = {}
-
-
-@pytest.fixture
-def sample(cast) -> list[dict]:
-    """The objects of a rich export (header, content; no end line), built once per test session.
-
-    The store itself is deleted, so the file imports as onto a fresh server (the cast's handles exist).
-    """
-    if "export" not in _CACHE:
-        store = build_rich_store(cast["owner"], others=[cast["bob"]], readers=[cast["carol"], cast["dave"]])
-        _CACHE["export"] = export_bytes(store)
-        store.delete()
-    return parse(_CACHE["export"])[:-1]
-
-
-def census() -> dict:
-    models = (Store, Entry, Summary, Version, Memory, ReaderGrant, User)
-    return {model.__name__: model.objects.count() for model in models}
 
 
 def refuse(data: bytes, error=ImportInvalid, **kwargs) -> Exception:

@@ -10,7 +10,6 @@ from django.http import StreamingHttpResponse
 from memories.models import Entry, StoreImport
 from stores.models import Store
 from tests.exchange.conftest import assemble, export_bytes, parse, without_export_time
-from tests.exchange.test_hostile import sample  # noqa: F401 - the cached rich export, as a fixture
 from tests.factories import ProjectFactory, ProjectMembershipFactory, ReaderGrantFactory
 from tests.log.conftest import fill, url
 
@@ -92,7 +91,7 @@ def test_http_export_is_the_service_export(owner_client, rich_store):
 # ------------------------------------------------------------------------------------------- import
 
 
-def test_an_import_in_chunks_recreates_the_store_and_commits_at_the_end_line(owner_client, sample):  # noqa: F811
+def test_an_import_in_chunks_recreates_the_store_and_commits_at_the_end_line(owner_client, sample):
     data = assemble(sample)
     upload = import_in_chunks(owner_client, data, lines_per_chunk=17)
     assert upload["status"] == "committed" and upload["next_line"] == len(sample) + 2
@@ -104,7 +103,7 @@ def test_an_import_in_chunks_recreates_the_store_and_commits_at_the_end_line(own
     assert without_export_time(export_bytes(imported)) == without_export_time(data)
 
 
-def test_a_store_being_imported_is_invisible_to_everyone(owner_client, anon_client, sample):  # noqa: F811
+def test_a_store_being_imported_is_invisible_to_everyone(owner_client, anon_client, sample):
     sample[0]["store"]["visibility"] = "public"
     first = chunks(assemble(sample), 30)[0][1]
     upload = post_lines(owner_client, IMPORTS, first).json()["data"]
@@ -120,7 +119,7 @@ def test_a_store_being_imported_is_invisible_to_everyone(owner_client, anon_clie
     assert owner_client.get(f"/api/v1/memory_stores/{store_id}").status_code == 404
 
 
-def test_a_refused_chunk_changes_nothing_and_the_import_can_be_abandoned(owner_client, sample):  # noqa: F811
+def test_a_refused_chunk_changes_nothing_and_the_import_can_be_abandoned(owner_client, sample):
     sample[40]["body_md"] = "x\u0000"
     parts = chunks(assemble(sample), 20)
     upload = post_lines(owner_client, IMPORTS, parts[0][1]).json()["data"]
@@ -138,7 +137,7 @@ def test_a_refused_chunk_changes_nothing_and_the_import_can_be_abandoned(owner_c
     assert owner_client.get(f"{IMPORTS}/{upload['id']}").status_code == 404
 
 
-def test_a_retried_chunk_is_told_where_to_resume(owner_client, sample):  # noqa: F811
+def test_a_retried_chunk_is_told_where_to_resume(owner_client, sample):
     parts = chunks(assemble(sample), 30)
     upload = post_lines(owner_client, IMPORTS, parts[0][1]).json()["data"]
     post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", parts[1][1], from_line=parts[1][0])
@@ -148,7 +147,7 @@ def test_a_retried_chunk_is_told_where_to_resume(owner_client, sample):  # noqa:
     assert Entry.objects.filter(store_id=upload["store_id"]).count() == 40
 
 
-def test_someone_elses_import_is_not_found(make_client, owner_client, stranger, sample):  # noqa: F811
+def test_someone_elses_import_is_not_found(make_client, owner_client, stranger, sample):
     parts = chunks(assemble(sample), 30)
     upload = post_lines(owner_client, IMPORTS, parts[0][1]).json()["data"]
     other = make_client(stranger)
@@ -158,7 +157,7 @@ def test_someone_elses_import_is_not_found(make_client, owner_client, stranger, 
     assert other.get(f"{IMPORTS}/not-a-uuid").status_code == 404
 
 
-def test_only_the_owner_of_the_subject_may_import(make_client, stranger, sample):  # noqa: F811
+def test_only_the_owner_of_the_subject_may_import(make_client, stranger, sample):
     data = assemble(sample)  # a user store of @owner
     response = post_lines(make_client(stranger), IMPORTS, data)
     assert response.status_code == 403
@@ -169,7 +168,7 @@ def test_only_the_owner_of_the_subject_may_import(make_client, stranger, sample)
     assert refused.status_code == 403
 
 
-def test_an_import_can_go_to_another_subject_the_caller_owns(make_client, sample):  # noqa: F811
+def test_an_import_can_go_to_another_subject_the_caller_owns(make_client, sample):
     project = ProjectFactory()
     boss = ProjectMembershipFactory(project=project, role="owner").user
     without_readers = [obj for obj in sample if obj["type"] != "reader"]
@@ -180,7 +179,7 @@ def test_an_import_can_go_to_another_subject_the_caller_owns(make_client, sample
     assert (store.scope, store.project_id, store.visibility, store.entry_count) == ("project", project.pk, None, 40)
 
 
-def test_unknown_handles_are_reported_before_anything_is_written(owner_client, sample):  # noqa: F811
+def test_unknown_handles_are_reported_before_anything_is_written(owner_client, sample):
     sample[0]["handles"] = sorted([*sample[0]["handles"], "zed"])
     response = post_lines(owner_client, IMPORTS, assemble(sample))
     assert response.status_code == 400
@@ -204,13 +203,13 @@ def test_hostile_first_chunks_are_refused(owner_client, body, content_type, stat
     assert not StoreImport.objects.exists() and not Store.objects.filter(importing=True).exists()
 
 
-def test_a_chunk_must_end_with_a_newline(owner_client, sample):  # noqa: F811
+def test_a_chunk_must_end_with_a_newline(owner_client, sample):
     data = assemble(sample)
     response = post_lines(owner_client, IMPORTS, data[:-1])
     assert response.status_code == 400 and "must end with a newline" in response.json()["error"]["message"]
 
 
-def test_abandoned_imports_are_deleted_when_the_next_one_starts(owner_client, sample, settings):  # noqa: F811
+def test_abandoned_imports_are_deleted_when_the_next_one_starts(owner_client, sample, settings):
     parts = chunks(assemble(sample), 30)
     stale = post_lines(owner_client, IMPORTS, parts[0][1]).json()["data"]
     settings.IMPORT_IDLE_SECONDS = 0
@@ -220,7 +219,7 @@ def test_abandoned_imports_are_deleted_when_the_next_one_starts(owner_client, sa
     assert owner_client.get(f"{IMPORTS}/{stale['id']}").status_code == 404
 
 
-def test_a_committed_import_cannot_be_appended_to_or_aborted(owner_client, sample):  # noqa: F811
+def test_a_committed_import_cannot_be_appended_to_or_aborted(owner_client, sample):
     upload = post_lines(owner_client, IMPORTS, assemble(sample)).json()["data"]
     assert upload["status"] == "committed"
     more = post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", b"{}\n", from_line=upload["next_line"])

@@ -1,6 +1,6 @@
 """`manage.py import_store FILE [--into STORE_ID] [--create-missing-users] [--dry-run]` (SPEC §8b).
 
-Thin over `memories.exchange.importer.import_file`: the whole file in one transaction (nothing is kept
+Thin over `memories.exchange.services.import_file`: the whole file in one transaction (nothing is kept
 when any line is refused), a progress bar on a terminal (by bytes read; none when stdout is not a TTY,
 when `CI` is set, or with ``--verbosity 0``), a summary at the end. `FILE` may be ``-`` for stdin.
 """
@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from config.errors import DomainError
-from memories.exchange.importer import import_file
+from memories.exchange.services import import_file
 from stores.models import Store
 from stores.selectors import parse_store_id
 
