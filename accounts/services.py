@@ -1,16 +1,36 @@
-"""Write use-cases for accounts: users and API tokens (SPEC §2)."""
+"""Write use-cases for accounts: users, API tokens, projects, sections and memberships (SPEC §2–§3).
+
+Every membership change locks its project or section row first, so rules that span rows (a parent always
+keeps an active owner; one membership per user) hold under parallel requests.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Model
 from django.utils import timezone
 
-from accounts.models import ApiToken, Project, ProjectMembership, Role, TokenScope, User
+from accounts.errors import LastOwner, SlugTaken, TokenPowerExceeded, UserNotFound
+from accounts.models import (
+    ApiToken,
+    Posting,
+    Project,
+    ProjectMembership,
+    Role,
+    Section,
+    SectionMembership,
+    TokenScope,
+    User,
+    Visibility,
+)
+from config.errors import InvalidRequest
 
 TOKEN_PREFIX = "mem_"  # noqa: S105 (a public prefix, not a secret)
 ALL_SCOPES = (TokenScope.AGENT_READ.value, TokenScope.MEMORIES_WRITE.value)
@@ -39,15 +59,23 @@ def normalise_scopes(scopes: list[str] | tuple[str, ...]) -> list[str]:
 
 @transaction.atomic
 def issue_token(
-    *, user: User, scopes: list[str] | tuple[str, ...] = ALL_SCOPES, name: str = "", expires_in_days: int | None = None
+    *,
+    user: User,
+    scopes: list[str] | tuple[str, ...] = ALL_SCOPES,
+    name: str = "",
+    expires_in_days: int | None = None,
+    expires_at: datetime | None = None,
 ) -> IssuedToken:
     """Create an API token for `user` and return it with its secret.
 
-    scopes: names from `ALL_SCOPES`; expires_in_days: positive int or None (no expiry).
+    scopes: names from `ALL_SCOPES`; expires_in_days: positive int (days from now) or None; expires_at: an
+    explicit expiry instead (at most one of the two). None for both: no expiry.
     Raises ValueError for unknown scopes or a non-positive expiry.
     """
     if expires_in_days is not None and expires_in_days <= 0:
         raise ValueError("expires_in_days must be positive.")
+    if expires_in_days:
+        expires_at = timezone.now() + timedelta(days=expires_in_days)
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user,
@@ -55,7 +83,7 @@ def issue_token(
         prefix=secret[:12],
         digest=token_digest(secret),
         scopes=normalise_scopes(scopes),
-        expires_at=timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None,
+        expires_at=expires_at,
     )
     return IssuedToken(token=token, secret=secret)
 
@@ -67,11 +95,12 @@ def revoke_token(*, token: ApiToken) -> ApiToken:
     return token
 
 
-def touch_token(*, token: ApiToken, resolution_seconds: int) -> None:
-    """Record use of `token`, at most once per `resolution_seconds` (a write per request would cost every call)."""
+def touch_token(*, token, resolution_seconds: int) -> None:
+    """Record use of a bearer credential with a `last_used_at` (an ApiToken, or an environment key), at most
+    once per `resolution_seconds` (a write per request would cost every call)."""
     now = timezone.now()
     if token.last_used_at is None or (now - token.last_used_at).total_seconds() >= resolution_seconds:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        type(token).objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
 
 
@@ -113,3 +142,243 @@ def ensure_project_membership(*, project: Project, user: User, role: str = Role.
         project=project, user=user, defaults={"role": role, "active": True}
     )
     return membership
+
+
+def mint_token(
+    *, user: User, caller: object, name: str, scopes: list[str], expires_in_days: int | None = None
+) -> IssuedToken:
+    """Issue a token for `user` through the API (SPEC §3 `POST /me/tokens`) and return it with its secret.
+
+    caller: the credential of the request (`request.auth`). The new token never exceeds it: its scopes are
+    a subset of the caller's, and when the caller expires the new token expires no later (omitted
+    `expires_in_days` inherits the caller's expiry). Only an API token can mint. Raises TokenPowerExceeded
+    (403) otherwise; ValueError for unknown scopes (the serializer has already checked them).
+    """
+    if not isinstance(caller, ApiToken):
+        raise TokenPowerExceeded("Only an API token can create API tokens.")
+    beyond = [scope for scope in ALL_SCOPES if scope in scopes and scope not in caller.scopes]
+    if beyond:
+        raise TokenPowerExceeded(f"scopes: the calling token lacks {', '.join(beyond)}; a new token cannot have more.")
+    expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days is not None else None
+    if caller.expires_at is not None:
+        if expires_at is None:
+            expires_at = caller.expires_at
+        elif expires_at > caller.expires_at:
+            raise TokenPowerExceeded(
+                f"expires_in_days: the calling token expires at {caller.expires_at.isoformat()}; "
+                "a token it creates cannot expire later."
+            )
+    return issue_token(user=user, scopes=scopes, name=name, expires_at=expires_at)
+
+
+# --- projects and sections ---------------------------------------------------------------------------
+
+UNSET: Any = object()
+RESERVED_SLUGS = frozenset({"me"})  # `subject=me` names the caller (SPEC §4 resolve)
+
+# API roles of a section membership ↔ the (role, can_post) stored on the row.
+SECTION_ROLES = {
+    "owner": {"role": Role.OWNER, "can_post": True},
+    "poster": {"role": Role.MEMBER, "can_post": True},
+    "reader": {"role": Role.MEMBER, "can_post": False},
+}
+
+
+def section_role(membership: SectionMembership) -> str:
+    """The API role of a section membership: "owner", "poster" (may post) or "reader" (reads only)."""
+    if membership.role == Role.OWNER:
+        return "owner"
+    return "poster" if membership.can_post else "reader"
+
+
+def check_slug(slug: str) -> str:
+    """Reject slugs the API could not address: UUID-shaped ones (ids are looked up first) and "me".
+
+    The shape (1–64 ASCII letters, digits, '_' or '-') is the serializer's. Raises InvalidRequest.
+    """
+    if slug.lower() in RESERVED_SLUGS:
+        raise InvalidRequest(f"slug: {slug!r} is reserved.")
+    try:
+        uuid.UUID(slug)
+    except ValueError:
+        return slug
+    raise InvalidRequest("slug: must not look like a UUID (ids and slugs share one namespace in URLs).")
+
+
+def _save_parent(parent: Model) -> None:
+    """Insert or update a project/section row; a case-insensitive slug collision is SlugTaken (409)."""
+    try:
+        with transaction.atomic():
+            parent.save()
+    except IntegrityError:
+        raise SlugTaken(f"The slug {parent.slug!r} is already taken.", details={"slug": parent.slug}) from None
+
+
+@transaction.atomic
+def create_project(
+    *, creator: User, slug: str, name: str | None = None, visibility: str = Visibility.PRIVATE
+) -> Project:
+    """Create a project and make `creator` its active owner (SPEC §3: any user may create one).
+
+    slug: already shaped by the serializer (checked here for UUIDs and reserved words); name: 1–255
+    characters, default the slug; visibility: private unless "public". Raises SlugTaken (409) when the slug
+    is taken, case-insensitively, by any project (seen or not: slugs are one namespace), InvalidRequest.
+    """
+    project = Project(slug=check_slug(slug), name=name or slug, visibility=visibility)
+    _save_parent(project)
+    ProjectMembership.objects.create(project=project, user=creator, role=Role.OWNER, active=True)
+    return project
+
+
+@transaction.atomic
+def create_section(
+    *,
+    creator: User,
+    slug: str,
+    name: str | None = None,
+    visibility: str = Visibility.PRIVATE,
+    open_to_all_posters: bool = False,
+) -> Section:
+    """Create a forum section (board) and make `creator` its active owner (SPEC §3).
+
+    The caller has checked that `creator` is staff. `open_to_all_posters`: every active user who can read
+    the section may post (the public global board). Raises SlugTaken (409), InvalidRequest.
+    """
+    section = Section(
+        slug=check_slug(slug),
+        name=name or slug,
+        visibility=visibility,
+        posting=Posting.OPEN if open_to_all_posters else Posting.MEMBERS,
+    )
+    _save_parent(section)
+    SectionMembership.objects.create(section=section, user=creator, **SECTION_ROLES["owner"])
+    return section
+
+
+def _update_parent(parent: Model, changes: dict[str, Any]) -> Model:
+    """Lock `parent`'s row and apply `changes` ({field: value}); save only what differs."""
+    locked = type(parent).objects.select_for_update().get(pk=parent.pk)
+    changed = [field for field, value in changes.items() if getattr(locked, field) != value]
+    for field in changed:
+        setattr(locked, field, changes[field])
+    if "slug" in changed:
+        check_slug(locked.slug)
+    if changed:
+        _save_parent(locked)
+    return locked
+
+
+@transaction.atomic
+def update_project(*, project: Project, slug: str = UNSET, name: str = UNSET, visibility: str = UNSET) -> Project:
+    """Update a project's slug, name or visibility (owner only, checked by the caller); returns the row.
+
+    Locks the project row. Raises SlugTaken (409), InvalidRequest.
+    """
+    changes = {k: v for k, v in (("slug", slug), ("name", name), ("visibility", visibility)) if v is not UNSET}
+    return _update_parent(project, changes)
+
+
+@transaction.atomic
+def update_section(
+    *,
+    section: Section,
+    slug: str = UNSET,
+    name: str = UNSET,
+    visibility: str = UNSET,
+    open_to_all_posters: bool = UNSET,
+) -> Section:
+    """Update a section's slug, name, visibility or `open_to_all_posters` (owner only); returns the row."""
+    changes = {k: v for k, v in (("slug", slug), ("name", name), ("visibility", visibility)) if v is not UNSET}
+    if open_to_all_posters is not UNSET:
+        changes["posting"] = Posting.OPEN if open_to_all_posters else Posting.MEMBERS
+    return _update_parent(section, changes)
+
+
+def _set_member(
+    *,
+    model: type[Model],
+    parent_field: str,
+    parent: Model,
+    handle: str,
+    active: bool,
+    changes: dict[str, Any],
+    defaults: dict[str, Any],
+) -> tuple[Model, bool]:
+    """Add, change or deactivate one membership of a locked project/section row (see `set_project_member`)."""
+    user = find_member_user(handle, active=active)
+    memberships = model.objects.filter(**{parent_field: parent})
+    current = memberships.filter(user=user).first()
+    if current is None and not active:
+        # Removing someone who is not a member stores nothing (like revoking a reader who holds no grant).
+        return model(**{parent_field: parent}, user=user, **{**defaults, **changes}, active=False), False
+    wanted = {**(defaults if current is None else {}), **changes, "active": active}
+    role_after = wanted.get("role", current.role if current is not None else None)
+    was_owner = current is not None and current.active and current.role == Role.OWNER
+    stays_owner = active and role_after == Role.OWNER
+    if (
+        was_owner
+        and not stays_owner
+        and not memberships.filter(active=True, role=Role.OWNER).exclude(user=user).exists()
+    ):
+        raise LastOwner()
+    if current is None:
+        return model.objects.create(**{parent_field: parent}, user=user, **wanted), True
+    changed = [field for field, value in wanted.items() if getattr(current, field) != value]
+    for field in changed:
+        setattr(current, field, wanted[field])
+    if changed:
+        current.save(update_fields=changed)
+    return current, False
+
+
+def find_member_user(handle: str, *, active: bool) -> User:
+    """The user a membership change names. Adding needs an active user; removing also finds inactive ones.
+
+    Raises UserNotFound (404) naming the handle.
+    """
+    users = User.objects.filter(handle__iexact=handle)
+    user = (users.filter(is_active=True) if active else users).first()
+    if user is None:
+        raise UserNotFound(f"No user with handle {handle!r}.", details={"handle": handle})
+    return user
+
+
+@transaction.atomic
+def set_project_member(
+    *, project: Project, handle: str, role: str = UNSET, active: bool = True
+) -> tuple[ProjectMembership, bool]:
+    """Add a member, change their role, or deactivate them (`active=False`); owner only (SPEC §3).
+
+    role: "owner" | "member" (default "member" for a new membership; an existing one keeps its role unless
+    given). Returns ``(membership, created)``; deactivating a non-member stores nothing and returns an
+    unsaved inactive membership. Locks the project row, so parallel changes serialise: a project always
+    keeps at least one active owner (LastOwner 409 otherwise), and there is one membership per user.
+    Raises UserNotFound (404) for an unknown handle, or an inactive user when adding.
+    """
+    locked = Project.objects.select_for_update().get(pk=project.pk)
+    return _set_member(
+        model=ProjectMembership,
+        parent_field="project",
+        parent=locked,
+        handle=handle,
+        active=active,
+        changes={} if role is UNSET else {"role": role},
+        defaults={"role": Role.MEMBER},
+    )
+
+
+@transaction.atomic
+def set_section_member(
+    *, section: Section, handle: str, role: str = UNSET, active: bool = True
+) -> tuple[SectionMembership, bool]:
+    """As `set_project_member` for a section; role: "owner" | "poster" | "reader" (default "poster")."""
+    locked = Section.objects.select_for_update().get(pk=section.pk)
+    return _set_member(
+        model=SectionMembership,
+        parent_field="section",
+        parent=locked,
+        handle=handle,
+        active=active,
+        changes={} if role is UNSET else dict(SECTION_ROLES[role]),
+        defaults=dict(SECTION_ROLES["poster"]),
+    )

@@ -85,8 +85,8 @@ class StoreAdmin(admin.ModelAdmin):
         "scope",
         "subject",
         "effective_visibility_display",
-        "entry_count",
-        "memory_count",
+        "entries",
+        "files",
         "created_at",
         "archived_at",
     ]
@@ -115,6 +115,7 @@ class StoreAdmin(admin.ModelAdmin):
     ]
     readonly_fields = fields
     change_form_template = "admin/stores/store/change_form.html"
+    change_list_template = "admin/stores/store/change_list.html"
 
     @admin.display(description="subject")
     def subject(self, store: Store) -> str:
@@ -123,6 +124,15 @@ class StoreAdmin(admin.ModelAdmin):
         if store.scope == Scope.BOARD:
             return f"board {store.section.slug}"
         return f"@{store.owner.handle}"
+
+    @admin.display(description="entries", ordering="entry_count")
+    def entries(self, store: Store) -> int:
+        return store.entry_count
+
+    @admin.display(description="files", ordering="memory_count")
+    def files(self, store: Store) -> int:
+        """Current file memories (`memory_count`): called files here as in the README."""
+        return store.memory_count
 
     @admin.display(description="visibility")
     def effective_visibility_display(self, store: Store) -> str:

@@ -12,3 +12,5 @@ class BackofficeConfig(AppConfig):
         admin.site.site_header = "Memories back office"
         admin.site.site_title = "Memories back office"
         admin.site.index_title = "Store metadata, accounts and audit"
+        # The service has no HTML home page ("/" is a JSON 404), so no "View site" link to it.
+        admin.site.site_url = None

@@ -1,7 +1,7 @@
 """The one place an exception becomes SPEC §2's error object, for REST, plain Django views and (later) MCP.
 
 Shape: ``{"type": "error", "error": {"type", "message", "details"?}, "request_id": "req_…"}``.
-Every 409 also carries ``x-should-retry: false`` so the anthropic SDK does not retry it (SPEC §5).
+Every 409 and 412 also carries ``x-should-retry: false`` so the anthropic SDK does not retry it (SPEC §5).
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def error_response(
     extra: dict | None = None,
     headers: dict[str, str] | None = None,
 ) -> JsonResponse:
-    """Render one error as a JsonResponse with `Request-Id` (and `x-should-retry: false` on 409)."""
+    """Render one error as a JsonResponse with `Request-Id` (and `x-should-retry: false` on 409 and 412)."""
     rid = request_id_of(request)
     response = JsonResponse(
         error_payload(status=status, type=type, message=message, request_id=rid, details=details, extra=extra),
@@ -133,7 +133,7 @@ def error_response(
         json_dumps_params={"ensure_ascii": False},
     )
     response["Request-Id"] = rid
-    if status == 409:
+    if status in (409, 412):
         response["x-should-retry"] = "false"
     for key, value in (headers or {}).items():
         response[key] = value

@@ -18,6 +18,7 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 CSRF_FAILURE_VIEW = "config.views.csrf_failure"
 
 INSTALLED_APPS = [
+    "accounts",  # first: its createsuperuser (case-insensitive handles) overrides django.contrib.auth's
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -27,11 +28,11 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "rest_framework",
     "drf_spectacular",
-    "accounts",
     "stores",
     "memories",
     "backoffice",
     "versions",
+    "sessions.apps.SessionsConfig",  # label "agent_sessions": django.contrib.sessions owns "sessions"
     "legacy",
     "demo",  # manage.py demo_real_input (issue 9); no models
 ]
@@ -115,7 +116,12 @@ IMPORT_IDLE_SECONDS = env.int("IMPORT_IDLE_SECONDS", default=24 * 3600)
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.BearerTokenAuthentication"],
+    # Agent credentials (environment keys `menv_…`, per-work credentials `mwork_…`) first; each class
+    # leaves the other's tokens alone. Which endpoints take which: views' `accepted_credentials`.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "sessions.authentication.AgentCredentialAuthentication",
+        "accounts.authentication.BearerTokenAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.ScopedAccess"],
     "DEFAULT_PARSER_CLASSES": ["config.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
@@ -132,9 +138,21 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
+    # One name per choice set that several components share (drf-spectacular would otherwise invent
+    # hashed names and warn): store scopes, environment scopes, and `type` constants two objects use.
+    "ENUM_NAME_OVERRIDES": {
+        "ScopeEnum": "stores.models.Scope",
+        "EnvironmentScopeEnum": "sessions.models.EnvironmentScope",
+        "MemoryStoreTypeEnum": ["memory_store"],
+        "SessionTypeEnum": ["session"],
+        "EnvironmentKeyTypeEnum": ["environment_key"],
+        "ProjectRoleEnum": ["owner", "member"],
+        "SectionRoleEnum": ["owner", "poster", "reader"],
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.schema.add_error_responses",
+        "config.schema.close_strict_bodies",
         "legacy.api.schema.keep_only_retired_statuses",
     ],
 }

@@ -21,6 +21,7 @@ urlpatterns = [
     path("api/v1/", include("stores.api.urls")),
     path("api/v1/", include("memories.api.urls")),
     path("api/v1/", include("versions.api.urls")),
+    path("api/v1/", include("sessions.api.urls")),
     path("", include("legacy.urls")),
     path("", include("stores.api.directory_urls")),
 ]

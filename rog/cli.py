@@ -1,4 +1,6 @@
-"""The `rog` command line (SPEC §8): `rog [--api-url URL] [--token T] [--data JSON] memories COMMAND …`.
+"""The `rog` command line (SPEC §8): `rog [--api-url URL] [--token T] [--data JSON] GROUP COMMAND …`.
+
+Groups: `memories` (the log, here), `projects`, `boards`, `tokens` and `me` (rog/accounts.py).
 
 Prints the API's JSON on stdout. Errors print the API's error object on stderr and exit non-zero:
 2 usage error, 3 the API refused the request (4xx), 4 the API failed (5xx), 5 the API could not be reached.
@@ -16,57 +18,10 @@ from typing import Any, NoReturn
 
 import click
 
-from rog import transfer
-from rog.client import ApiError, Client, NetworkError
+from rog import accounts, transfer
+from rog.client import ApiError, NetworkError
+from rog.common import EXIT_API_4XX, EXIT_API_5XX, EXIT_NETWORK, RogGroup, State, emit, fail_usage, path_part
 from rog.prompt import render_prompt
-
-EXIT_USAGE, EXIT_API_4XX, EXIT_API_5XX, EXIT_NETWORK = 2, 3, 4, 5
-
-
-def emit(payload: Any, *, stream=None) -> None:
-    """Write `payload` as indented JSON (UTF-8; control characters escaped by the JSON encoder)."""
-    stream = stream or sys.stdout
-    text = json.dumps(payload, ensure_ascii=False, indent=2) + "\n"
-    buffer = getattr(stream, "buffer", None)
-    if buffer is not None:
-        buffer.write(text.encode("utf-8"))
-        buffer.flush()
-    else:
-        stream.write(text)
-
-
-def fail_usage(message: str) -> NoReturn:
-    emit({"type": "error", "error": {"type": "usage_error", "message": message}}, stream=sys.stderr)
-    sys.exit(EXIT_USAGE)
-
-
-@dataclass
-class State:
-    api_url: str
-    token: str | None
-    data_json: str | None
-    timeout: float
-    _client: Client | None = None
-
-    @property
-    def client(self) -> Client:
-        if self._client is None:
-            self._client = Client(self.api_url, self.token, self.timeout)
-        return self._client
-
-    def call(self, method: str, path: str, **kwargs) -> dict[str, Any]:
-        """One API call; on failure print the error object on stderr and exit with the matching code."""
-        try:
-            return self.client.request(method, path, **kwargs)
-        except ApiError as exc:
-            emit(exc.body, stream=sys.stderr)
-            sys.exit(EXIT_API_4XX if exc.status < 500 else EXIT_API_5XX)
-        except NetworkError as exc:
-            emit(
-                {"type": "error", "error": {"type": "network_error", "message": str(exc)}, "api_url": self.api_url},
-                stream=sys.stderr,
-            )
-            sys.exit(EXIT_NETWORK)
 
 
 @dataclass(frozen=True)
@@ -113,7 +68,7 @@ def selection(user, project, board, store) -> Selection:
 def store_id(state: State, sel: Selection) -> str:
     """The id of the selected store (resolved through the API unless --store is given; never creates)."""
     if sel.store:
-        return sel.store
+        return path_part(sel.store)
     scope, subject = sel.scope_subject()
     return state.call("GET", "memories/resolve", params={"scope": scope, "subject": subject})["data"]["id"]
 
@@ -130,7 +85,7 @@ def read_text_file(path: str) -> str:
         fail_usage(f"{path} is not valid UTF-8 (byte {exc.start}).")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=RogGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--api-url",
     envvar="ROG_API_URL",
@@ -146,7 +101,9 @@ def read_text_file(path: str) -> str:
 def main(ctx: click.Context, api_url: str, token: str | None, data_json: str | None, timeout: float) -> None:
     """rog — the Memories command-line client. Prints JSON; never executes stored text or calls a model.
 
-    Exit codes: 0 success, 2 usage error, 3 API refused (4xx), 4 API failed (5xx), 5 network failure.
+    Every command takes -q/--query EXPR (JMESPath) to print one part of the answer, e.g.
+    `rog projects create apollo -q data.id`. Exit codes: 0 success, 2 usage error, 3 API refused (4xx),
+    4 API failed (5xx), 5 network failure.
     """
     ctx.obj = State(api_url=api_url, token=token, data_json=data_json, timeout=timeout)
 
@@ -456,6 +413,10 @@ def prompt(state: State, user, project, board, store, as_text) -> None:
         sys.stdout.write(text)
         return
     emit({"data": {"store_id": record["id"], "prompt": text}, "meta": {}})
+
+
+for command in accounts.COMMANDS:
+    main.add_command(command)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,7 +15,7 @@ from django.utils import timezone
 from accounts.models import Project, Section, User, Visibility
 from config.errors import InvalidRequest
 from stores import validation
-from stores.errors import MembershipGoverned, StaleConfirmation, StoreArchived, SubjectNotFound
+from stores.errors import MembershipGoverned, StaleConfirmation, StoreArchived, StoreAttached, SubjectNotFound
 from stores.models import ReaderGrant, Scope, Store
 
 UNSET: Any = object()
@@ -170,10 +170,16 @@ def archive_store(*, store: Store) -> tuple[Store, bool]:
 
 
 def _check_not_attached(store: Store) -> None:
-    """Raise StoreAttached while a session that has not ended has `store` attached (SPEC §3).
+    """Raise StoreAttached while a session that is not terminated has `store` attached (SPEC §3).
 
-    Sessions arrive with a later issue; until then no store can be attached.
+    Called under the store row lock: `sessions.services.sessions.create_session` locks the store rows it
+    attaches, so a session created concurrently either commits first (and this refuses) or finds the
+    store gone (404). The import is local because the sessions app builds on stores, not the reverse.
     """
+    from sessions.selectors import store_is_attached
+
+    if store_is_attached(store.pk):
+        raise StoreAttached()
 
 
 @transaction.atomic

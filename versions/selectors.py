@@ -129,6 +129,13 @@ def memories(
     return [MemoryPrefix(k) if k.endswith("/") else by_path[k] for k in page_keys if k.endswith("/") or k in by_path]
 
 
+def _as_uuid(value: uuid.UUID | str | None) -> uuid.UUID | None:
+    """None stays None; a UUID (or its text) becomes a UUID; anything else raises ValueError."""
+    if value is None or isinstance(value, uuid.UUID):
+        return value
+    return uuid.UUID(value)
+
+
 # --- versions -----------------------------------------------------------------------------------------
 
 
@@ -147,8 +154,8 @@ def versions(
     operation: str | None = None,
     created_gte: datetime | None = None,
     created_lte: datetime | None = None,
-    api_key_id: uuid.UUID | None = None,
-    session_id: uuid.UUID | None = None,
+    api_key_id: uuid.UUID | str | None = None,
+    session_id: uuid.UUID | str | None = None,
     service_account_id: str | None = None,
     after: tuple[datetime, uuid.UUID] | None = None,
     limit: int = 20,
@@ -157,11 +164,17 @@ def versions(
     """`store`'s versions, newest first (`created_at`, then `id`, descending), filtered (SPEC §5).
 
     Filters combine with AND; `created_*` bounds are inclusive. No service accounts exist here, so a
-    `service_account_id` filter matches nothing. after: ``(created_at, id)`` of the previous page's last
+    `service_account_id` filter matches nothing; nor does an `api_key_id`/`session_id` that is not a UUID
+    (such as the SDK's `sesn_…` form): an empty list, not a 400. after: ``(created_at, id)`` of the previous page's last
     version. Returns ≤ limit + 1 versions; one query.
     """
     rows = Version.objects.filter(store=store)
     if service_account_id is not None:
+        return []
+    try:
+        api_key_id = _as_uuid(api_key_id)
+        session_id = _as_uuid(session_id)
+    except ValueError:
         return []
     if memory_id is not None:
         rows = rows.filter(memory_id=memory_id)

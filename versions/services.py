@@ -5,13 +5,19 @@ file writes are serialised: the memory cap (`Store.memory_count`, exact), path u
 ancestor/descendant conflicts, and preconditions are checked against committed state. The unique
 constraint on (store, path) backs the exact-path rule. Access (read/write) has been checked by the
 caller through `stores.selectors.get_store_for`; archived state is checked here, under the lock.
+
+Writes made with a per-work credential pass a `fence` (`sessions.services.work.lease_fence`): called right
+after the store lock, it locks the work row, checks the lease by database time (raising 409 lease_expired,
+nothing written) and returns that time, which the write stamps on its version and memory.
 """
 
 from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
@@ -31,6 +37,14 @@ from versions.errors import (
 )
 from versions.models import Memory, Operation, Version
 from versions.selectors import parse_id
+
+Fence = Callable[[], datetime]
+
+
+def _lock_and_fence(store: Store, fence: Fence | None) -> tuple[Store, datetime]:
+    """Lock the store row, then pass the fence (if any); return the store and the write's timestamp."""
+    locked = _lock_store(store)
+    return locked, (fence() if fence is not None else timezone.now())
 
 
 def content_digest(content: str) -> str:
@@ -98,16 +112,17 @@ class CreateResult:
 
 
 @transaction.atomic
-def create_memory(*, store: Store, path: str, content: str, actor: Actor) -> CreateResult:
+def create_memory(*, store: Store, path: str, content: str, actor: Actor, fence: Fence | None = None) -> CreateResult:
     """Create a memory at `path` and its `created` version (SPEC §5 memory create).
 
     path: already valid (`versions.validation.clean_path`); content: ≤102,400 UTF-8 bytes, validated.
     Idempotent for retries: if `path` already holds exactly `content`, that memory is returned with
     ``created=False`` and nothing is written. Raises StoreArchived (409), MemoryPathConflict (409: the
     path holds other content, or an ancestor/descendant is a memory), MemoryLimitReached (409 when the
-    store already holds `MEMORY_STORE_MAX_MEMORIES` current memories). Locks the store row.
+    store already holds `MEMORY_STORE_MAX_MEMORIES` current memories). Locks the store row, then passes
+    `fence`.
     """
-    locked = _lock_store(store)
+    locked, now = _lock_and_fence(store, fence)
     if locked.archived_at is not None:
         raise StoreArchived()
     existing = _check_path_free(locked, path)
@@ -117,7 +132,6 @@ def create_memory(*, store: Store, path: str, content: str, actor: Actor) -> Cre
         raise MemoryPathConflict(memory_id=existing.pk, path=existing.path, requested=path)
     if locked.memory_count >= settings.MEMORY_STORE_MAX_MEMORIES:
         raise MemoryLimitReached(details={"limit": settings.MEMORY_STORE_MAX_MEMORIES})
-    now = timezone.now()
     memory_id = uuid.uuid4()
     version = _new_version(
         store=locked, memory_id=memory_id, operation=Operation.CREATED, path=path, content=content, actor=actor, now=now
@@ -148,6 +162,7 @@ def update_memory(
     content: str | None = None,
     path: str | None = None,
     expected_sha256: str | None = None,
+    fence: Fence | None = None,
 ) -> Memory:
     """Change a memory's content and/or path, appending one `modified` version (SPEC §5 memory update).
 
@@ -155,9 +170,10 @@ def update_memory(
     *current* content hash. A request that describes the stored state (same content and path) is a
     no-op — no version, same `memory_version_id` — even when its precondition is stale (idempotent
     retry). Renames keep the id. Raises MemoryNotFound (404), StoreArchived (409),
-    MemoryPreconditionFailed (409), MemoryPathConflict (409). Locks the store row, then the memory.
+    MemoryPreconditionFailed (409), MemoryPathConflict (409). Locks the store row, passes `fence`, then
+    locks the memory.
     """
-    locked = _lock_store(store)
+    locked, now = _lock_and_fence(store, fence)
     memory = _lock_memory(locked, memory_id)
     if locked.archived_at is not None:
         raise StoreArchived()
@@ -171,7 +187,6 @@ def update_memory(
         occupant = _check_path_free(locked, new_path, exclude=memory.pk)
         if occupant is not None:
             raise MemoryPathConflict(memory_id=occupant.pk, path=occupant.path, requested=new_path)
-    now = timezone.now()
     version = _new_version(
         store=locked,
         memory_id=memory.pk,
@@ -194,14 +209,16 @@ def update_memory(
 
 
 @transaction.atomic
-def delete_memory(*, store: Store, memory_id: object, actor: Actor, expected_sha256: str | None = None) -> Version:
+def delete_memory(
+    *, store: Store, memory_id: object, actor: Actor, expected_sha256: str | None = None, fence: Fence | None = None
+) -> Version:
     """Delete a memory, appending its `deleted` version (path kept, content null); returns that version.
 
     Allowed on archived stores (SPEC §3). The path becomes free; the versions stay listable.
     expected_sha256: must equal the current hash, else MemoryPreconditionFailed (409), nothing deleted.
-    Raises MemoryNotFound (404). Locks the store row, then the memory.
+    Raises MemoryNotFound (404). Locks the store row, passes `fence`, then locks the memory.
     """
-    locked = _lock_store(store)
+    locked, now = _lock_and_fence(store, fence)
     memory = _lock_memory(locked, memory_id)
     if expected_sha256 is not None and expected_sha256 != memory.content_sha256:
         raise MemoryPreconditionFailed(details={"content_sha256": memory.content_sha256})
@@ -212,7 +229,7 @@ def delete_memory(*, store: Store, memory_id: object, actor: Actor, expected_sha
         path=memory.path,
         content=None,
         actor=actor,
-        now=timezone.now(),
+        now=now,
     )
     memory.delete()
     locked.memory_count -= 1
@@ -221,14 +238,15 @@ def delete_memory(*, store: Store, memory_id: object, actor: Actor, expected_sha
 
 
 @transaction.atomic
-def redact_version(*, store: Store, version_id: object, actor: Actor) -> Version:
+def redact_version(*, store: Store, version_id: object, actor: Actor, fence: Fence | None = None) -> Version:
     """Redact a version for good: null its content, digest, size and path; record who and when (SPEC §5).
 
     Allowed on archived stores. An already-redacted version is returned unchanged (first
     `redacted_at`/`redacted_by` kept). Raises VersionNotFound (404), VersionIsCurrent (409) for the
-    head version of a live memory. Locks the store row, so the head cannot move underneath the check.
+    head version of a live memory. Locks the store row (so the head cannot move underneath the check), then
+    passes `fence`.
     """
-    locked = _lock_store(store)
+    locked, now = _lock_and_fence(store, fence)
     pk = parse_id(version_id, VersionNotFound)
     version = Version.objects.select_for_update(of=("self",)).filter(store=locked, pk=pk).first()
     if version is None:
@@ -238,7 +256,7 @@ def redact_version(*, store: Store, version_id: object, actor: Actor) -> Version
     if Memory.objects.filter(current_version=version).exists():
         raise VersionIsCurrent()
     version.path = version.content = version.content_sha256 = version.content_size_bytes = None
-    version.redacted_at = timezone.now()
+    version.redacted_at = now
     version.redacted_by = actor.as_json()
     version.save(
         update_fields=["path", "content", "content_sha256", "content_size_bytes", "redacted_at", "redacted_by"]

@@ -11,21 +11,12 @@ import re
 from rest_framework import serializers
 
 from backoffice.models import REASON_MAX_CHARS
-from config.api import StrictQuerySerializer, StrictSerializer, Utf8TextField
+from config.api import JsonIntegerField, StrictQuerySerializer, StrictSerializer, Utf8TextField
 from config.errors import InvalidRequest
 from memories import tree
 from memories.models import BODY_MAX_BYTES, MODEL_MAX_CHARS, NONCE_MAX_CHARS, SUMMARY_MAX_BYTES
 
 _DIGEST_RE = re.compile(r"[0-9a-fA-F]{64}")
-
-
-class JsonIntegerField(serializers.IntegerField):
-    """An integer that must be a JSON number without a fraction: strings, floats and booleans are 400."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            raise serializers.ValidationError("Must be an integer.")
-        return super().to_internal_value(data)
 
 
 class RangeField(serializers.CharField):

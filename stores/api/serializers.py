@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.models import HANDLE_RE, Visibility
-from config.api import StrictQuerySerializer, StrictSerializer, Utf8TextField
+from config.api import StrictBooleanField, StrictIntegerField, StrictQuerySerializer, StrictSerializer, Utf8TextField
 from stores import validation
 from stores.api.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from stores.models import Scope, Store
@@ -19,29 +18,6 @@ SUBJECT_MAX_CHARS = 64  # handles and slugs are ≤64 ASCII characters, UUIDs 36
 CURSOR_MAX_CHARS = 1024
 SEARCH_TEXT_MAX_CHARS = 256
 BIGINT_MAX = 2**63 - 1
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """A JSON boolean only: `true`/`false`; strings and numbers are 400 (DRF would coerce "yes", 1, …)."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, bool):
-            raise serializers.ValidationError("Must be a JSON boolean (true or false).")
-        return data
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """An integer written as one: never a JSON boolean or float, never `"1.0"` or `" 7"` in a query string.
-
-    (DRF's IntegerField would accept `true`, `1.0` and `"1.000"`.)
-    """
-
-    _DIGITS = re.compile(r"-?[0-9]{1,20}")
-
-    def to_internal_value(self, data):
-        if isinstance(data, (bool, float)) or (isinstance(data, str) and not self._DIGITS.fullmatch(data)):
-            raise serializers.ValidationError("A valid integer is required.")
-        return super().to_internal_value(data)
 
 
 class CursorField(serializers.CharField):

@@ -18,7 +18,8 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         not (CHROMIUM and CHROMEDRIVER),
-        reason="Debian's chromium and chromium-driver are not installed (.ci/prepare installs them as root)",
+        reason="Chromium is not installed: `apt-get install chromium chromium-driver` (what .ci/prepare does as root) "
+        "enables this test",
     ),
 ]
 
@@ -94,3 +95,31 @@ def test_staff_archives_a_store_in_the_browser_and_the_api_then_refuses_notes(br
     )
     assert response.status_code == 409
     assert response.json()["error"]["details"]["reason"] == "store_archived"
+
+
+def test_the_store_list_fits_1400_pixels_and_view_site_is_not_a_dead_link(browser, live_server):
+    from selenium.webdriver.common.by import By
+
+    staff = UserFactory(handle="auditor", is_staff=True, is_superuser=True)
+    staff.set_password("correct horse battery staple")
+    staff.save()
+    owner = UserFactory(handle="agent" + "x" * 59)
+    store = StoreFactory(owner=owner, name="debian_changelogs_" * 6)
+    from backoffice.services import archive_store_with_reason
+
+    archive_store_with_reason(store=store, actor=staff, reason="test", request_id="")
+    browser.set_window_size(1400, 1000)
+    browser.get(f"{live_server.url}/backoffice/login/")
+    browser.find_element(By.NAME, "username").send_keys("auditor")
+    browser.find_element(By.NAME, "password").send_keys("correct horse battery staple")
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    browser.get(f"{live_server.url}/backoffice/stores/store/")
+    headers = [th.text.strip() for th in browser.find_elements(By.CSS_SELECTOR, "#result_list thead th")]
+    assert "FILES" in headers and "ENTRIES" in headers, headers  # the README says "entry and file counts"
+    archived = browser.find_element(By.CSS_SELECTOR, "#result_list thead th.column-archived_at")
+    cell = browser.find_element(By.CSS_SELECTOR, "#result_list tbody td.field-archived_at")
+    viewport = browser.execute_script("return document.documentElement.clientWidth")
+    for element in (archived, cell):
+        right = browser.execute_script("const r = arguments[0].getBoundingClientRect(); return r.right;", element)
+        assert right <= viewport, (element.text, right, viewport)
+    assert not browser.find_elements(By.LINK_TEXT, "VIEW SITE") and not browser.find_elements(By.LINK_TEXT, "View site")

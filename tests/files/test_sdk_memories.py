@@ -188,14 +188,15 @@ def test_a_nonreader_gets_not_found_for_the_memory_and_its_store(sdk_for, owner,
         client.beta.memory_stores.memories.update(memory.id, memory_store_id=str(store.pk), content="mine")
 
 
-def test_the_readme_example_runs_against_the_server(sdk, live_server):
+def test_the_readme_example_runs_against_the_server(sdk, live_server, monkeypatch):
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("## File Memory Stores", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    code = code.replace("http://127.0.0.1:8000/api", f"{live_server.url}/api").replace('"mem_..."', "secret")
-    namespace = {"secret": sdk.auth_token, "print": lambda *args: None}
+    monkeypatch.setenv("ROG_API_URL", live_server.url)  # the README's walk exports both
+    monkeypatch.setenv("ROG_TOKEN", sdk.auth_token)
+    namespace = {"print": lambda *args: None}
     exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 (our own README)
     namespace["client"].close()
     assert Memory.objects.get().content == "Vim, 2 spaces."

@@ -46,13 +46,57 @@ def test_create_token_for_unknown_handle_fails_clearly():
         call_command("create_token", "--handle", "ghost", stdout=io.StringIO())
 
 
-def test_ensure_demo_is_idempotent_for_the_user_and_prints_new_tokens():
+def test_ensure_demo_without_a_token_file_prints_new_tokens_and_revokes_none():
     first, second = io.StringIO(), io.StringIO()
     call_command("ensure_demo", stdout=first)
     call_command("ensure_demo", stdout=second)
     assert User.objects.filter(handle__iexact="demo").count() == 1
-    assert ApiToken.objects.filter(user__handle="demo").count() == 2
-    assert ApiToken.objects.filter(user__handle="demo", revoked_at__isnull=True).count() == 1
-    assert "Demo token" in first.getvalue()
-    live = ApiToken.objects.get(user__handle="demo", revoked_at__isnull=True)
-    assert second.getvalue().split("(shown once): ")[1].strip().startswith(live.prefix)
+    assert ApiToken.objects.filter(user__handle="demo", revoked_at__isnull=True).count() == 2
+    assert "earlier demo tokens still work" in second.getvalue()
+
+
+def _secret(output: str) -> str:
+    return output.split("): ", 1)[1].split()[0]
+
+
+def test_ensure_demo_keeps_one_token_across_starts_in_a_private_file(tmp_path):
+    path = tmp_path / "data" / "demo-token"
+    outputs = []
+    for _ in range(2):
+        out = io.StringIO()
+        call_command("ensure_demo", "--token-file", str(path), stdout=out)
+        outputs.append(out.getvalue())
+    assert _secret(outputs[0]) == _secret(outputs[1]) == path.read_text().strip()
+    assert "the same as the last start" in outputs[1]
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert ApiToken.objects.filter(user__handle="demo").count() == 1
+
+
+def test_ensure_demo_replaces_a_revoked_or_foreign_kept_token(tmp_path):
+    path = tmp_path / "demo-token"
+    call_command("ensure_demo", "--token-file", str(path), stdout=io.StringIO())
+    first = path.read_text().strip()
+    services.revoke_token(token=ApiToken.objects.get(digest=services.token_digest(first)))
+    out = io.StringIO()
+    call_command("ensure_demo", "--token-file", str(path), stdout=out)
+    assert _secret(out.getvalue()) == path.read_text().strip() != first
+    path.write_text(services.issue_token(user=UserFactory(handle="someone")).secret)
+    call_command("ensure_demo", "--token-file", str(path), stdout=io.StringIO())
+    assert ApiToken.objects.get(digest=services.token_digest(path.read_text().strip())).user.handle == "demo"
+
+
+@pytest.mark.parametrize("handle", ["alice", "ALICE"])
+@pytest.mark.parametrize("interactive", [True, False])
+def test_createsuperuser_with_a_taken_handle_fails_before_asking_for_a_password(monkeypatch, handle, interactive):
+    UserFactory(handle="Alice")
+    monkeypatch.setattr("getpass.getpass", lambda *a, **k: pytest.fail("asked for a password"))
+    with pytest.raises(CommandError, match="'Alice' already exists"):
+        call_command("createsuperuser", "--handle", handle, interactive=interactive, stdout=io.StringIO())
+    assert User.objects.count() == 1
+
+
+def test_createsuperuser_noinput_takes_the_password_from_the_environment(monkeypatch):
+    monkeypatch.setenv("DJANGO_SUPERUSER_PASSWORD", "a long enough passphrase")
+    call_command("createsuperuser", "--handle", "admin", "--noinput", stdout=io.StringIO())
+    admin = User.objects.get(handle="admin")
+    assert admin.is_staff and admin.is_superuser and admin.check_password("a long enough passphrase")

@@ -227,8 +227,10 @@ class MemoryVersionListQuerySerializer(CreatedAtRangeMixin, PageQueryMixin, Stri
 
     memory_id = serializers.UUIDField(required=False)
     operation = serializers.ChoiceField(choices=Operation.values, required=False)
-    api_key_id = serializers.UUIDField(required=False)
-    session_id = serializers.UUIDField(required=False)
+    # Ids the anthropic SDK may pass in its own prefixed form (`sesn_…`, `apikey_…`): an id that cannot
+    # name anything here filters to an empty list, never a 400 (`versions.selectors.versions`).
+    api_key_id = serializers.CharField(required=False, max_length=200, trim_whitespace=False, allow_blank=True)
+    session_id = serializers.CharField(required=False, max_length=200, trim_whitespace=False, allow_blank=True)
     service_account_id = serializers.CharField(required=False, max_length=200)
     view = serializers.ChoiceField(choices=VIEWS, required=False, default="basic")
 

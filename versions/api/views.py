@@ -3,6 +3,10 @@ fetch the store through `stores.selectors` (reads: read; memory/version writes: 
 archive, delete: owner), validate, call one service or selector, render with `responses`.
 
 Updates are POST (what anthropic 2.10.0 sends); PATCH is accepted as an alias.
+
+A session's per-work credential reaches the endpoints of one store (not the store list or create): only
+the session's attached stores, with the attachment's access intersected with the owner's current access
+(`sessions.selectors.store_for_request`), and every write passes its lease fence (SPEC §5).
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
-from stores import selectors as store_selectors
+from sessions.selectors import store_for_request
+from sessions.services.work import fence_for_request
 from stores import services as store_services
 from versions import selectors, services
 from versions.actors import actor_for_request
@@ -44,6 +49,8 @@ from versions.api.serializers import (
 )
 
 TAG = ["memory_stores"]
+# The per-store endpoints also take a session's per-work credential (SPEC §5).
+STORE_CREDENTIALS = ("api_token", "work_credential")
 STORE_ID = OpenApiParameter("store_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Memory store id.")
 MEMORY_ID = OpenApiParameter("memory_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Memory id.")
 VERSION_ID = OpenApiParameter("version_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Version id.")
@@ -107,13 +114,15 @@ class MemoryStoreCollectionView(APIView):
 class MemoryStoreDetailView(APIView):
     """GET (retrieve), POST/PATCH (update) and DELETE /memory_stores/{store_id}."""
 
+    accepted_credentials = STORE_CREDENTIALS
+
     allow_anonymous_reads = True
 
     @extend_schema(
         operation_id="memory_stores_retrieve", tags=TAG, parameters=[STORE_ID], responses={200: MemoryStoreSerializer}
     )
     def get(self, request, store_id):
-        return responses.store_body(store_selectors.get_store_for(request.user, store_id, need="read"))
+        return responses.store_body(store_for_request(request, store_id, need="read"))
 
     @extend_schema(
         operation_id="memory_stores_update",
@@ -124,7 +133,7 @@ class MemoryStoreDetailView(APIView):
         description="Owner only. Null fields are unchanged; metadata is a patch (null deletes a key).",
     )
     def post(self, request, store_id):
-        store = store_selectors.get_store_for(request.user, store_id, need="owner")
+        store = store_for_request(request, store_id, need="owner")
         incoming = _validated(MemoryStoreUpdateRequestSerializer, request.data)
         store = store_services.update_store(
             store=store,
@@ -153,13 +162,15 @@ class MemoryStoreDetailView(APIView):
         description="Owner only. Deletes the store with its memories, versions and log; allowed when archived.",
     )
     def delete(self, request, store_id):
-        store = store_selectors.get_store_for(request.user, store_id, need="owner")
+        store = store_for_request(request, store_id, need="owner")
         store_services.delete_store(store=store)
         return responses.store_deleted_body(store.pk)
 
 
 class MemoryStoreArchiveView(APIView):
     """POST /memory_stores/{store_id}/archive."""
+
+    accepted_credentials = STORE_CREDENTIALS
 
     @extend_schema(
         operation_id="memory_stores_archive",
@@ -170,13 +181,15 @@ class MemoryStoreArchiveView(APIView):
         description="Owner only. One-way; archiving an archived store returns it unchanged.",
     )
     def post(self, request, store_id):
-        store = store_selectors.get_store_for(request.user, store_id, need="owner")
+        store = store_for_request(request, store_id, need="owner")
         store, _changed = store_services.archive_store(store=store)
         return responses.store_body(store)
 
 
 class MemoryCollectionView(APIView):
     """GET (list) and POST (create) /memory_stores/{store_id}/memories."""
+
+    accepted_credentials = STORE_CREDENTIALS
 
     allow_anonymous_reads = True
 
@@ -188,7 +201,7 @@ class MemoryCollectionView(APIView):
         description="Memories in bytewise path order; depth=1 rolls deeper subtrees into memory_prefix items.",
     )
     def get(self, request, store_id):
-        store = store_selectors.get_store_for(request.user, store_id, need="read")
+        store = store_for_request(request, store_id, need="read")
         query = _validated(MemoryListQuerySerializer, request.query_params)
         prefix, depth, limit, view = query.get("path_prefix", "/"), query["depth"], query["limit"], query["view"]
         fingerprint = {"store": str(store.pk), "prefix": prefix, "depth": depth}
@@ -215,15 +228,19 @@ class MemoryCollectionView(APIView):
         "the same content returns the existing memory.",
     )
     def post(self, request, store_id):
-        store = store_selectors.get_store_for(request.user, store_id, need="write")
+        store = store_for_request(request, store_id, need="write")
         view = _view(request, "basic")
         incoming = _validated(MemoryCreateRequestSerializer, request.data)
-        result = services.create_memory(store=store, actor=actor_for_request(request), **incoming)
+        result = services.create_memory(
+            store=store, actor=actor_for_request(request), fence=fence_for_request(request), **incoming
+        )
         return responses.memory_body(result.memory, view=view)
 
 
 class MemoryDetailView(APIView):
     """GET (retrieve), POST/PATCH (update) and DELETE /memory_stores/{store_id}/memories/{memory_id}."""
+
+    accepted_credentials = STORE_CREDENTIALS
 
     allow_anonymous_reads = True
 
@@ -235,7 +252,7 @@ class MemoryDetailView(APIView):
         description="view defaults to full.",
     )
     def get(self, request, store_id, memory_id):
-        store = store_selectors.get_store_for(request.user, store_id, need="read")
+        store = store_for_request(request, store_id, need="read")
         view = _view(request, "full")
         return responses.memory_body(selectors.memory(store, memory_id, with_content=view == "full"), view=view)
 
@@ -249,7 +266,7 @@ class MemoryDetailView(APIView):
         "is a no-op, even with a stale precondition.",
     )
     def post(self, request, store_id, memory_id):
-        store = store_selectors.get_store_for(request.user, store_id, need="write")
+        store = store_for_request(request, store_id, need="write")
         view = _view(request, "basic")
         incoming = _validated(MemoryUpdateRequestSerializer, request.data)
         precondition = incoming.get("precondition") or {}
@@ -260,6 +277,7 @@ class MemoryDetailView(APIView):
             content=incoming.get("content"),
             path=incoming.get("path"),
             expected_sha256=precondition.get("content_sha256"),
+            fence=fence_for_request(request),
         )
         return responses.memory_body(memory, view=view)
 
@@ -282,19 +300,22 @@ class MemoryDetailView(APIView):
         description="Appends a `deleted` version; allowed on archived stores.",
     )
     def delete(self, request, store_id, memory_id):
-        store = store_selectors.get_store_for(request.user, store_id, need="write")
+        store = store_for_request(request, store_id, need="write")
         query = _validated(MemoryDeleteQuerySerializer, request.query_params)
         version = services.delete_memory(
             store=store,
             memory_id=memory_id,
             actor=actor_for_request(request),
             expected_sha256=query.get("expected_content_sha256"),
+            fence=fence_for_request(request),
         )
         return responses.memory_deleted_body(version.memory_id)
 
 
 class MemoryVersionCollectionView(APIView):
     """GET /memory_stores/{store_id}/memory_versions."""
+
+    accepted_credentials = STORE_CREDENTIALS
 
     allow_anonymous_reads = True
 
@@ -306,7 +327,7 @@ class MemoryVersionCollectionView(APIView):
         description="Versions newest first, also those of deleted memories.",
     )
     def get(self, request, store_id):
-        store = store_selectors.get_store_for(request.user, store_id, need="read")
+        store = store_for_request(request, store_id, need="read")
         query = _validated(MemoryVersionListQuerySerializer, request.query_params)
         limit, view = query["limit"], query["view"]
         filters = {
@@ -338,6 +359,8 @@ class MemoryVersionCollectionView(APIView):
 class MemoryVersionDetailView(APIView):
     """GET /memory_stores/{store_id}/memory_versions/{version_id}."""
 
+    accepted_credentials = STORE_CREDENTIALS
+
     allow_anonymous_reads = True
 
     @extend_schema(
@@ -348,13 +371,15 @@ class MemoryVersionDetailView(APIView):
         description="view defaults to full.",
     )
     def get(self, request, store_id, version_id):
-        store = store_selectors.get_store_for(request.user, store_id, need="read")
+        store = store_for_request(request, store_id, need="read")
         view = _view(request, "full")
         return responses.version_body(selectors.version(store, version_id), view=view)
 
 
 class MemoryVersionRedactView(APIView):
     """POST /memory_stores/{store_id}/memory_versions/{version_id}/redact."""
+
+    accepted_credentials = STORE_CREDENTIALS
 
     @extend_schema(
         operation_id="memory_stores_memory_versions_redact",
@@ -366,6 +391,8 @@ class MemoryVersionRedactView(APIView):
         "cannot be redacted (409 version_is_current). Allowed on archived stores.",
     )
     def post(self, request, store_id, version_id):
-        store = store_selectors.get_store_for(request.user, store_id, need="write")
-        version = services.redact_version(store=store, version_id=version_id, actor=actor_for_request(request))
+        store = store_for_request(request, store_id, need="write")
+        version = services.redact_version(
+            store=store, version_id=version_id, actor=actor_for_request(request), fence=fence_for_request(request)
+        )
         return responses.version_body(version, view="basic")

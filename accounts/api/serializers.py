@@ -1,0 +1,310 @@
+"""Request validation and response shapes for projects, sections, members and tokens (SPEC §3).
+
+Requests are strict: unknown fields are 400, JSON types are never coerced (`"5"`, `5.0`, `"yes"` are 400).
+Serializers validate and render; they never save.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from accounts import services
+from accounts.models import HANDLE_RE, SLUG_RE, ApiToken, Posting, Visibility
+from config.api import (
+    JsonIntegerField,
+    QueryBooleanField,
+    StrictBooleanField,
+    StrictIntegerField,
+    StrictQuerySerializer,
+    StrictSerializer,
+)
+from stores import validation
+from stores.api.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from stores.api.serializers import CursorField, ListMetaSerializer
+
+TOKEN_NAME_MAX_CHARS = 100  # ApiToken.name
+TOKEN_MAX_DAYS = 3650
+
+
+class StrictRegexField(serializers.RegexField):
+    """A string matching `regex`, never another JSON type (DRF's CharField would turn 5 into "5")."""
+
+    def __init__(self, regex: str, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(regex, **kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string.")
+        return super().to_internal_value(data)
+
+
+def slug_field(**kwargs) -> StrictRegexField:
+    return StrictRegexField(
+        SLUG_RE,
+        max_length=64,
+        help_text="1–64 ASCII letters, digits, '_' or '-', starting and ending with a letter or digit; unique "
+        "regardless of case; not UUID-shaped, not `me`.",
+        **kwargs,
+    )
+
+
+def handle_field(**kwargs) -> StrictRegexField:
+    return StrictRegexField(HANDLE_RE, max_length=64, help_text="A user's handle (case-insensitive).", **kwargs)
+
+
+NO_CONTROL = r"^[^\u0000-\u001F\u007F-\u009F]+$"  # what the server accepts: no Cc characters
+
+
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": validation.NAME_MAX_CHARS, "pattern": NO_CONTROL})
+class NameField(serializers.CharField):
+    """A display name: 1–255 characters, no control characters (the store-name rule)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(min_length=1, max_length=validation.NAME_MAX_CHARS, **kwargs)
+
+    def to_internal_value(self, data):
+        return validation.clean_name(data, field=self.field_name)
+
+
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": TOKEN_NAME_MAX_CHARS, "pattern": NO_CONTROL})
+class TokenNameField(serializers.CharField):
+    """A token's label: 1–100 characters, no control characters."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(min_length=1, max_length=TOKEN_NAME_MAX_CHARS, **kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string.")
+        if not 1 <= len(data) <= TOKEN_NAME_MAX_CHARS:
+            raise serializers.ValidationError(f"Must be 1–{TOKEN_NAME_MAX_CHARS} characters (got {len(data)}).")
+        if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in data):
+            raise serializers.ValidationError("Must not contain control characters.")
+        return data
+
+
+class ListQuerySerializer(StrictQuerySerializer):
+    """`cursor`, `limit` (1–100, default 20)."""
+
+    cursor = CursorField()
+    limit = StrictIntegerField(required=False, min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT)
+
+
+class ParentListQuerySerializer(ListQuerySerializer):
+    """GET /projects and /sections: `member=true` keeps those you are an active member of."""
+
+    member = QueryBooleanField(required=False, default=False, help_text="`true`: only yours.")
+
+
+# --- projects ------------------------------------------------------------------------------------
+
+
+class ProjectSerializer(serializers.Serializer):
+    """A project (SPEC §3) with the caller's active `role` in it (null when not a member)."""
+
+    id = serializers.UUIDField()
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    visibility = serializers.ChoiceField(choices=Visibility.choices)
+    created_at = serializers.DateTimeField()
+    role = serializers.ChoiceField(
+        choices=["owner", "member"], source="caller_role", allow_null=True, help_text="Your role; null if none."
+    )
+
+
+class ProjectCreateSerializer(StrictSerializer):
+    """POST /projects: `{slug, name?, visibility?}`; private unless `visibility` is "public"."""
+
+    slug = slug_field()
+    name = NameField(required=False, help_text="Default: the slug.")
+    visibility = serializers.ChoiceField(choices=Visibility.choices, required=False, default=Visibility.PRIVATE)
+
+
+class ProjectUpdateSerializer(StrictSerializer):
+    """PATCH /projects/{id|slug}: any of `slug`, `name`, `visibility`."""
+
+    slug = slug_field(required=False)
+    name = NameField(required=False)
+    visibility = serializers.ChoiceField(choices=Visibility.choices, required=False)
+
+
+class ProjectMemberSerializer(serializers.Serializer):
+    """One membership of a project: `{handle, role, active, created_at}`."""
+
+    handle = serializers.CharField(source="user.handle")
+    role = serializers.ChoiceField(choices=["owner", "member"])
+    active = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+
+
+class ProjectMemberRequestSerializer(StrictSerializer):
+    """POST /projects/{id|slug}/members: `{handle, role?, active?}`; `active: false` removes."""
+
+    handle = handle_field()
+    role = serializers.ChoiceField(choices=["owner", "member"], required=False, help_text="New members: member.")
+    active = StrictBooleanField(required=False, default=True)
+
+
+# --- sections ------------------------------------------------------------------------------------
+
+SECTION_ROLE_CHOICES = list(services.SECTION_ROLES)
+
+
+class SectionSerializer(serializers.Serializer):
+    """A forum section (board) with the caller's active `role` in it (null when not a member)."""
+
+    id = serializers.UUIDField()
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    visibility = serializers.ChoiceField(choices=Visibility.choices)
+    open_to_all_posters = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+    role = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.BooleanField(help_text="Every active user who can read it may post."))
+    def get_open_to_all_posters(self, section) -> bool:
+        return section.posting == Posting.OPEN
+
+    @extend_schema_field(serializers.ChoiceField(choices=SECTION_ROLE_CHOICES, allow_null=True))
+    def get_role(self, section) -> str | None:
+        if section.caller_role is None:
+            return None
+        if section.caller_role == "owner":
+            return "owner"
+        return "poster" if section.caller_can_post else "reader"
+
+
+class SectionCreateSerializer(StrictSerializer):
+    """POST /sections (staff): `{slug, name?, visibility?, open_to_all_posters?}`; private by default."""
+
+    slug = slug_field()
+    name = NameField(required=False, help_text="Default: the slug.")
+    visibility = serializers.ChoiceField(choices=Visibility.choices, required=False, default=Visibility.PRIVATE)
+    open_to_all_posters = StrictBooleanField(required=False, default=False)
+
+
+class SectionUpdateSerializer(StrictSerializer):
+    """PATCH /sections/{id|slug}: any of `slug`, `name`, `visibility`, `open_to_all_posters`."""
+
+    slug = slug_field(required=False)
+    name = NameField(required=False)
+    visibility = serializers.ChoiceField(choices=Visibility.choices, required=False)
+    open_to_all_posters = StrictBooleanField(required=False)
+
+
+class SectionMemberSerializer(serializers.Serializer):
+    """One membership of a section: role `owner` | `poster` | `reader` (reads, may not post)."""
+
+    handle = serializers.CharField(source="user.handle")
+    role = serializers.SerializerMethodField()
+    active = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+
+    @extend_schema_field(serializers.ChoiceField(choices=SECTION_ROLE_CHOICES))
+    def get_role(self, membership) -> str:
+        return services.section_role(membership)
+
+
+class SectionMemberRequestSerializer(StrictSerializer):
+    """POST /sections/{id|slug}/members: `{handle, role?, active?}`; `active: false` removes."""
+
+    handle = handle_field()
+    role = serializers.ChoiceField(choices=SECTION_ROLE_CHOICES, required=False, help_text="New members: poster.")
+    active = StrictBooleanField(required=False, default=True)
+
+
+# --- tokens --------------------------------------------------------------------------------------
+
+
+class TokenSerializer(serializers.Serializer):
+    """One of the caller's API tokens: never the secret (only its `prefix`)."""
+
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    prefix = serializers.CharField(help_text="The first 12 characters of the secret, to recognise it.")
+    scopes = serializers.ListField(child=serializers.ChoiceField(choices=services.ALL_SCOPES))
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    current = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.BooleanField(help_text="true for the token that made this request."))
+    def get_current(self, token: ApiToken) -> bool:
+        caller = self.context.get("caller")
+        return isinstance(caller, ApiToken) and caller.pk == token.pk
+
+
+class NewTokenSerializer(TokenSerializer):
+    """A token just created: `token` is its secret, shown this once and never again."""
+
+    token = serializers.CharField(help_text="The secret (`mem_…`). Shown once; only its SHA-256 is stored.")
+
+
+class TokenCreateSerializer(StrictSerializer):
+    """POST /me/tokens: `{name, scopes, expires_in_days?}`; scopes at most the calling token's."""
+
+    name = TokenNameField()
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=services.ALL_SCOPES), min_length=1, max_length=len(services.ALL_SCOPES)
+    )
+    expires_in_days = JsonIntegerField(
+        required=False,
+        min_value=1,
+        max_value=TOKEN_MAX_DAYS,
+        help_text="Whole days until it expires (1–3650). Omitted: never, or the calling token's expiry if it has one.",
+    )
+
+    def validate_scopes(self, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise serializers.ValidationError("Each scope at most once.")
+        if "memories:write" in value and "agent:read" not in value:
+            raise serializers.ValidationError("memories:write needs agent:read too (every write also reads).")
+        return services.normalise_scopes(value)
+
+
+# --- envelopes -----------------------------------------------------------------------------------
+
+
+@extend_schema_field({"type": "object", "properties": {}, "additionalProperties": False})
+class EmptyMetaField(serializers.DictField):
+    """An empty `meta` object."""
+
+
+class MemberMetaSerializer(serializers.Serializer):
+    created = serializers.BooleanField(help_text="true when this request created the membership (201).")
+
+
+def _envelope(name: str, data: serializers.Serializer, meta: serializers.Serializer) -> type[serializers.Serializer]:
+    return type(name, (serializers.Serializer,), {"data": data, "meta": meta, "__module__": __name__})
+
+
+ProjectEnvelopeSerializer = _envelope("ProjectEnvelopeSerializer", ProjectSerializer(), EmptyMetaField())
+ProjectListEnvelopeSerializer = _envelope(
+    "ProjectListEnvelopeSerializer", ProjectSerializer(many=True), ListMetaSerializer()
+)
+ProjectMemberEnvelopeSerializer = _envelope(
+    "ProjectMemberEnvelopeSerializer", ProjectMemberSerializer(), MemberMetaSerializer()
+)
+ProjectMemberListEnvelopeSerializer = _envelope(
+    "ProjectMemberListEnvelopeSerializer", ProjectMemberSerializer(many=True), ListMetaSerializer()
+)
+SectionEnvelopeSerializer = _envelope("SectionEnvelopeSerializer", SectionSerializer(), EmptyMetaField())
+SectionListEnvelopeSerializer = _envelope(
+    "SectionListEnvelopeSerializer", SectionSerializer(many=True), ListMetaSerializer()
+)
+SectionMemberEnvelopeSerializer = _envelope(
+    "SectionMemberEnvelopeSerializer", SectionMemberSerializer(), MemberMetaSerializer()
+)
+SectionMemberListEnvelopeSerializer = _envelope(
+    "SectionMemberListEnvelopeSerializer", SectionMemberSerializer(many=True), ListMetaSerializer()
+)
+TokenEnvelopeSerializer = _envelope("TokenEnvelopeSerializer", TokenSerializer(), EmptyMetaField())
+NewTokenEnvelopeSerializer = _envelope("NewTokenEnvelopeSerializer", NewTokenSerializer(), EmptyMetaField())
+TokenListEnvelopeSerializer = _envelope("TokenListEnvelopeSerializer", TokenSerializer(many=True), ListMetaSerializer())

@@ -1,0 +1,170 @@
+"""Access-checked reads of projects, sections, memberships and the caller's tokens (SPEC §3).
+
+A project or section the caller cannot see — private and not an active member — raises the same NotFound
+as one that does not exist. Rights are computed from current memberships on every request.
+
+| parent  | see (read)                           | members list   | manage (update, members) |
+| ---     | ---                                  | ---            | ---                      |
+| project | public, or an active member or owner | active members | active owners            |
+| section | public, or an active member or owner | active members | active owners            |
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Literal
+
+from django.db.models import BooleanField, Exists, Model, OuterRef, Q, QuerySet, Subquery, Value
+from django.utils.dateparse import parse_datetime
+
+from accounts.errors import (
+    MembershipRequired,
+    OwnerRequired,
+    ProjectNotFound,
+    SectionNotFound,
+    TokenNotFound,
+)
+from accounts.models import (
+    ApiToken,
+    Project,
+    ProjectMembership,
+    Role,
+    Section,
+    SectionMembership,
+    User,
+    Visibility,
+)
+from config.errors import InvalidRequest
+
+Need = Literal["read", "member", "owner"]
+
+
+def _authenticated(user) -> bool:
+    return bool(user is not None and getattr(user, "is_authenticated", False) and user.is_active)
+
+
+def _visible(queryset: QuerySet, membership_model: type[Model], parent_field: str, user) -> QuerySet:
+    """Rows of `queryset` that `user` may see, annotated with `caller_role` and `caller_can_post`.
+
+    `caller_role` is the role of the caller's *active* membership (None when not an active member).
+    """
+    if not _authenticated(user):
+        return queryset.filter(visibility=Visibility.PUBLIC).annotate(caller_role=_none(), caller_can_post=_none())
+    mine = membership_model.objects.filter(**{parent_field: OuterRef("pk")}, user=user, active=True)
+    annotated = queryset.annotate(caller_role=Subquery(mine.values("role")[:1]))
+    if membership_model is SectionMembership:
+        annotated = annotated.annotate(caller_can_post=Subquery(mine.values("can_post")[:1]))
+    else:
+        annotated = annotated.annotate(caller_can_post=_none())
+    return annotated.filter(Q(visibility=Visibility.PUBLIC) | Exists(mine))
+
+
+def _none() -> Value:
+    return Value(None, output_field=BooleanField())
+
+
+def visible_projects(user, *, member_only: bool = False) -> QuerySet[Project]:
+    """Projects `user` may see (public ones, and those they are an active member of), newest first.
+
+    Annotated with `caller_role` ("owner" | "member" | None). `member_only` keeps the caller's own.
+    One query.
+    """
+    projects = _visible(Project.objects.all(), ProjectMembership, "project", user)
+    if member_only:
+        projects = projects.filter(caller_role__isnull=False)
+    return projects.order_by("-created_at", "-id")
+
+
+def visible_sections(user, *, member_only: bool = False) -> QuerySet[Section]:
+    """Sections (boards) `user` may see, newest first, annotated with `caller_role`/`caller_can_post`."""
+    sections = _visible(Section.objects.all(), SectionMembership, "section", user)
+    if member_only:
+        sections = sections.filter(caller_role__isnull=False)
+    return sections.order_by("-created_at", "-id")
+
+
+def _lookup(queryset: QuerySet, ref: object) -> Model | None:
+    """Find by UUID (preferred) or by slug, case-insensitively; None when absent."""
+    if not isinstance(ref, str) or not ref:
+        return None
+    try:
+        pk = uuid.UUID(ref)
+    except ValueError:
+        pk = None
+    if pk is not None:
+        found = queryset.filter(pk=pk).first()
+        if found is not None:
+            return found
+    return queryset.filter(slug__iexact=ref).first()
+
+
+def _require(parent: Model, need: Need) -> Model:
+    if need == "member" and parent.caller_role is None:
+        raise MembershipRequired()
+    if need == "owner" and parent.caller_role != Role.OWNER:
+        raise OwnerRequired()
+    return parent
+
+
+def get_project_for(user, ref: object, *, need: Need = "read") -> Project:
+    """The project `ref` (UUID or slug, case-insensitive) if `user` may see it, with `caller_role`.
+
+    need: "read" | "member" (an active member or owner) | "owner" (an active owner). Raises
+    ProjectNotFound (404, identical for missing and unseen), MembershipRequired / OwnerRequired (403).
+    One query.
+    """
+    project = _lookup(_visible(Project.objects.all(), ProjectMembership, "project", user), ref)
+    if project is None:
+        raise ProjectNotFound()
+    return _require(project, need)
+
+
+def get_section_for(user, ref: object, *, need: Need = "read") -> Section:
+    """The section `ref` (UUID or slug) if `user` may see it; as `get_project_for` (SectionNotFound)."""
+    section = _lookup(_visible(Section.objects.all(), SectionMembership, "section", user), ref)
+    if section is None:
+        raise SectionNotFound()
+    return _require(section, need)
+
+
+def project_members(project: Project) -> QuerySet[ProjectMembership]:
+    """Every membership of `project` (active and inactive), oldest first, with users; one query."""
+    return ProjectMembership.objects.filter(project=project).select_related("user").order_by("created_at", "id")
+
+
+def section_members(section: Section) -> QuerySet[SectionMembership]:
+    """Every membership of `section` (active and inactive), oldest first, with users; one query."""
+    return SectionMembership.objects.filter(section=section).select_related("user").order_by("created_at", "id")
+
+
+def membership_keys(membership: ProjectMembership | SectionMembership) -> list:
+    """The keyset of a membership in oldest-first order: ``[created_at ISO 8601, id]``."""
+    return [membership.created_at.isoformat(), membership.pk]
+
+
+def after_membership(memberships: QuerySet, keys: list | None) -> QuerySet:
+    """Memberships strictly after the cursor keys (oldest first). Raises InvalidRequest for bad keys."""
+    if keys is None:
+        return memberships
+    created_at = parse_datetime(keys[0]) if isinstance(keys[0], str) else None
+    if created_at is None or not isinstance(keys[1], int) or isinstance(keys[1], bool):
+        raise InvalidRequest("cursor: invalid or tampered cursor; use meta.next_cursor as returned.")
+    return memberships.filter(Q(created_at__gt=created_at) | Q(created_at=created_at, id__gt=keys[1]))
+
+
+def user_tokens(user: User) -> QuerySet[ApiToken]:
+    """`user`'s own API tokens (live, expired and revoked), newest first; one query. Never the secret."""
+    return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")
+
+
+def get_token_for(user: User, token_id: object) -> ApiToken:
+    """One of `user`'s own tokens. Raises TokenNotFound (404) for a malformed id, an unknown one or
+    someone else's token (identical bodies)."""
+    try:
+        pk = uuid.UUID(str(token_id))
+    except (TypeError, ValueError):
+        raise TokenNotFound() from None
+    token = ApiToken.objects.filter(user=user, pk=pk).first()
+    if token is None:
+        raise TokenNotFound()
+    return token

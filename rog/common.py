@@ -1,0 +1,152 @@
+"""What every `rog` command shares: the API state, JSON output (with `--query`), errors and exit codes.
+
+Exit codes: 0 success, 2 usage error, 3 the API refused the request (4xx), 4 the API failed (5xx),
+5 the API could not be reached.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any, NoReturn
+from urllib.parse import quote
+
+import click
+import jmespath
+from jmespath.exceptions import JMESPathError
+
+from rog.client import ApiError, Client, NetworkError
+
+EXIT_USAGE, EXIT_API_4XX, EXIT_API_5XX, EXIT_NETWORK = 2, 3, 4, 5
+
+
+def _write(text: str, stream) -> None:
+    buffer = getattr(stream, "buffer", None)
+    if buffer is not None:
+        buffer.write(text.encode("utf-8"))
+        buffer.flush()
+    else:
+        stream.write(text)
+
+
+def _json(payload: Any) -> str:
+    return json.dumps(payload, ensure_ascii=False, indent=2) + "\n"
+
+
+def emit(payload: Any, *, stream=None) -> None:
+    """Write `payload` as indented JSON (UTF-8; control characters escaped by the JSON encoder).
+
+    On stdout, a command's `--query EXPR` (JMESPath) selects part of it first: a string result is written
+    as plain text on one line (so `$(rog … --query data.id)` captures it), anything else as JSON. A string
+    holding a control character is still written as JSON, so stored text never reaches a terminal raw.
+    """
+    if stream is not None:
+        _write(_json(payload), stream)
+        return
+    state = _current_state()
+    expression = state.query if state is not None else None
+    if expression:
+        try:
+            payload = jmespath.search(expression, payload)
+        except JMESPathError as exc:
+            fail_usage(f"--query {expression!r} is not a valid JMESPath expression: {exc}")
+        if isinstance(payload, str) and payload.isprintable():
+            _write(payload + "\n", sys.stdout)
+            return
+    _write(_json(payload), sys.stdout)
+
+
+def fail_usage(message: str) -> NoReturn:
+    """Print a `usage_error` object on stderr and exit 2."""
+    emit({"type": "error", "error": {"type": "usage_error", "message": message}}, stream=sys.stderr)
+    sys.exit(EXIT_USAGE)
+
+
+def path_part(value: str) -> str:
+    """`value` as one URL path segment: a slug, handle or id can never reach another endpoint.
+
+    Percent-encoding alone is not enough (servers decode `%2F` back to `/` before routing), so a value with
+    `/`, or `.`/`..`, is a usage error; everything else is encoded.
+    """
+    if "/" in value or value in (".", "..") or not value:
+        fail_usage(f"{value!r} is not a name or id (no '/', '.' or '..').")
+    return quote(value, safe="")
+
+
+@dataclass
+class State:
+    """The global options of one `rog` run and its API client."""
+
+    api_url: str
+    token: str | None
+    data_json: str | None
+    timeout: float
+    query: str | None = None
+    _client: Client | None = None
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client(self.api_url, self.token, self.timeout)
+        return self._client
+
+    def call(self, method: str, path: str, **kwargs) -> dict[str, Any]:
+        """One API call; on failure print the error object on stderr and exit with the matching code."""
+        try:
+            return self.client.request(method, path, **kwargs)
+        except ApiError as exc:
+            emit(exc.body, stream=sys.stderr)
+            sys.exit(EXIT_API_4XX if exc.status < 500 else EXIT_API_5XX)
+        except NetworkError as exc:
+            emit(
+                {"type": "error", "error": {"type": "network_error", "message": str(exc)}, "api_url": self.api_url},
+                stream=sys.stderr,
+            )
+            sys.exit(EXIT_NETWORK)
+
+    def call_all(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """GET every page of a list (following `meta.next_cursor`); ``{data: [...], meta: {count, pages}}``."""
+        params = dict(params or {})
+        rows: list = []
+        pages = 0
+        while True:
+            page = self.call("GET", path, params=params)
+            pages += 1
+            rows.extend(page.get("data") or [])
+            cursor = (page.get("meta") or {}).get("next_cursor")
+            if not cursor:
+                return {"data": rows, "meta": {"count": len(rows), "pages": pages}}
+            params["cursor"] = cursor
+
+
+def _current_state() -> State | None:
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_object(State) if ctx is not None else None
+
+
+def _remember_query(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    state = ctx.find_object(State)
+    if state is not None and value:
+        state.query = value
+
+
+def query_option() -> click.Option:
+    return click.Option(
+        ["-q", "--query"],
+        metavar="EXPR",
+        expose_value=False,
+        callback=_remember_query,
+        help="Print only this part of the answer (JMESPath, e.g. data.id); strings print as plain text.",
+    )
+
+
+class RogGroup(click.Group):
+    """A command group whose every command takes `--query` (and whose subgroups do the same)."""
+
+    group_class = type  # subgroups made with `@group.group()` are RogGroups too
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        if not isinstance(cmd, click.Group) and not any(p.name == "query" for p in cmd.params):
+            cmd.params.append(query_option())
+        super().add_command(cmd, name)

@@ -1,0 +1,66 @@
+"""Helpers shared by the agent-access services: database time, secrets, metadata patches."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import connection
+
+from accounts.services import token_digest
+from config.errors import InvalidRequest
+from stores import validation as store_validation
+
+UNSET: Any = object()
+
+
+def db_now() -> datetime:
+    """The database's `statement_timestamp()` — the clock every lease and claim is judged by.
+
+    Call it after taking the row locks a decision depends on: the statement that reads the clock then
+    starts after the lock wait, so the time is never older than the state it is compared with.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        return cursor.fetchone()[0]
+
+
+def rfc3339(moment: datetime | None) -> str | None:
+    """RFC 3339 UTC with a ``Z`` — the same text DRF renders, so clients can echo it back exactly."""
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Minted:
+    """A fresh bearer secret: `secret` is shown once; `digest` (SHA-256 hex) and `prefix` are stored."""
+
+    secret: str
+    digest: str
+    prefix: str
+
+
+def mint_secret(kind_prefix: str) -> Minted:
+    """``<kind_prefix><43 URL-safe characters>`` (256 bits), with its digest and a 12-character prefix."""
+    secret = kind_prefix + secrets.token_urlsafe(32)
+    return Minted(secret=secret, digest=token_digest(secret), prefix=secret[:12])
+
+
+def patch_metadata(current: dict[str, str], patch: object, *, field: str = "metadata", empty_deletes: bool = False):
+    """Merge a metadata patch (`{key: str | None}`; None — and "" when `empty_deletes` — deletes the key)
+    into `current` and return the validated result (≤16 pairs, keys 1–64, values ≤512 characters).
+
+    Raises InvalidRequest with ``details.error_code = "invalid_metadata"`` (SDK `BetaInvalidMetadataError`).
+    """
+    if not isinstance(patch, dict):
+        raise InvalidRequest(f"{field}: must be an object.", details={"error_code": "invalid_metadata"})
+    merged = dict(current)
+    for key, value in patch.items():
+        if value is None or (empty_deletes and value == ""):
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return store_validation.clean_metadata(merged, field=field)

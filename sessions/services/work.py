@@ -1,0 +1,380 @@
+"""The work queue: polls and claims, acknowledgement, leases and heartbeats, stops, and the lease fence
+every write through a per-work credential passes (SPEC §5).
+
+States: ``queued → starting → active → stopping → stopped``.
+
+- A **poll** claims the oldest claimable `queued` item — never polled, or polled (and not acknowledged)
+  longer than `reclaim_older_than_ms` ago — and mints a new per-work credential; the previous claim's
+  credential dies. Claims use ``FOR UPDATE SKIP LOCKED``, so parallel polls never claim one item twice.
+- **ack** moves the claimed item to `starting` and starts a lease of the default TTL.
+- **heartbeat** extends the lease (TTL clamped to 10–300 s) and moves it to `active`; its
+  `expected_last_heartbeat` precondition is compared under the row lock (412 on a mismatch).
+- A lease whose TTL passes **lapses**: `starting`/`active` go back to `queued` (a new claim is needed),
+  `stopping` becomes `stopped`. Lapses are applied lazily — by polls, reads and every locked use of the
+  item — always judged by `statement_timestamp()`.
+- **stop** asks for a graceful stop (`stopping`; the worker learns it from its next heartbeat) or, with
+  `force` or on an item nobody runs, stops it at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Q
+from django.db.models.functions import Now
+
+from sessions.errors import (
+    HeartbeatPreconditionFailed,
+    LeaseExpired,
+    WorkAlreadyAcknowledged,
+    WorkNotClaimed,
+    WorkStopped,
+)
+from sessions.models import (
+    LEASE_DEFAULT_TTL_SECONDS,
+    LEASE_MAX_TTL_SECONDS,
+    LEASE_MIN_TTL_SECONDS,
+    LEASED_STATES,
+    WORK_CREDENTIAL_PREFIX,
+    Environment,
+    Poller,
+    Work,
+    WorkClaim,
+    WorkState,
+)
+from sessions.services.common import UNSET, db_now, mint_secret, patch_metadata, rfc3339
+from sessions.validation import clamp_ttl
+
+# A blocked poll re-tries its claim this often (seconds); `block_ms` ≤ 999 bounds the whole wait, so a
+# poll never holds a request thread for much more than a second, whatever the server type.
+POLL_STEP_SECONDS = 0.1
+# A worker's `last_polled_at` is rewritten at most this often: a poll per second per worker would
+# otherwise be a write per second per worker.
+POLLER_RESOLUTION_SECONDS = 5
+
+
+def _lock(work: Work) -> Work:
+    return Work.objects.select_for_update(of=("self",)).get(pk=work.pk)
+
+
+@contextmanager
+def _settled(work: Work) -> Iterator[tuple[Work, datetime]]:
+    """A transaction holding the work row's lock, with a lapsed lease already applied: ``(locked, now)``,
+    `now` being database time read after the lock. Errors are raised after it commits, so the lapse stays."""
+    with transaction.atomic():
+        locked = _lock(work)
+        now = db_now()
+        _settle(locked, now)
+        yield locked, now
+
+
+def _end_claim(work: Work, now: datetime) -> None:
+    if work.claim_id is not None:
+        WorkClaim.objects.filter(pk=work.claim_id, ended_at=None).update(ended_at=now)
+
+
+def _requeue(work: Work, now: datetime) -> None:
+    """Back to `queued` for a new claim: the old claim ends, the lease and its timestamps reset."""
+    _end_claim(work, now)
+    work.state = WorkState.QUEUED
+    work.claim_id = None
+    work.polled_at = work.acknowledged_at = work.started_at = None
+    work.last_heartbeat_at = work.lease_expires_at = None
+    work.lease_ttl_seconds = 0
+    work.worker_id = ""
+    work.queued_at = now
+    work.save()
+
+
+def stop_for_good(work: Work, now: datetime) -> bool:
+    """Stop a locked work item now (`stopped`, its claim ended); False when it already was stopped."""
+    if work.state == WorkState.STOPPED:
+        return False
+    _end_claim(work, now)
+    work.state = WorkState.STOPPED
+    work.claim_id = None
+    work.lease_expires_at = None
+    work.stopped_at = now
+    work.save()
+    return True
+
+
+def _settle(work: Work, now: datetime) -> bool:
+    """Apply a lapsed lease to a locked item (re-queue, or finish a graceful stop). True if it changed."""
+    if work.state in LEASED_STATES and work.lease_expires_at <= now:
+        if work.state == WorkState.STOPPING:
+            return stop_for_good(work, now)
+        _requeue(work, now)
+        return True
+    return False
+
+
+def lease_state(work: Work) -> dict[str, Any]:
+    """The lease as the server holds it (the SDK's `BetaWorkLeaseState`), for 412 bodies."""
+    return {
+        "last_heartbeat": rfc3339(work.last_heartbeat_at),
+        "lease_extended": False,
+        "state": work.state,
+        "ttl_seconds": work.lease_ttl_seconds,
+    }
+
+
+def settle_lapsed_leases(*, environment: Environment) -> int:
+    """Apply every lapsed lease of `environment` (by database time); returns how many items changed.
+
+    Skips rows another transaction holds (that holder settles them itself). Called by polls and by the
+    work reads, so what they report is what a poll would see.
+    """
+    with transaction.atomic():
+        lapsed = list(
+            Work.objects.select_for_update(of=("self",), skip_locked=True)
+            .filter(environment=environment, state__in=LEASED_STATES, lease_expires_at__lte=Now())
+            .order_by("pk")
+        )
+        if not lapsed:
+            return 0
+        now = db_now()
+        return sum(_settle(work, now) for work in lapsed)
+
+
+# --- polling --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClaimedWork:
+    """A claimed work item and its `secret`: URL-safe base64 (unpadded) of ``{"sessions_token": …}``."""
+
+    work: Work
+    secret: str
+
+
+def encode_secret(sessions_token: str) -> str:
+    raw = json.dumps({"sessions_token": sessions_token}, separators=(",", ":")).encode("ascii")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _claim_next(environment: Environment, *, reclaim_older_than_ms: int, worker_id: str) -> ClaimedWork | None:
+    with transaction.atomic():
+        reclaim_before = Now() - timedelta(milliseconds=reclaim_older_than_ms)
+        reclaimable = Q(polled_at__isnull=True) | Q(polled_at__lte=reclaim_before)
+        work = (
+            Work.objects.select_for_update(of=("self",), skip_locked=True)
+            .filter(environment=environment, state=WorkState.QUEUED)
+            .filter(reclaimable)
+            .order_by("created_at", "id")
+            .first()
+        )
+        if work is None:
+            return None
+        now = db_now()
+        _end_claim(work, now)
+        minted = mint_secret(WORK_CREDENTIAL_PREFIX)
+        claim = WorkClaim.objects.create(
+            work=work, prefix=minted.prefix, digest=minted.digest, worker_id=worker_id, created_at=now
+        )
+        work.claim_id = claim.pk
+        work.polled_at = now
+        work.worker_id = worker_id
+        work.save(update_fields=["claim_id", "polled_at", "worker_id"])
+        return ClaimedWork(work=work, secret=encode_secret(minted.secret))
+
+
+def record_poller(*, environment: Environment, worker_id: str) -> None:
+    """Note that `worker_id` polled `environment` now (for `workers_polling`); at most one write per
+    worker per `POLLER_RESOLUTION_SECONDS`. One statement (INSERT … ON CONFLICT)."""
+    if not worker_id:
+        return
+    table = connection.ops.quote_name(Poller._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (environment_id, worker_id, last_polled_at) "  # noqa: S608 (our table name)
+            "VALUES (%s, %s, statement_timestamp()) "
+            "ON CONFLICT (environment_id, worker_id) DO UPDATE SET last_polled_at = EXCLUDED.last_polled_at "
+            f"WHERE {table}.last_polled_at < EXCLUDED.last_polled_at - make_interval(secs => %s)",
+            [environment.pk, worker_id, POLLER_RESOLUTION_SECONDS],
+        )
+
+
+def poll_work(
+    *, environment: Environment, block_ms: int | None, reclaim_older_than_ms: int, worker_id: str = ""
+) -> ClaimedWork | None:
+    """Claim the oldest claimable work item of `environment`, or None when there is none (SPEC §5 poll).
+
+    block_ms: None returns at once; 1–999 keeps trying, every `POLL_STEP_SECONDS`, for that long (no
+    transaction or lock is held while waiting). reclaim_older_than_ms: ≥ 0; a polled item not acknowledged
+    that long ago is claimed again. Each claim mints a new per-work credential and ends the previous one.
+    """
+    record_poller(environment=environment, worker_id=worker_id)
+    deadline = time.monotonic() + (block_ms or 0) / 1000
+    while True:
+        settle_lapsed_leases(environment=environment)
+        claimed = _claim_next(environment, reclaim_older_than_ms=reclaim_older_than_ms, worker_id=worker_id)
+        remaining = deadline - time.monotonic()
+        if claimed is not None or remaining <= 0:
+            return claimed
+        time.sleep(min(POLL_STEP_SECONDS, remaining))
+
+
+# --- acknowledge, heartbeat, stop -----------------------------------------------------------------
+
+
+def acknowledge_work(*, work: Work) -> Work:
+    """Acknowledge the claimed item: `queued` → `starting`, with a lease of the default TTL (SDK `ack`).
+
+    Acknowledging a `starting` item again returns it unchanged (a poller retrying its ack). Raises
+    WorkNotClaimed (409: never polled, or re-queued since), WorkAlreadyAcknowledged (409: active or
+    stopping), WorkStopped (409). Locks the row; a lapsed lease is applied first.
+    """
+    with _settled(work) as (locked, now):
+        error: Exception | None = None
+        if locked.state == WorkState.STOPPED:
+            error = WorkStopped()
+        elif locked.state in (WorkState.ACTIVE, WorkState.STOPPING):
+            error = WorkAlreadyAcknowledged()
+        elif locked.state == WorkState.QUEUED and locked.claim_id is None:
+            error = WorkNotClaimed()
+        elif locked.state == WorkState.QUEUED:
+            locked.state = WorkState.STARTING
+            locked.acknowledged_at = now
+            locked.lease_ttl_seconds = LEASE_DEFAULT_TTL_SECONDS
+            locked.lease_expires_at = now + timedelta(seconds=LEASE_DEFAULT_TTL_SECONDS)
+            locked.save(update_fields=["state", "acknowledged_at", "lease_ttl_seconds", "lease_expires_at"])
+    if error is not None:
+        raise error  # after the commit, so a lapse applied above is kept
+    return locked
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """A `work_heartbeat` answer: `last_heartbeat` is RFC 3339 (``""`` when none was ever recorded)."""
+
+    last_heartbeat: str
+    lease_extended: bool
+    state: str
+    ttl_seconds: int
+
+
+def heartbeat_work(
+    *,
+    work: Work,
+    claim: WorkClaim | None = None,
+    desired_ttl_seconds: int | None = None,
+    expected_last_heartbeat: Any = UNSET,
+) -> Heartbeat:
+    """Extend the lease of `work` and move it to `active` (SDK `work.heartbeat`, SPEC §5).
+
+    claim: the per-work credential making the call (None for the environment key). desired_ttl_seconds:
+    clamped to 10–300 (None: 60). expected_last_heartbeat: a datetime (the server's previous
+    `last_heartbeat`), None for `NO_HEARTBEAT` (no heartbeat yet in this claim), UNSET for no precondition.
+
+    On `stopping`/`stopped` the precondition is not compared: the answer says ``lease_extended: false``
+    and the state, so the worker shuts down. Otherwise raises HeartbeatPreconditionFailed (412, with the
+    lease the server holds) when the expectation differs, when `claim` is no longer the item's claim, or
+    when the item is not leased (queued; a lapsed lease is re-queued first). Locks the row: of two
+    heartbeats with one expectation exactly one succeeds.
+    """
+    ttl = clamp_ttl(
+        desired_ttl_seconds, low=LEASE_MIN_TTL_SECONDS, high=LEASE_MAX_TTL_SECONDS, default=LEASE_DEFAULT_TTL_SECONDS
+    )
+    with _settled(work) as (locked, now):
+        rejected = None
+        if locked.state in (WorkState.STOPPING, WorkState.STOPPED):
+            return Heartbeat(
+                last_heartbeat=rfc3339(locked.last_heartbeat_at) or "",
+                lease_extended=False,
+                state=locked.state,
+                ttl_seconds=locked.lease_ttl_seconds,
+            )
+        if claim is not None and locked.claim_id != claim.pk:
+            rejected = "This credential's claim has ended: the item was re-queued or claimed by another worker."
+        elif locked.state not in (WorkState.STARTING, WorkState.ACTIVE):
+            rejected = "This work item holds no lease (it is queued): claim it again with a poll."
+        elif expected_last_heartbeat is not UNSET and expected_last_heartbeat != locked.last_heartbeat_at:
+            rejected = HeartbeatPreconditionFailed.message
+        if rejected is None:
+            locked.last_heartbeat_at = now
+            locked.lease_ttl_seconds = ttl
+            locked.lease_expires_at = now + timedelta(seconds=ttl)
+            if locked.state == WorkState.STARTING:
+                locked.state = WorkState.ACTIVE
+                locked.started_at = now
+            locked.save(
+                update_fields=["last_heartbeat_at", "lease_ttl_seconds", "lease_expires_at", "state", "started_at"]
+            )
+            return Heartbeat(last_heartbeat=rfc3339(now), lease_extended=True, state=locked.state, ttl_seconds=ttl)
+        current = lease_state(locked)
+    raise HeartbeatPreconditionFailed(current_state=current, message=rejected)
+
+
+def stop_work(*, work: Work, claim: WorkClaim | None = None, force: bool = False) -> Work:
+    """Stop `work` (SDK `work.stop`): `force`, or an item nobody runs (`queued`), stops it now; a
+    running item goes to `stopping` (graceful: its next heartbeat tells the worker), and a `stopping` one
+    stays so until its worker stops it with `force` or its lease lapses.
+
+    Raises WorkStopped (409) when already stopped, LeaseExpired (409) when `claim` (a per-work credential)
+    no longer holds the item. Locks the row; a lapsed lease is applied first.
+    """
+    with _settled(work) as (locked, now):
+        error: Exception | None = None
+        if locked.state == WorkState.STOPPED:
+            error = WorkStopped()
+        elif claim is not None and (locked.claim_id != claim.pk or locked.state not in LEASED_STATES):
+            error = LeaseExpired()
+        elif force or locked.state == WorkState.QUEUED:
+            stop_for_good(locked, now)
+        elif locked.state in (WorkState.STARTING, WorkState.ACTIVE):
+            locked.state = WorkState.STOPPING
+            locked.stop_requested_at = now
+            locked.save(update_fields=["state", "stop_requested_at"])
+    if error is not None:
+        raise error
+    return locked
+
+
+@transaction.atomic
+def update_work_metadata(*, work: Work, metadata_patch: object) -> Work:
+    """Merge a metadata patch into `work` (SDK `work.update`: a string upserts a key, null deletes it)."""
+    locked = _lock(work)
+    merged = patch_metadata(locked.metadata, metadata_patch)
+    if merged != locked.metadata:
+        locked.metadata = merged
+        locked.save(update_fields=["metadata"])
+    return locked
+
+
+# --- the fence ------------------------------------------------------------------------------------
+
+Fence = Callable[[], datetime]
+
+
+def lease_fence(claim: WorkClaim) -> Fence:
+    """A fence for one write made with `claim`'s credential (SPEC §5).
+
+    The write service calls it inside its transaction, after locking the store row: it locks the work row,
+    reads `statement_timestamp()` and raises LeaseExpired (409, nothing written) unless `claim` is still
+    the item's claim, the item is leased and the lease has not passed. It returns that database time, which
+    the service stamps on what it writes — so no write the database judged after expiry ever lands.
+    """
+
+    def fence() -> datetime:
+        work = Work.objects.select_for_update(of=("self",)).filter(pk=claim.work_id).first()
+        now = db_now()
+        if work is None or work.claim_id != claim.pk or work.state not in LEASED_STATES or work.lease_expires_at <= now:
+            raise LeaseExpired()
+        return now
+
+    return fence
+
+
+def fence_for_request(request: Any) -> Fence | None:
+    """The fence a write request must pass: one for a per-work credential, None for an API token."""
+    auth = getattr(request, "auth", None)
+    return lease_fence(auth) if isinstance(auth, WorkClaim) else None

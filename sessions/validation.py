@@ -1,0 +1,247 @@
+"""Field rules of environments, sessions and work (SPEC §5, §9).
+
+Every function returns the cleaned value or raises InvalidRequest naming the field. Store names,
+descriptions and metadata follow `stores.validation`, so both surfaces word their errors the same way.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+
+from config.errors import InvalidRequest
+from config.text import first_forbidden_char
+from sessions.models import (
+    INSTRUCTIONS_MAX_CHARS,
+    MAX_ATTACHED_STORES,
+    MOUNT_ROOT,
+    NO_HEARTBEAT,
+    WORKER_ID_MAX_CHARS,
+    Access,
+    EnvironmentScope,
+)
+from stores import validation as store_validation
+
+AGENT_ID_MAX_CHARS = 200
+_SLUG_RUN = re.compile(r"[^a-z0-9]+")
+_WORKER_ID = re.compile(r"[\x21-\x7e]+")
+
+
+def _text(value: object, *, field: str, max_chars: int, allow_empty: bool = True) -> str:
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{field}: must be a string.")
+    if not allow_empty and not value:
+        raise InvalidRequest(f"{field}: must not be empty.")
+    if len(value) > max_chars:
+        raise InvalidRequest(f"{field}: must be at most {max_chars} characters (got {len(value)}).")
+    problem = first_forbidden_char(value)
+    if problem:
+        raise InvalidRequest(f"{field}: {problem}.")
+    return value
+
+
+# --- environments ---------------------------------------------------------------------------------
+
+
+def clean_config(value: object, *, field: str = "config") -> dict[str, str]:
+    """``{"type": "self_hosted"}`` (or null/absent, meaning that); any other type is 400 (SPEC §5)."""
+    if value is None:
+        return {"type": "self_hosted"}
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"{field}: must be an object such as {{'type': 'self_hosted'}}.")
+    unknown = sorted(set(value) - {"type"})
+    if unknown:
+        raise InvalidRequest(f"{field}: unknown field(s) {', '.join(unknown)}; a self_hosted config has only 'type'.")
+    kind = value.get("type")
+    if kind != "self_hosted":
+        raise InvalidRequest(
+            f"{field}.type: {kind!r} is not served; this service runs 'self_hosted' environments only "
+            "(your own workers poll for work)."
+        )
+    return {"type": "self_hosted"}
+
+
+def clean_scope(value: object, *, field: str = "scope") -> str | None:
+    """`organization`, `account` or null. Stored and echoed; it never widens who sees the environment."""
+    if value is None:
+        return None
+    if value not in EnvironmentScope.values:
+        raise InvalidRequest(f"{field}: must be 'organization', 'account' or null.")
+    return value  # type: ignore[return-value]
+
+
+def clean_nullable_description(value: object, *, field: str = "description") -> str | None:
+    """null, or Markdown of at most 1,024 characters (an empty string stays an empty string)."""
+    return None if value is None else store_validation.clean_description(value, field=field)
+
+
+def clean_key_name(value: object, *, field: str = "name") -> str:
+    return _text(value, field=field, max_chars=100)
+
+
+# --- sessions -------------------------------------------------------------------------------------
+
+
+def clean_agent(value: object, *, field: str = "agent") -> dict[str, Any]:
+    """The session's `agent` input: an agent id string, or ``{"type": "agent", "id", "version"?}``.
+
+    Returns the snapshot ``{"id": str, "version": int | None}``. The service never runs a model, so the
+    agent is kept as given; ``agent_with_overrides`` (model, tools, system prompt) is refused.
+    """
+    if isinstance(value, str):
+        return {"id": _text(value, field=field, max_chars=AGENT_ID_MAX_CHARS, allow_empty=False), "version": None}
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"{field}: must be an agent id string or an object {{'type': 'agent', 'id', 'version'}}.")
+    kind = value.get("type")
+    if kind == "agent_with_overrides":
+        raise InvalidRequest(
+            f"{field}.type: 'agent_with_overrides' is not supported: this service never runs a model, so there "
+            "is nothing to override; pass the agent id or {'type': 'agent', 'id', 'version'}."
+        )
+    if kind != "agent":
+        raise InvalidRequest(f"{field}.type: must be 'agent'.")
+    unknown = sorted(set(value) - {"type", "id", "version"})
+    if unknown:
+        raise InvalidRequest(f"{field}: unknown field(s) {', '.join(unknown)}.")
+    agent_id = _text(value.get("id"), field=f"{field}.id", max_chars=AGENT_ID_MAX_CHARS, allow_empty=False)
+    version = value.get("version")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or not 1 <= version < 2**31):
+        raise InvalidRequest(f"{field}.version: must be an integer of at least 1.")
+    return {"id": agent_id, "version": version}
+
+
+def clean_title(value: object, *, field: str = "title") -> str | None:
+    """null, ``""``, or up to 255 characters without control characters (the store-name rules)."""
+    if value is None or value == "":
+        return value  # type: ignore[return-value]
+    return store_validation.clean_name(value, field=field)
+
+
+def clean_instructions(value: object, *, field: str) -> str | None:
+    return None if value is None else _text(value, field=field, max_chars=INSTRUCTIONS_MAX_CHARS)
+
+
+def clean_resources(value: object, *, field: str = "resources") -> list[dict[str, Any]]:
+    """The session's `resources`: at most 8 `memory_store` items, each store once (SPEC §5).
+
+    Returns ``[{"store_id": UUID, "access": str, "instructions": str | None}, …]`` in request order.
+    Another resource type (`file`, `github_repository`) is 400 naming it: only memory stores are mounted
+    here. Access to each store is checked by the service, against the store itself.
+    """
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidRequest(f"{field}: must be an array of resources.")
+    cleaned: list[dict[str, Any]] = []
+    for index, item in enumerate(value):
+        name = f"{field}[{index}]"
+        if not isinstance(item, dict):
+            raise InvalidRequest(f"{name}: must be an object.")
+        kind = item.get("type")
+        if kind != "memory_store":
+            raise InvalidRequest(
+                f"{name}.type: {kind!r} is not supported; only 'memory_store' resources can be attached here.",
+                details={"field": f"{name}.type"},
+            )
+        unknown = sorted(set(item) - {"type", "memory_store_id", "access", "instructions"})
+        if unknown:
+            raise InvalidRequest(f"{name}: unknown field(s) {', '.join(unknown)}.")
+        raw_id = item.get("memory_store_id")
+        try:
+            store_id = uuid.UUID(raw_id) if isinstance(raw_id, str) else None
+        except ValueError:
+            store_id = None
+        if store_id is None:
+            raise InvalidRequest(f"{name}.memory_store_id: must be a memory store id (a UUID).")
+        access = item.get("access")
+        if access is None:
+            access = Access.READ_WRITE.value
+        elif access not in Access.values:
+            raise InvalidRequest(f"{name}.access: must be 'read_write', 'read_only' or null (read_write).")
+        cleaned.append(
+            {
+                "store_id": store_id,
+                "access": access,
+                "instructions": clean_instructions(item.get("instructions"), field=f"{name}.instructions"),
+            }
+        )
+    if len(cleaned) > MAX_ATTACHED_STORES:
+        raise InvalidRequest(f"{field}: at most {MAX_ATTACHED_STORES} memory stores per session (got {len(cleaned)}).")
+    seen: set[uuid.UUID] = set()
+    for index, item in enumerate(cleaned):
+        if item["store_id"] in seen:
+            raise InvalidRequest(f"{field}[{index}].memory_store_id: this store is already attached to the session.")
+        seen.add(item["store_id"])
+    return cleaned
+
+
+def reject_unsupported(value: object, *, field: str, why: str) -> None:
+    """Refuse a field this service cannot honour (budget, initial events, vaults) unless it is null/empty."""
+    if value is None or value == [] or value == {}:
+        return
+    raise InvalidRequest(f"{field}: not supported — {why}")
+
+
+def mount_slug(name: str) -> str:
+    """The slug of a store name (SPEC §5): ASCII-lowercased, each run of characters other than ASCII
+    letters and digits turned into one hyphen, hyphens trimmed; an empty result is ``store``.
+
+    ``"Demo Memory"`` → ``demo-memory``; ``"Ünïcode!"`` → ``n-code``; ``"!!!"`` → ``store``.
+    """
+    lowered = "".join(ch.lower() if "A" <= ch <= "Z" else ch for ch in name)
+    return _SLUG_RUN.sub("-", lowered).strip("-") or "store"
+
+
+def mount_paths(names: list[str]) -> list[str]:
+    """``/mnt/memory/<slug>`` for each name in order; a slug already taken in this session gets ``-2``,
+    ``-3``… (the first free suffix)."""
+    taken: set[str] = set()
+    paths: list[str] = []
+    for name in names:
+        base = candidate = mount_slug(name)
+        suffix = 2
+        while candidate in taken:
+            candidate = f"{base}-{suffix}"
+            suffix += 1
+        taken.add(candidate)
+        paths.append(f"{MOUNT_ROOT}/{candidate}")
+    return paths
+
+
+# --- work -----------------------------------------------------------------------------------------
+
+
+def clean_worker_id(value: str | None) -> str:
+    """The `Anthropic-Worker-ID` header: 1–200 visible ASCII characters; absent gives ``""``."""
+    if value is None:
+        return ""
+    if len(value) > WORKER_ID_MAX_CHARS or not _WORKER_ID.fullmatch(value):
+        raise InvalidRequest(f"Anthropic-Worker-ID: must be 1–{WORKER_ID_MAX_CHARS} visible ASCII characters.")
+    return value
+
+
+def parse_expected_heartbeat(value: str, *, field: str = "expected_last_heartbeat") -> datetime | None:
+    """`NO_HEARTBEAT` → None (no heartbeat recorded yet); otherwise the RFC 3339 time the server returned.
+
+    Raises InvalidRequest for anything that is neither (a well-formed time that differs is a 412 later).
+    """
+    if value == NO_HEARTBEAT:
+        return None
+    try:
+        moment = parse_datetime(value) if len(value) <= 64 else None
+    except ValueError:  # well-formed but impossible, such as month 13
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise InvalidRequest(
+            f"{field}: must be 'NO_HEARTBEAT' or the last_heartbeat the server returned (an RFC 3339 time)."
+        )
+    return moment
+
+
+def clamp_ttl(value: int | None, *, low: int, high: int, default: int) -> int:
+    """`desired_ttl_seconds` clamped to ``low..high`` (SPEC §5); None gives `default`."""
+    return default if value is None else max(low, min(high, value))

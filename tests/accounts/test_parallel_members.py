@@ -1,0 +1,105 @@
+"""Membership changes from parallel clients on PostgreSQL: one row per user, never an ownerless parent."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+from rest_framework.test import APIClient
+
+from accounts import services
+from accounts.models import ProjectMembership, SectionMembership
+from tests.factories import (
+    ProjectFactory,
+    ProjectMembershipFactory,
+    SectionFactory,
+    SectionMembershipFactory,
+    UserFactory,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _client(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {services.issue_token(user=user).secret}")
+    return client
+
+
+def _race(calls) -> list:
+    """Run each zero-argument call in its own thread, released together; return the responses in order."""
+    barrier = threading.Barrier(len(calls))
+    results: list = [None] * len(calls)
+
+    def run(index, call):
+        try:
+            barrier.wait(timeout=10)
+            results[index] = call()
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(n, call)) for n, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return results
+
+
+def test_two_owners_removing_each_other_at_once_leave_one_owner():
+    project = ProjectFactory(slug="duo")
+    ana, ben = UserFactory(handle="ana"), UserFactory(handle="ben")
+    for user in (ana, ben):
+        ProjectMembershipFactory(project=project, user=user, role="owner")
+    clients = {user.handle: _client(user) for user in (ana, ben)}
+    for _ in range(3):
+        responses = _race(
+            [
+                lambda: clients["ana"].post("/api/v1/projects/duo/members", {"handle": "ben", "active": False}),
+                lambda: clients["ben"].post("/api/v1/projects/duo/members", {"handle": "ana", "active": False}),
+            ]
+        )
+        statuses = sorted(r.status_code for r in responses)
+        # The winner removes the other; the loser is no longer an owner (403) or would remove the last (409).
+        assert statuses[0] == 200 and statuses[1] in (403, 404, 409), statuses
+        assert ProjectMembership.objects.filter(project=project, active=True, role="owner").count() == 1
+        for user in (ana, ben):
+            ProjectMembership.objects.filter(project=project, user=user).update(active=True, role="owner")
+
+
+def test_parallel_adds_of_the_same_user_make_one_membership():
+    section = SectionFactory(slug="busy")
+    owner = UserFactory(handle="olga")
+    SectionMembershipFactory(section=section, user=owner, role="owner")
+    newcomer = UserFactory(handle="nia")
+    clients = [_client(owner) for _ in range(6)]
+    responses = _race(
+        [(lambda c=c: c.post("/api/v1/sections/busy/members", {"handle": "nia", "role": "reader"})) for c in clients]
+    )
+    assert sorted(r.status_code for r in responses) == [200] * 5 + [201]
+    assert SectionMembership.objects.filter(section=section, user=newcomer).count() == 1
+
+
+def test_parallel_demotions_never_leave_a_project_without_an_active_owner():
+    project = ProjectFactory(slug="trio")
+    owners = [UserFactory(handle=f"owner{n}") for n in range(3)]
+    for user in owners:
+        ProjectMembershipFactory(project=project, user=user, role="owner")
+    actor = _client(owners[0])
+    responses = _race(
+        [
+            (lambda h=user.handle: actor.post("/api/v1/projects/trio/members", {"handle": h, "role": "member"}))
+            for user in owners
+        ]
+    )
+    assert sorted(r.status_code for r in responses) in ([200, 200, 409], [200, 403, 409], [200, 200, 403])
+    assert ProjectMembership.objects.filter(project=project, active=True, role="owner").count() >= 1
+
+
+def test_parallel_creates_of_one_slug_make_one_project_and_one_owner():
+    users = [UserFactory(handle=f"founder{n}") for n in range(5)]
+    clients = [_client(user) for user in users]
+    responses = _race([(lambda c=c: c.post("/api/v1/projects", {"slug": "Same-Slug"})) for c in clients])
+    assert sorted(r.status_code for r in responses) == [201] + [409] * 4
+    assert ProjectMembership.objects.filter(project__slug__iexact="same-slug").count() == 1

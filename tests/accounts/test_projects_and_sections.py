@@ -1,0 +1,307 @@
+"""Creating, updating and staffing projects and sections through the API (SPEC §3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from accounts.models import Project, ProjectMembership, Section, SectionMembership
+from stores.models import Store
+from tests.accounts.conftest import make_project, make_section
+from tests.factories import ProjectFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_created_project_can_be_found_by_id_and_by_slug_in_any_case(cast):
+    _, clients = cast
+    created = clients["stranger"].post("/api/v1/projects", {"slug": "Apollo-11", "name": "Apollo 11"}).json()["data"]
+    for ref in (created["id"], "apollo-11", "APOLLO-11"):
+        assert clients["stranger"].get(f"/api/v1/projects/{ref}").json()["data"] == created
+    assert set(created) == {"id", "slug", "name", "visibility", "created_at", "role"}
+
+
+def test_a_public_project_is_public_only_when_asked(cast):
+    _, clients = cast
+    created = clients["owner"].post("/api/v1/projects", {"slug": "open", "visibility": "public"}).json()["data"]
+    assert created["visibility"] == "public"
+    assert clients["anonymous"].get("/api/v1/projects/open").json()["data"]["role"] is None
+
+
+@pytest.mark.parametrize("slug", ["apollo", "APOLLO", "Apollo"])
+def test_a_taken_slug_is_a_conflict_whatever_its_case_and_whoever_can_see_it(cast, slug):
+    users, clients = cast
+    make_project(users)  # private: the stranger cannot see it, but slugs are one namespace
+    response = clients["stranger"].post("/api/v1/projects", {"slug": slug})
+    assert response.status_code == 409
+    assert response.json()["error"]["details"] == {"reason": "slug_taken", "slug": slug}
+    assert Project.objects.count() == 1 and not ProjectMembership.objects.filter(user=users["stranger"]).exists()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"slug": "me"},
+        {"slug": "ME"},
+        {"slug": "6f1c2a3b-0000-4000-8000-000000000000"},
+        {"slug": "-leading"},
+        {"slug": "trailing_"},
+        {"slug": "spa ce"},
+        {"slug": "ünïcode"},
+        {"slug": "x" * 65},
+        {"slug": ""},
+        {"slug": 7},
+        {"slug": ["apollo"]},
+        {"slug": None},
+        {"slug": "apollo\u0000"},
+        {"slug": "ok", "name": ""},
+        {"slug": "ok", "name": "x" * 256},
+        {"slug": "ok", "name": "bell\u0007"},
+        {"slug": "ok", "name": 12},
+        {"slug": "ok", "visibility": "secret"},
+        {"slug": "ok", "visibility": True},
+        {"slug": "ok", "owner": "sam"},
+        {},
+    ],
+)
+def test_hostile_project_bodies_are_400_and_create_nothing(cast, body):
+    _, clients = cast
+    response = clients["stranger"].post("/api/v1/projects", body, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["type"] == "invalid_request_error"
+    assert not Project.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b'{"slug": "a\\ud800"}', b"{bad json", b'{"slug": "ok"} trailing', b'["slug"]', b"\xff\xfe"],
+)
+def test_malformed_json_is_400(cast, raw):
+    _, clients = cast
+    response = clients["stranger"].generic("POST", "/api/v1/projects", raw, content_type="application/json")
+    assert response.status_code == 400
+    assert not Project.objects.exists()
+
+
+def test_owners_rename_reslug_and_publish_a_project(cast):
+    users, clients = cast
+    project = make_project(users)
+    response = clients["owner"].patch(
+        "/api/v1/projects/apollo", {"slug": "artemis", "name": "Artemis", "visibility": "public"}
+    )
+    assert response.status_code == 200
+    assert response.json()["data"] | {"created_at": None} == {
+        "id": str(project.pk),
+        "slug": "artemis",
+        "name": "Artemis",
+        "visibility": "public",
+        "created_at": None,
+        "role": "owner",
+    }
+    assert clients["anonymous"].get("/api/v1/projects/artemis").status_code == 200
+    assert clients["owner"].get("/api/v1/projects/apollo").status_code == 404
+
+
+def test_renaming_onto_a_taken_slug_is_a_conflict_and_changes_nothing(cast):
+    users, clients = cast
+    make_project(users)
+    ProjectFactory(slug="taken")
+    response = clients["owner"].patch("/api/v1/projects/apollo", {"slug": "TAKEN", "name": "Changed"})
+    assert response.status_code == 409
+    assert Project.objects.get(slug="apollo").name == "Apollo"
+
+
+def test_a_project_store_follows_its_project_visibility(cast):
+    users, clients = cast
+    make_project(users)
+    store = clients["member"].post("/api/v1/memories", {"scope": "project", "subject": "apollo"}).json()["data"]
+    assert clients["stranger"].get(f"/api/v1/memories/{store['id']}").status_code == 404
+    clients["owner"].patch("/api/v1/projects/apollo", {"visibility": "public"})
+    assert clients["stranger"].get(f"/api/v1/memories/{store['id']}").json()["data"]["visibility"] == "public"
+
+
+def test_members_are_added_changed_and_removed_with_active_false(cast):
+    users, clients = cast
+    make_project(users)
+    api = clients["owner"]
+    added = api.post("/api/v1/projects/apollo/members", {"handle": "SAM"})
+    assert added.status_code == 201
+    assert added.json()["data"]["handle"] == "sam" and added.json()["data"]["role"] == "member"
+    assert added.json()["meta"] == {"created": True}
+    promoted = api.post("/api/v1/projects/apollo/members", {"handle": "sam", "role": "owner"})
+    assert promoted.status_code == 200 and promoted.json()["data"]["role"] == "owner"
+    assert promoted.json()["meta"] == {"created": False}
+    assert clients["stranger"].patch("/api/v1/projects/apollo", {"name": "By Sam"}).status_code == 200
+    removed = api.post("/api/v1/projects/apollo/members", {"handle": "sam", "active": False})
+    assert removed.status_code == 200 and removed.json()["data"]["active"] is False
+    assert removed.json()["data"]["role"] == "owner"  # kept: re-adding restores it
+    assert clients["stranger"].get("/api/v1/projects/apollo").status_code == 404
+    again = api.post("/api/v1/projects/apollo/members", {"handle": "sam"})
+    assert again.json()["data"] | {"created_at": None} == {
+        "handle": "sam",
+        "role": "owner",
+        "active": True,
+        "created_at": None,
+    }
+    assert ProjectMembership.objects.filter(user=users["stranger"]).count() == 1
+
+
+def test_removing_a_non_member_stores_nothing(cast):
+    users, clients = cast
+    make_project(users)
+    response = clients["owner"].post("/api/v1/projects/apollo/members", {"handle": "sam", "active": False})
+    assert response.status_code == 200
+    assert response.json()["data"]["active"] is False
+    assert not ProjectMembership.objects.filter(user=users["stranger"]).exists()
+
+
+def test_unknown_and_inactive_handles_are_404_naming_them(cast):
+    users, clients = cast
+    make_project(users)
+    UserFactory(handle="gone", is_active=False)
+    for handle in ("nobody", "gone"):
+        response = clients["owner"].post("/api/v1/projects/apollo/members", {"handle": handle})
+        assert response.status_code == 404
+        assert response.json()["error"]["details"] == {"handle": handle}
+        assert handle in response.json()["error"]["message"]
+
+
+def test_the_last_active_owner_can_neither_leave_nor_be_demoted(cast):
+    users, clients = cast
+    make_project(users)  # olivia is the only *active* owner (fatima's ownership is inactive)
+    for body in ({"handle": "olivia", "active": False}, {"handle": "olivia", "role": "member"}):
+        response = clients["owner"].post("/api/v1/projects/apollo/members", body)
+        assert response.status_code == 409
+        assert response.json()["error"]["details"]["reason"] == "last_owner"
+    assert ProjectMembership.objects.get(user=users["owner"]).role == "owner"
+    clients["owner"].post("/api/v1/projects/apollo/members", {"handle": "mateo", "role": "owner"})
+    left = clients["owner"].post("/api/v1/projects/apollo/members", {"handle": "olivia", "active": False})
+    assert left.status_code == 200
+    assert clients["owner"].get("/api/v1/projects/apollo").status_code == 404
+
+
+def test_the_member_list_is_oldest_first_and_pages_with_a_bound_cursor(cast, make_client, django_assert_num_queries):
+    users, clients = cast
+    project = make_project(users)
+    for n in range(5):
+        clients["owner"].post("/api/v1/projects/apollo/members", {"handle": UserFactory(handle=f"extra{n}").handle})
+    with django_assert_num_queries(4):  # token, project, page, last_used_at touch… at most
+        first = clients["member"].get("/api/v1/projects/apollo/members?limit=3")
+    body = first.json()
+    assert [m["handle"] for m in body["data"]] == ["olivia", "mateo", "fatima"]
+    handles = [m["handle"] for m in body["data"]]
+    cursor = body["meta"]["next_cursor"]
+    while cursor:
+        page = clients["member"].get(f"/api/v1/projects/apollo/members?limit=3&cursor={cursor}").json()
+        handles += [m["handle"] for m in page["data"]]
+        cursor = page["meta"]["next_cursor"]
+    assert handles == ["olivia", "mateo", "fatima", *[f"extra{n}" for n in range(5)]]
+    other = make_project(users, slug="other")
+    foreign = clients["owner"].get(f"/api/v1/projects/{other.slug}/members?cursor={body['meta']['next_cursor']}")
+    assert foreign.status_code == 400
+    tampered = clients["owner"].get("/api/v1/projects/apollo/members?cursor=" + body["meta"]["next_cursor"][:-2])
+    assert tampered.status_code == 400
+    assert project.memberships.count() == 8
+
+
+@pytest.mark.parametrize(
+    "query", ["limit=0", "limit=101", "limit=5.0", "limit=%205", "limit=%EF%BC%95", "member=yes", "member=1", "x=1"]
+)
+def test_list_queries_are_strict(cast, query):
+    _, clients = cast
+    assert clients["owner"].get(f"/api/v1/projects?{query}").status_code == 400
+    assert clients["owner"].get(f"/api/v1/sections?{query}").status_code == 400
+
+
+def test_project_list_costs_a_constant_number_of_queries(cast, django_assert_max_num_queries):
+    users, clients = cast
+    for n in range(15):
+        make_project(users, slug=f"p{n}", visibility="public" if n % 2 else "private")
+    with django_assert_max_num_queries(3):
+        response = clients["member"].get("/api/v1/projects?limit=100")
+    assert len(response.json()["data"]) == 15
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"handle": "sam", "role": "admin"},
+        {"handle": "sam", "role": "poster"},
+        {"handle": "sam", "active": "false"},
+        {"handle": "sam", "active": 0},
+        {"handle": 5},
+        {"handle": "sa m"},
+        {"handle": "sam\u0000"},
+        {"handle": "sam", "extra": True},
+        {},
+    ],
+)
+def test_hostile_member_bodies_are_400_and_change_nothing(cast, body):
+    users, clients = cast
+    make_project(users)
+    before = sorted(ProjectMembership.objects.values_list("user__handle", "role", "active"))
+    response = clients["owner"].post("/api/v1/projects/apollo/members", body, format="json")
+    assert response.status_code == 400, response.content
+    assert sorted(ProjectMembership.objects.values_list("user__handle", "role", "active")) == before
+
+
+# --- sections --------------------------------------------------------------------------------------
+
+
+def test_section_roles_map_to_posting_rights_on_the_board_store(cast, make_client):
+    users, clients = cast
+    make_section(users, visibility="private")
+    board = clients["owner"].post("/api/v1/memories", {"scope": "board", "subject": "NeedHelp"}).json()["data"]
+    note = f"/api/v1/memories/{board['id']}/note"
+    clients["owner"].post("/api/v1/sections/needhelp/members", {"handle": "sam", "role": "reader"})
+    assert clients["stranger"].post(note, {"body_md": "hi"}).status_code == 403  # reads, may not post
+    assert clients["stranger"].get(f"/api/v1/memories/{board['id']}/wake").status_code == 200
+    promoted = clients["owner"].post("/api/v1/sections/needhelp/members", {"handle": "sam", "role": "poster"})
+    assert promoted.json()["data"]["role"] == "poster"
+    assert clients["stranger"].post(note, {"body_md": "hi"}).status_code == 201
+    listed = clients["stranger"].get("/api/v1/sections/needhelp/members").json()["data"]
+    assert {m["handle"]: (m["role"], m["active"]) for m in listed} == {
+        "olivia": ("owner", True),
+        "mateo": ("poster", True),
+        "fatima": ("owner", False),
+        "sam": ("poster", True),
+    }
+
+
+def test_a_board_open_to_all_posters_takes_notes_from_every_active_reader(cast):
+    users, clients = cast
+    make_section(users, visibility="public")
+    board = clients["owner"].post("/api/v1/memories", {"scope": "board", "subject": "needhelp"}).json()["data"]
+    note = f"/api/v1/memories/{board['id']}/note"
+    assert clients["stranger"].post(note, {"body_md": "hi"}).status_code == 403
+    opened = clients["owner"].patch("/api/v1/sections/needhelp", {"open_to_all_posters": True})
+    assert opened.json()["data"]["open_to_all_posters"] is True
+    assert Section.objects.get().posting == "open"
+    assert clients["stranger"].post(note, {"body_md": "hi"}).status_code == 201
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"slug": "general", "open_to_all_posters": "true"},
+        {"slug": "general", "open_to_all_posters": 1},
+        {"slug": "general", "posting": "open"},
+        {"slug": "00000000-0000-4000-8000-000000000001"},
+        {"slug": "general", "visibility": None},
+    ],
+)
+def test_hostile_section_bodies_are_400(cast, body):
+    _, clients = cast
+    response = clients["staff"].post("/api/v1/sections", body, format="json")
+    assert response.status_code == 400
+    assert not Section.objects.exists()
+
+
+def test_section_members_reject_project_roles_and_keep_one_owner(cast):
+    users, clients = cast
+    make_section(users)
+    api = clients["owner"]
+    assert api.post("/api/v1/sections/needhelp/members", {"handle": "sam", "role": "member"}).status_code == 400
+    demoted = api.post("/api/v1/sections/needhelp/members", {"handle": "olivia", "role": "poster"})
+    assert demoted.status_code == 409 and demoted.json()["error"]["details"]["reason"] == "last_owner"
+    assert SectionMembership.objects.get(user=users["owner"]).role == "owner"
+    assert not Store.objects.exists()

@@ -1,0 +1,239 @@
+"""Bad input gets a clear 4xx in the SPEC §2 error shape and changes nothing (SPEC §5)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from sessions.models import Environment, Session, Work
+from tests.factories import ReaderGrantFactory, StoreFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def session_body(environment, *resources, **extra) -> dict:
+    return {"agent": "agent_1", "environment_id": str(environment.pk), "resources": list(resources), **extra}
+
+
+def resource(store, **extra) -> dict:
+    return {"type": "memory_store", "memory_store_id": str(store.pk), **extra}
+
+
+def assert_error(response, status: int, error_type: str, *, mentions: str | None = None) -> dict:
+    body = response.json()
+    assert response.status_code == status, response.content
+    assert body["type"] == "error" and body["error"]["type"] == error_type
+    assert body["request_id"].startswith("req_") and response["Request-Id"] == body["request_id"]
+    if mentions:
+        assert mentions in body["error"]["message"], body["error"]["message"]
+    return body
+
+
+@pytest.fixture
+def nothing_created():
+    yield
+    assert not Session.objects.exists() and not Work.objects.exists()
+
+
+@pytest.mark.usefixtures("nothing_created")
+class TestSessionCreate:
+    def test_a_resource_of_another_type_is_400_naming_it(self, owner_api, environment):
+        body = session_body(environment, {"type": "file", "file_id": "file_1"})
+        assert_error(
+            owner_api.post("/api/v1/sessions", body), 400, "invalid_request_error", mentions="resources[0].type"
+        )
+
+    def test_nine_stores_are_400(self, owner_api, environment, owner):
+        stores = [StoreFactory(owner=owner, canonical=False) for _ in range(9)]
+        response = owner_api.post("/api/v1/sessions", session_body(environment, *map(resource, stores)))
+        assert_error(response, 400, "invalid_request_error", mentions="at most 8")
+
+    def test_the_same_store_twice_is_400(self, owner_api, environment, notes_store):
+        body = session_body(environment, resource(notes_store), resource(notes_store, access="read_only"))
+        assert_error(
+            owner_api.post("/api/v1/sessions", body), 400, "invalid_request_error", mentions="already attached"
+        )
+
+    def test_an_archived_store_is_409_store_archived(self, owner_api, environment, notes_store):
+        owner_api.post(f"/api/v1/memory_stores/{notes_store.pk}/archive")
+        body = assert_error(
+            owner_api.post("/api/v1/sessions", session_body(environment, resource(notes_store))), 409, "conflict_error"
+        )
+        assert body["error"]["details"]["reason"] == "store_archived"
+
+    def test_an_unreadable_store_is_404_exactly_like_a_missing_one(self, owner_api, environment):
+        private = StoreFactory(owner=UserFactory(handle="elsewhere"), canonical=False)
+        unreadable = owner_api.post("/api/v1/sessions", session_body(environment, resource(private)))
+        missing = owner_api.post(
+            "/api/v1/sessions",
+            session_body(environment, {"type": "memory_store", "memory_store_id": str(uuid.uuid4())}),
+        )
+        assert_error(unreadable, 404, "not_found_error")
+        assert unreadable.json()["error"] == missing.json()["error"]
+
+    def test_read_write_on_a_store_the_caller_can_only_read_is_403(self, owner_api, environment, owner):
+        theirs = StoreFactory(owner=UserFactory(handle="lender"), canonical=False)
+        ReaderGrantFactory(store=theirs, user=owner)
+        response = owner_api.post("/api/v1/sessions", session_body(environment, resource(theirs)))
+        assert_error(response, 403, "permission_error", mentions="read_only")
+
+    def test_instructions_over_4096_characters_are_400(self, owner_api, environment, notes_store):
+        body = session_body(environment, resource(notes_store, instructions="é" * 4097))
+        assert_error(owner_api.post("/api/v1/sessions", body), 400, "invalid_request_error", mentions="4096")
+
+    @pytest.mark.parametrize(
+        ("field", "value"),
+        [
+            ("agent", ""),
+            ("agent", 7),
+            ("agent", {"type": "agent_with_overrides", "id": "a"}),
+            ("agent", {"type": "agent", "id": "a", "version": 0}),
+            ("agent", {"type": "agent", "id": "a", "version": True}),
+            ("agent", {"type": "agent", "id": "a", "model": "m"}),
+            ("environment_id", "env_01"),
+            ("budget", {"type": "limit", "max_list_cost": {"amount": "100", "currency": "USD"}}),
+            ("initial_events", [{"type": "user.message"}]),
+            ("vault_ids", ["vlt_1"]),
+            ("title", "a\x00b"),
+            ("metadata", {"k": 1}),
+            ("metadata", {str(i): "v" for i in range(17)}),
+            ("resources", {"type": "memory_store"}),
+            ("unknown", 1),
+        ],
+    )
+    def test_bad_fields_are_400(self, owner_api, environment, field, value):
+        assert_error(
+            owner_api.post("/api/v1/sessions", {**session_body(environment), field: value}),
+            400,
+            "invalid_request_error",
+        )
+
+    def test_another_users_environment_is_404(self, environment):
+        from accounts import services
+        from tests.agent.conftest import bearer
+
+        other = bearer(services.issue_token(user=UserFactory(handle="other")).secret)
+        assert_error(other.post("/api/v1/sessions", session_body(environment)), 404, "not_found_error")
+
+
+def test_environment_bodies_are_strict(owner_api, environment):
+    for body in [
+        {"name": ""},
+        {"name": "x" * 256},
+        {"name": "a\ud800"},
+        {"name": "ok", "config": {"type": "self_hosted", "image": "x"}},
+        {"name": "ok", "config": "self_hosted"},
+        {"name": "ok", "scope": "galaxy"},
+        {"name": "ok", "description": "x" * 1025},
+        {"name": "ok", "extra": True},
+        {},
+    ]:
+        raw = json.dumps(body)  # escapes the lone surrogate as \ud800, as a hostile client would send it
+        assert_error(
+            owner_api.post("/api/v1/environments", raw, content_type="application/json"), 400, "invalid_request_error"
+        )
+    assert list(Environment.objects.values_list("pk", flat=True)) == [environment.pk]
+    assert_error(
+        owner_api.post(f"/api/v1/environments/{environment.pk}", {"metadata": {"k": 5}}), 400, "invalid_request_error"
+    )
+    assert_error(
+        owner_api.post(f"/api/v1/environments/{environment.pk}/archive", {"now": True}), 400, "invalid_request_error"
+    )
+    environment.refresh_from_db()
+    assert environment.metadata == {} and environment.archived_at is None
+
+
+@pytest.mark.parametrize("value", ["5.0", " 5", "5 ", "５", "yes", "", "1e2", "0x10", "9" * 21])
+def test_a_desired_ttl_that_is_not_an_integer_is_400_and_changes_nothing(run_session, notes_store, value):
+    running = run_session(notes_store)
+    before = running.refresh().last_heartbeat_at
+    url = f"/api/v1/environments/{running.work.environment_id}/work/{running.work.pk}/heartbeat"
+    response = running.api.post(url + "?" + "&".join([f"desired_ttl_seconds={value}", "expected_last_heartbeat="]))
+    assert_error(response, 400, "invalid_request_error")
+    assert running.refresh().last_heartbeat_at == before
+
+
+def test_expected_last_heartbeat_must_be_no_heartbeat_or_a_time(run_session, notes_store):
+    running = run_session(notes_store)
+    url = f"/api/v1/environments/{running.work.environment_id}/work/{running.work.pk}/heartbeat"
+    for value in ("banana", "2026-13-01T00:00:00Z", "2026-01-01T00:00:00", "no_heartbeat"):
+        assert_error(
+            running.api.post(url, QUERY_STRING=f"expected_last_heartbeat={value}"),
+            400,
+            "invalid_request_error",
+            mentions="expected_last_heartbeat",
+        )
+    assert_error(running.api.post(url, {"ttl": 5}), 400, "invalid_request_error")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "block_ms=0",
+        "block_ms=1000",
+        "block_ms=1.5",
+        "block_ms=-1",
+        "reclaim_older_than_ms=-1",
+        "reclaim_older_than_ms=3600001",
+        "wait=1",
+    ],
+)
+def test_poll_parameters_out_of_range_are_400_and_claim_nothing(key_api, environment, make_session, notes_store, query):
+    make_session(notes_store)
+    assert_error(key_api.get(f"/api/v1/environments/{environment.pk}/work/poll?{query}"), 400, "invalid_request_error")
+    assert Work.objects.get().claim_id is None
+
+
+def test_stop_force_must_be_a_json_boolean(run_session, notes_store):
+    running = run_session(notes_store)
+    url = f"/api/v1/environments/{running.work.environment_id}/work/{running.work.pk}/stop"
+    for body in ({"force": "true"}, {"force": 1}, {"now": True}):
+        assert_error(running.api.post(url, body, format="json"), 400, "invalid_request_error")
+    assert running.refresh().state == "active"
+
+
+def test_work_update_needs_a_valid_metadata_patch(owner_api, run_session, notes_store):
+    running = run_session(notes_store)
+    url = f"/api/v1/environments/{running.work.environment_id}/work/{running.work.pk}"
+    assert_error(owner_api.post(url, {}), 400, "invalid_request_error", mentions="metadata")
+    too_many = owner_api.post(url, {"metadata": {str(i): "v" for i in range(17)}}, format="json")
+    assert assert_error(too_many, 400, "invalid_request_error")["error"]["details"]["error_code"] == "invalid_metadata"
+    assert running.refresh().metadata == {}
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "statuses[]=sleeping",
+        "include_archived=yes",
+        "include_archived=1",
+        "limit=0",
+        "limit=101",
+        "limit=2.0",
+        "order=up",
+        "agent_version=0",
+        "page=forged",
+        "created_at[gte]=yesterday",
+        "colour=blue",
+    ],
+)
+def test_session_list_parameters_are_strict(owner_api, query):
+    assert_error(owner_api.get(f"/api/v1/sessions?{query}"), 400, "invalid_request_error")
+
+
+@pytest.mark.parametrize("query", ["include_archived=True", "limit=0", "page=forged"])
+def test_environment_list_parameters_are_strict(owner_api, query):
+    assert_error(owner_api.get(f"/api/v1/environments?{query}"), 400, "invalid_request_error")
+
+
+def test_version_filters_by_ids_that_match_nothing_are_an_empty_list(owner_api, notes_store, run_session):
+    running = run_session(notes_store)
+    running.api.post(f"/api/v1/memory_stores/{notes_store.pk}/memories", {"path": "/a.md", "content": "x"})
+    url = f"/api/v1/memory_stores/{notes_store.pk}/memory_versions"
+    for query in ("session_id=sesn_011CZkZ", "api_key_id=apikey_01", "session_id=", "api_key_id=%E2%9C%93"):
+        response = owner_api.get(f"{url}?{query}")
+        assert response.status_code == 200 and response.json() == {"data": [], "next_page": None}, query
+    found = owner_api.get(f"{url}?session_id={running.session.pk}").json()["data"]
+    assert [v["created_by"] for v in found] == [{"type": "session_actor", "session_id": str(running.session.pk)}]

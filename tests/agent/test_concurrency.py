@@ -1,0 +1,193 @@
+"""Real parallel clients on PostgreSQL (SPEC §5): claims, heartbeats, the lease fence, the store delete guard
+and the attached-stores rule hold when requests race."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+
+import anthropic
+import pytest
+from django.db import connection
+from django.db.models.expressions import RawSQL
+
+from sessions.errors import LeaseExpired
+from sessions.models import Attachment, Work, WorkClaim
+from sessions.services import work as work_services
+from stores.models import Store
+from tests.agent.conftest import sessions_token
+from tests.factories import StoreFactory
+from tests.files.test_concurrency import race
+from versions import services as version_services
+from versions.actors import Actor
+from versions.models import Version
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_two_workers_polling_one_queue_claim_each_item_exactly_once(
+    client_for, env_key, environment, make_session, notes_store
+):
+    sessions = [make_session(notes_store) for _ in range(8)]
+    workers = [client_for(env_key.secret) for _ in range(2)]
+
+    def drain(i):
+        claimed = []
+        while (item := workers[i].beta.environments.work.poll(str(environment.pk))) is not None:
+            claimed.append(item.data.id)
+        return claimed
+
+    results = race(2, drain)
+    assert not [r for r in results if isinstance(r, Exception)]
+    counts = Counter(session_id for claimed in results for session_id in claimed)
+    assert counts == Counter({str(s.pk): 1 for s in sessions})
+    assert WorkClaim.objects.count() == 8
+
+
+def test_of_two_heartbeats_with_one_expectation_exactly_one_succeeds(
+    client_for, environment, make_session, notes_store, claim
+):
+    for _ in range(5):
+        make_session(notes_store)
+        claimed = claim(heartbeat=False)
+        clients = [client_for(claimed.token) for _ in range(2)]
+
+        def beat(i, claimed=claimed, clients=clients):
+            return clients[i].beta.environments.work.heartbeat(
+                claimed.work_id, environment_id=str(environment.pk), expected_last_heartbeat="NO_HEARTBEAT"
+            )
+
+        outcomes = race(2, beat)
+        kinds = sorted(type(o).__name__ for o in outcomes)
+        assert kinds == ["BetaHeartbeatPreconditionFailedError", "BetaSelfHostedWorkHeartbeatResponse"], outcomes
+        winner = next(o for o in outcomes if not isinstance(o, Exception))
+        assert claimed.row.last_heartbeat_at.isoformat().replace("+00:00", "Z") == winner.last_heartbeat
+
+
+def _live_claim(environment) -> tuple[Work, WorkClaim]:
+    claimed = work_services.poll_work(environment=environment, block_ms=None, reclaim_older_than_ms=5000)
+    work = work_services.acknowledge_work(work=claimed.work)
+    return work, WorkClaim.objects.get(pk=work.claim_id)
+
+
+def test_no_write_the_database_judged_after_lease_expiry_lands_in_100_trials(environment, make_session, notes_store):
+    """Three writers per trial race a lease set to lapse a few milliseconds out. Each keeps writing until the
+    fence refuses, then tries once more. Every landed version carries the database time its fence judged;
+    none is at or after the expiry, every refused write left nothing, and a refusal is never followed by a
+    success."""
+    session = make_session(notes_store)
+    work, claim = _live_claim(environment)
+    actor = Actor.session(session.pk)
+    expiries, outcomes = {}, []
+    lock = threading.Lock()
+
+    def writer(trial: int, writer_id: int, start: threading.Barrier) -> None:
+        try:
+            connection.ensure_connection()  # connected before the lease is set, so the race is the writes'
+            start.wait()
+            refused, n = False, 0
+            while True:
+                path = f"/t{trial}/w{writer_id}-{n}.md"
+                n += 1
+                try:
+                    version_services.create_memory(
+                        store=notes_store, path=path, content="x", actor=actor, fence=work_services.lease_fence(claim)
+                    )
+                except LeaseExpired:
+                    with lock:
+                        outcomes.append((trial, path, "refused"))
+                    if refused:
+                        return
+                    refused = True
+                    continue
+                with lock:
+                    outcomes.append((trial, path, "refused-then-landed" if refused else "landed"))
+        finally:
+            connection.close()
+
+    for trial in range(100):
+        start = threading.Barrier(4)
+        threads = [threading.Thread(target=writer, args=(trial, i, start)) for i in range(3)]
+        for thread in threads:
+            thread.start()
+        ms = random.uniform(20, 100)
+        Work.objects.filter(pk=work.pk).update(
+            lease_expires_at=RawSQL("statement_timestamp() + make_interval(secs => %s)", [ms / 1000])
+        )
+        expiries[trial] = Work.objects.get(pk=work.pk).lease_expires_at
+        start.wait()
+        for thread in threads:
+            thread.join()
+
+    landed = {path for _, path, kind in outcomes if kind == "landed"}
+    assert not [o for o in outcomes if o[2] == "refused-then-landed"]
+    versions = {v.path: v for v in Version.objects.filter(store=notes_store)}
+    assert set(versions) == landed  # refused writes left nothing
+    for path, version in versions.items():
+        trial = int(path.split("/")[1][1:])
+        assert version.created_at < expiries[trial], (path, version.created_at, expiries[trial])
+    trials_with_writes = {int(p.split("/")[1][1:]) for p in landed}
+    assert len(trials_with_writes) >= 10  # the race really happened, not only refusals
+    assert Store.objects.get(pk=notes_store.pk).memory_count == len(landed)
+
+
+def test_a_store_delete_racing_a_session_create_never_leaves_a_live_attachment_to_a_missing_store(
+    client_for, owner_token, environment, owner
+):
+    client = [client_for(owner_token.secret) for _ in range(2)]
+    for _ in range(6):
+        store = StoreFactory(owner=owner, canonical=False, name="Raced")
+
+        def act(i, store=store):
+            if i == 0:
+                return client[0].beta.sessions.create(
+                    agent="a",
+                    environment_id=str(environment.pk),
+                    resources=[{"type": "memory_store", "memory_store_id": str(store.pk)}],
+                )
+            return client[1].beta.memory_stores.delete(str(store.pk))
+
+        created, deleted = race(2, act)
+        if isinstance(deleted, Exception):
+            assert isinstance(deleted, anthropic.ConflictError) and not isinstance(created, Exception)
+            assert deleted.body["error"]["details"]["reason"] == "store_attached"
+            assert Store.objects.filter(pk=store.pk).exists()
+        else:
+            assert isinstance(created, anthropic.NotFoundError), created
+            assert not Store.objects.filter(pk=store.pk).exists()
+            assert not Attachment.objects.filter(store_id=store.pk).exists()
+
+
+def test_parallel_per_work_credentials_reach_their_own_store_and_see_the_other_as_missing(
+    client_for, key_sdk, environment, owner, make_session
+):
+    stores = [StoreFactory(owner=owner, canonical=False, name=f"Own {i}") for i in range(2)]
+    tokens = []
+    for store in stores:
+        make_session(store)
+    for _ in stores:
+        work = key_sdk.beta.environments.work.poll(str(environment.pk))
+        key_sdk.beta.environments.work.ack(work.id, environment_id=str(environment.pk))
+        tokens.append((Work.objects.get(pk=work.id).session.attachments.get().store_id, sessions_token(work.secret)))
+    agents = [client_for(token) for _, token in tokens for _ in range(2)]
+    own = [store_id for store_id, _ in tokens for _ in range(2)]
+
+    def probe(i):
+        mine, other = str(own[i]), str(next(s.pk for s in stores if s.pk != own[i]))
+        results = []
+        for n in range(5):
+            agents[i].beta.memory_stores.memories.create(mine, path=f"/agent{i}/{n}.md", content="mine")
+            try:
+                agents[i].beta.memory_stores.memories.create(other, path=f"/intruder{i}/{n}.md", content="no")
+            except anthropic.NotFoundError as exc:
+                results.append(exc.body["error"]["message"])
+            else:
+                results.append("landed in another session's store")
+        return results
+
+    outcomes = race(4, probe)
+    assert all(r == ["Store not found."] * 5 for r in outcomes), outcomes
+    for store in stores:
+        paths = set(Version.objects.filter(store=store).values_list("path", flat=True))
+        assert paths and all(p.startswith("/agent") for p in paths)

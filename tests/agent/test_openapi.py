@@ -1,0 +1,187 @@
+"""/openapi.yaml describes the agent-access endpoints exactly (SPEC §5): every real response validates
+against its documented schema (closed objects: an undocumented key fails), every body is closed, and each
+operation names exactly the credentials it accepts."""
+
+from __future__ import annotations
+
+import copy
+
+import jsonschema
+import pytest
+import yaml
+
+from tests.agent.conftest import bearer
+
+pytestmark = pytest.mark.django_db
+
+PREFIXES = ("/api/v1/environments", "/api/v1/sessions")
+SECURITY = {
+    ("/api/v1/environments", "get"): ["bearerAuth"],
+    ("/api/v1/environments", "post"): ["bearerAuth"],
+    ("/api/v1/environments/{environment_id}/keys", "post"): ["bearerAuth"],
+    ("/api/v1/environments/{environment_id}/work", "get"): ["environmentKey"],
+    ("/api/v1/environments/{environment_id}/work/poll", "get"): ["environmentKey"],
+    ("/api/v1/environments/{environment_id}/work/stats", "get"): ["bearerAuth", "environmentKey"],
+    ("/api/v1/environments/{environment_id}/work/{work_id}", "get"): ["bearerAuth"],
+    ("/api/v1/environments/{environment_id}/work/{work_id}", "post"): ["bearerAuth"],
+    ("/api/v1/environments/{environment_id}/work/{work_id}/ack", "post"): ["environmentKey"],
+    ("/api/v1/environments/{environment_id}/work/{work_id}/heartbeat", "post"): ["environmentKey", "workCredential"],
+    ("/api/v1/environments/{environment_id}/work/{work_id}/stop", "post"): ["environmentKey", "workCredential"],
+    ("/api/v1/sessions/{session_id}", "get"): ["bearerAuth", "workCredential"],
+    ("/api/v1/sessions/{session_id}", "post"): ["bearerAuth"],
+    ("/api/v1/sessions/{session_id}/resources", "get"): ["bearerAuth"],
+    ("/api/v1/memory_stores/{store_id}/memories", "post"): ["bearerAuth", "workCredential"],
+    ("/api/v1/memory_stores", "get"): ["bearerAuth"],
+}
+
+
+@pytest.fixture(scope="module")
+def document(django_db_blocker) -> dict:
+    from rest_framework.test import APIClient
+
+    with django_db_blocker.unblock():
+        response = APIClient().get("/openapi.yaml")
+    return yaml.safe_load(response.content)
+
+
+def to_json_schema(node, components: dict):
+    """OpenAPI 3.0 schema → JSON Schema: inline `$ref`s, turn `nullable` into a null alternative."""
+    if isinstance(node, list):
+        return [to_json_schema(item, components) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        return to_json_schema(components[node["$ref"].rsplit("/", 1)[1]], components)
+    out = {k: to_json_schema(v, components) for k, v in node.items() if k not in ("nullable", "readOnly")}
+    if node.get("nullable"):
+        out = {"anyOf": [out, {"type": "null"}]}
+    return out
+
+
+def response_schema(document: dict, path: str, method: str, status: int) -> dict:
+    documented = document["paths"][path][method]["responses"][str(status)]["content"]["application/json"]["schema"]
+    return to_json_schema(copy.deepcopy(documented), document["components"]["schemas"])
+
+
+def check(document: dict, path: str, method: str, response) -> None:
+    """Validate one real response against the operation's documented schema for its status."""
+    jsonschema.validate(response.json(), response_schema(document, path, method, response.status_code))
+
+
+def test_the_check_itself_rejects_an_undocumented_key_and_a_wrong_type(document, owner_api, environment):
+    schema = response_schema(document, "/api/v1/environments/{environment_id}", "get", 200)
+    body = owner_api.get(f"/api/v1/environments/{environment.pk}").json()
+    jsonschema.validate(body, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**body, "extra": 1}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**body, "metadata": {"k": 1}}, schema)
+
+
+def test_every_agent_access_response_matches_its_documented_schema(
+    document, owner_api, key_api, environment, notes_store, owner
+):
+    env = f"/api/v1/environments/{environment.pk}"
+    made = owner_api.post(
+        "/api/v1/environments", {"name": "E", "metadata": {"a": "b"}, "scope": "account"}, format="json"
+    )
+    check(document, "/api/v1/environments", "post", made)
+    check(document, "/api/v1/environments", "get", owner_api.get("/api/v1/environments"))
+    check(document, "/api/v1/environments/{environment_id}", "get", owner_api.get(env))
+    check(document, "/api/v1/environments/{environment_id}", "post", owner_api.post(env, {"description": None}))
+    key = owner_api.post(f"{env}/keys", {"name": "k"})
+    check(document, "/api/v1/environments/{environment_id}/keys", "post", key)
+    check(document, "/api/v1/environments/{environment_id}/keys", "get", owner_api.get(f"{env}/keys"))
+    check(
+        document,
+        "/api/v1/environments/{environment_id}/keys/{key_id}",
+        "delete",
+        owner_api.delete(f"{env}/keys/{key.json()['id']}"),
+    )
+    session = owner_api.post(
+        "/api/v1/sessions",
+        {
+            "agent": {"type": "agent", "id": "a", "version": 2},
+            "environment_id": str(environment.pk),
+            "title": "t",
+            "resources": [{"type": "memory_store", "memory_store_id": str(notes_store.pk), "instructions": "i"}],
+        },
+        format="json",
+    )
+    check(document, "/api/v1/sessions", "post", session)
+    sid = session.json()["id"]
+    check(document, "/api/v1/sessions", "get", owner_api.get("/api/v1/sessions?limit=1"))
+    check(
+        document, "/api/v1/sessions/{session_id}/resources", "get", owner_api.get(f"/api/v1/sessions/{sid}/resources")
+    )
+    check(document, "/api/v1/environments/{environment_id}/work/poll", "get", key_api.get(f"{env}/work/poll"))
+    empty = key_api.get(f"{env}/work/poll")
+    assert empty.content == b"null"
+    check(document, "/api/v1/environments/{environment_id}/work/poll", "get", empty)
+    work_id = key_api.get(f"{env}/work").json()["data"][0]["id"]
+    work = f"{env}/work/{work_id}"
+    check(document, "/api/v1/environments/{environment_id}/work", "get", key_api.get(f"{env}/work"))
+    check(document, "/api/v1/environments/{environment_id}/work/{work_id}/ack", "post", key_api.post(f"{work}/ack"))
+    beat = key_api.post(f"{work}/heartbeat?expected_last_heartbeat=NO_HEARTBEAT&desired_ttl_seconds=30")
+    check(document, "/api/v1/environments/{environment_id}/work/{work_id}/heartbeat", "post", beat)
+    refused = key_api.post(f"{work}/heartbeat?expected_last_heartbeat=NO_HEARTBEAT")
+    assert refused.status_code == 412
+    check(document, "/api/v1/environments/{environment_id}/work/{work_id}/heartbeat", "post", refused)
+    check(document, "/api/v1/environments/{environment_id}/work/stats", "get", key_api.get(f"{env}/work/stats"))
+    check(document, "/api/v1/environments/{environment_id}/work/{work_id}", "get", owner_api.get(work))
+    check(
+        document,
+        "/api/v1/environments/{environment_id}/work/{work_id}",
+        "post",
+        owner_api.post(work, {"metadata": {"k": "v"}}, format="json"),
+    )
+    check(
+        document,
+        "/api/v1/environments/{environment_id}/work/{work_id}/stop",
+        "post",
+        key_api.post(f"{work}/stop", {"force": True}, format="json"),
+    )
+    check(document, "/api/v1/sessions/{session_id}", "get", owner_api.get(f"/api/v1/sessions/{sid}"))
+    check(
+        document,
+        "/api/v1/sessions/{session_id}",
+        "post",
+        owner_api.post(f"/api/v1/sessions/{sid}", {"metadata": {"x": "y"}}, format="json"),
+    )
+    check(document, "/api/v1/sessions/{session_id}/archive", "post", owner_api.post(f"/api/v1/sessions/{sid}/archive"))
+    check(document, "/api/v1/sessions/{session_id}", "delete", owner_api.delete(f"/api/v1/sessions/{sid}"))
+    check(document, "/api/v1/environments/{environment_id}/archive", "post", owner_api.post(f"{env}/archive"))
+    check(document, "/api/v1/environments/{environment_id}", "delete", owner_api.delete(env))
+    assert owner  # the owner of everything above
+
+
+def test_every_body_and_object_of_these_endpoints_is_closed(document):
+    schemas = document["components"]["schemas"]
+    seen = 0
+    for path, item in document["paths"].items():
+        if not path.startswith(PREFIXES):
+            continue
+        for operation in item.values():
+            refs = [c["schema"] for c in operation.get("requestBody", {}).get("content", {}).values()]
+            refs += [operation["responses"]["200"]["content"]["application/json"]["schema"]]
+            for ref in refs:
+                ref = ref.get("$ref") or ref["allOf"][0]["$ref"]
+                assert schemas[ref.rsplit("/", 1)[1]]["additionalProperties"] is False, (path, ref)
+                seen += 1
+    assert seen > 20
+
+
+def test_each_operation_names_exactly_the_credentials_it_accepts(document):
+    for (path, method), schemes in SECURITY.items():
+        security = document["paths"][path][method]["security"]
+        assert sorted(name for requirement in security for name in requirement) == sorted(schemes), (path, method)
+    assert set(document["components"]["securitySchemes"]) >= {"bearerAuth", "environmentKey", "workCredential"}
+
+
+def test_the_schema_agrees_with_the_server_on_what_the_heartbeat_refuses(document, run_session, notes_store):
+    running = run_session(notes_store)
+    op = document["paths"]["/api/v1/environments/{environment_id}/work/{work_id}/heartbeat"]["post"]
+    ttl = next(p for p in op["parameters"] if p["name"] == "desired_ttl_seconds")["schema"]
+    url = f"/api/v1/environments/{running.work.environment_id}/work/{running.work.pk}/heartbeat"
+    assert bearer(running.token).post(f"{url}?desired_ttl_seconds={ttl['maximum']}").status_code == 200
+    assert bearer(running.token).post(f"{url}?desired_ttl_seconds={ttl['maximum'] + 1}").status_code == 400

@@ -1,0 +1,53 @@
+"""List endpoints of agent access cost a fixed number of queries, whatever the page holds (STYLE)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from sessions.services import environments as environment_services
+from tests.factories import StoreFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def queries(client, url: str) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(url)
+    assert response.status_code == 200, response.content
+    return len(captured)
+
+
+def test_session_lists_cost_the_same_for_one_or_many_sessions_and_stores(owner_api, make_session, owner):
+    owner_api.get("/api/v1/sessions")  # warm up: the token's last_used_at write happens once
+    make_session(StoreFactory(owner=owner, canonical=False))
+    one = queries(owner_api, "/api/v1/sessions")
+    for _ in range(5):
+        make_session(*[StoreFactory(owner=owner, canonical=False) for _ in range(3)])
+    many = queries(owner_api, "/api/v1/sessions")
+    assert one == many <= 4
+
+
+def test_environment_key_and_work_lists_cost_a_fixed_number_of_queries(
+    owner_api, key_api, environment, owner, make_session
+):
+    env = f"/api/v1/environments/{environment.pk}"
+    owner_api.get("/api/v1/environments")
+    key_api.get(f"{env}/work")
+    make_session()
+    counts = [
+        queries(owner_api, "/api/v1/environments"),
+        queries(owner_api, f"{env}/keys"),
+        queries(key_api, f"{env}/work"),
+    ]
+    for i in range(4):
+        environment_services.create_environment(owner=owner, name=f"more {i}")
+        environment_services.issue_environment_key(environment=environment)
+        make_session()
+    again = [
+        queries(owner_api, "/api/v1/environments"),
+        queries(owner_api, f"{env}/keys"),
+        queries(key_api, f"{env}/work"),
+    ]
+    assert counts == again and max(again) <= 5  # work: auth, the lapsed-lease settle (3 with its savepoint), the page
