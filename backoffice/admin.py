@@ -1,5 +1,9 @@
 """The staff surface for stores and audit events (SPEC §6): metadata only, archive with a reason.
 
+Entry redactions (SPEC §4) have their own read-only page, "Entry redactions": who redacted which seq of
+which store, when and why, the entry's author, time and size, and which summaries went with it — never
+any entry or summary text (the text is gone from the database by then anyway).
+
 Entries, summaries, file memories and versions are deliberately not registered anywhere: staff status
 never reveals content. Store pages are view-only; the one write is Archive, which asks for a reason and
 goes through `backoffice.services.archive_store_with_reason` (the API's archive service plus an AuditEvent).
@@ -20,7 +24,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from backoffice import services
-from backoffice.models import REASON_MAX_CHARS, AuditEvent
+from backoffice.models import REASON_MAX_CHARS, AuditEvent, RedactionEvent
 from config.errors import DomainError
 from stores.models import Scope, Store
 
@@ -107,6 +111,7 @@ class StoreAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
         "archived_at",
+        "importing",
     ]
     readonly_fields = fields
     change_form_template = "admin/stores/store/change_form.html"
@@ -236,11 +241,22 @@ class StoreAdmin(admin.ModelAdmin):
 class AuditEventAdmin(admin.ModelAdmin):
     """Read-only for everyone, superusers included: no add, change or delete, no bulk actions."""
 
-    list_display = ["created_at", "actor_handle", "action", "store_link", "store_name", "reason", "request_id"]
+    list_display = ["created_at", "actor_handle", "action", "store_link", "store_name", "seq", "reason", "request_id"]
     list_filter = ["action"]
     search_fields = ["store_name", "actor_handle", "reason", "request_id"]
     ordering = ["-created_at"]
-    fields = ["id", "created_at", "actor_handle", "action", "store_id", "store_name", "reason", "request_id"]
+    fields = [
+        "id",
+        "created_at",
+        "actor_handle",
+        "action",
+        "store_id",
+        "store_name",
+        "seq",
+        "details",
+        "reason",
+        "request_id",
+    ]
     readonly_fields = fields
     actions = None
 
@@ -261,3 +277,63 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def has_view_permission(self, request, obj=None) -> bool:
         return request.user.is_active and request.user.is_staff
+
+
+@admin.register(RedactionEvent)
+class RedactionEventAdmin(AuditEventAdmin):
+    """Entry redactions: metadata of each `redact_entry` event, read-only like every audit event."""
+
+    list_display = [
+        "created_at",
+        "actor_handle",
+        "store_link",
+        "store_name",
+        "seq",
+        "entry_author",
+        "entry_size",
+        "summaries",
+        "reason",
+    ]
+    list_filter = []
+    search_fields = ["store_name", "actor_handle", "reason", "request_id"]
+    fields = [
+        "id",
+        "created_at",
+        "actor_handle",
+        "store_id",
+        "store_name",
+        "seq",
+        "entry_author",
+        "entry_created_at",
+        "entry_size",
+        "invalidated_ranges",
+        "summaries",
+        "generation_after",
+        "reason",
+        "request_id",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description="entry author")
+    def entry_author(self, event: AuditEvent) -> str:
+        return event.details.get("author", "")
+
+    @admin.display(description="entry written at")
+    def entry_created_at(self, event: AuditEvent) -> str:
+        return event.details.get("created_at", "")
+
+    @admin.display(description="entry size (bytes)")
+    def entry_size(self, event: AuditEvent):
+        return event.details.get("size_bytes")
+
+    @admin.display(description="summaries invalidated")
+    def invalidated_ranges(self, event: AuditEvent) -> str:
+        return ", ".join(event.details.get("invalidated", [])) or "none"
+
+    @admin.display(description="summary texts nulled")
+    def summaries(self, event: AuditEvent):
+        return event.details.get("summaries_redacted")
+
+    @admin.display(description="generation after")
+    def generation_after(self, event: AuditEvent):
+        return event.details.get("generation")

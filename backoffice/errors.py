@@ -4,4 +4,4 @@ from config.errors import InvalidRequest
 
 
 class ReasonRequired(InvalidRequest):
-    message = "A reason is required to archive a store."
+    message = "reason: a reason is required (1–1,000 characters)."

@@ -1,4 +1,4 @@
-"""Back-office use-cases: archive with an audited reason (SPEC §6)."""
+"""Audit events (SPEC §6) and the back-office use-cases: archive with an audited reason."""
 
 from __future__ import annotations
 
@@ -21,11 +21,38 @@ def clean_reason(reason: object) -> str:
         raise ReasonRequired()
     reason = reason.strip()
     if len(reason) > REASON_MAX_CHARS:
-        raise ReasonRequired(f"The reason must be at most {REASON_MAX_CHARS} characters (got {len(reason)}).")
+        raise ReasonRequired(f"reason: must be at most {REASON_MAX_CHARS} characters (got {len(reason)}).")
     problem = first_forbidden_char(reason)
     if problem:
-        raise ReasonRequired(f"The reason {problem}.")
+        raise ReasonRequired(f"reason: {problem}.")
     return reason
+
+
+def record_event(
+    *,
+    actor: User,
+    action: str,
+    store: Store,
+    reason: str,
+    seq: int | None = None,
+    details: dict | None = None,
+    request_id: str = "",
+) -> AuditEvent:
+    """Append one AuditEvent (call inside the transaction of the action it records).
+
+    reason: already cleaned (`clean_reason`). details: metadata only — never entry, summary or file text.
+    """
+    return AuditEvent.objects.create(
+        actor=actor,
+        actor_handle=actor.handle,
+        action=action,
+        store_id=store.pk,
+        store_name=store.name,
+        reason=reason,
+        seq=seq,
+        details=details or {},
+        request_id=request_id,
+    )
 
 
 @transaction.atomic
@@ -41,13 +68,7 @@ def archive_store_with_reason(
     archived, changed = store_services.archive_store(store=store)
     if not changed:
         return archived, None
-    event = AuditEvent.objects.create(
-        actor=actor,
-        actor_handle=actor.handle,
-        action=AuditAction.ARCHIVE_STORE,
-        store_id=archived.pk,
-        store_name=archived.name,
-        reason=reason,
-        request_id=request_id,
+    event = record_event(
+        actor=actor, action=AuditAction.ARCHIVE_STORE, store=archived, reason=reason, request_id=request_id
     )
     return archived, event

@@ -130,6 +130,9 @@ RECALL_CURSOR_MAX_AGE = env.int("RECALL_CURSOR_MAX_AGE", default=24 * 3600)
 # /mcp: browser origins allowed besides the server's own host (the MCP transport asks servers to check
 # Origin; requests without one — every non-browser client — are unaffected).
 MCP_ALLOWED_ORIGINS = env.list("MCP_ALLOWED_ORIGINS", default=[])
+# Resumable imports (SPEC §8b): an open import idle this long (seconds, database time) is abandoned and its
+# hidden store deleted when the next import starts.
+IMPORT_IDLE_SECONDS = env.int("IMPORT_IDLE_SECONDS", default=24 * 3600)
 # Public base URL used in absolute links (guide URL in 410s); empty = taken from the request.
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
 

@@ -18,6 +18,7 @@ urlpatterns = [
     path("mcp", mcp_server.endpoint, name="mcp"),
     path("backoffice/", admin.site.urls),
     path("api/v1/", include("accounts.api.urls")),
+    path("api/v1/", include("memories.api.imports")),  # memories/imports… before memories/<pk>
     path("api/v1/", include("stores.api.urls")),
     path("api/v1/", include("memories.api.urls")),
     path("api/v1/", include("versions.api.urls")),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from config.errors import Conflict, InvalidRequest
+from config.errors import Conflict, InvalidRequest, NotFound
 
 
 class NonceConflict(Conflict):
@@ -55,3 +55,16 @@ class InvalidCursor(InvalidRequest):
     """A recall cursor that is tampered, expired, or bound to another store, pattern, case flag or caller."""
 
     message = "Invalid cursor: it is tampered, expired, or was issued for another store, pattern or caller."
+
+
+class EntryNotFound(NotFound):
+    """No entry with that seq in the store (seq ≥ entry_count)."""
+
+    message = "Entry not found."
+
+
+class EntryRedacted(Conflict):
+    """A `client_nonce` replay of an entry that has since been redacted (SPEC §4 redact an entry)."""
+
+    reason = "entry_redacted"
+    message = "The entry this client_nonce created has been redacted; its text cannot be returned."

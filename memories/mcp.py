@@ -1,4 +1,4 @@
-"""MCP tools for the Memories log (SPEC §4): note, wake, nap, compact, recall, zoom, forget.
+"""MCP tools for the Memories log (SPEC §4): note, wake, nap, compact, recall, zoom, forget, redact.
 
 A tool is a view by another name: each entry names the REST operation (its operationId) that performs
 it; `config.mcp_tools` derives the input and output schemas from that operation's serializers and runs
@@ -103,6 +103,21 @@ TOOLS = [
             "incremented, and the invalidated ranges are returned. Compaction rebuilds them."
         ),
         destructive=True,
+        argument_help={"id": STORE_ID_HELP},
+    ),
+    Tool(
+        name="redact_memories_entry",
+        title="Redact an entry",
+        description=(
+            "Owner only (project and board owners too): remove the text of entry `seq` for good, for example "
+            "when it leaked a secret or someone's private data. The entry keeps its seq, author, time and "
+            "size; its `body_md` becomes null, every summary over it loses its text, live summaries over it "
+            "are invalidated and the store's `generation` goes up (compaction rebuilds them from what "
+            "remains). `reason` (required) goes to the audit log only, never to readers. Irreversible; "
+            "redacting again returns the entry unchanged (`meta.changed` false)."
+        ),
+        destructive=True,
+        idempotent=True,
         argument_help={"id": STORE_ID_HELP},
     ),
 ]

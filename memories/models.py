@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
@@ -14,22 +16,28 @@ MODEL_MAX_CHARS = 200
 
 
 class Entry(models.Model):
-    """One immutable log entry. `seq` is 0-based and contiguous per store (assigned under the store lock).
+    """One log entry. `seq` is 0-based and contiguous per store (assigned under the store lock).
 
     `body_md` is stored exactly as sent (1..1,024 UTF-8 bytes; `size_bytes` is its byte length).
     `client_nonce` makes appends idempotent per (store, author). `provenance` is set by imports only.
+    Redaction (SPEC §4 "redact an entry") is the only change an entry ever sees: `body_md` becomes null
+    and `redacted_at`/`redacted_by` are set; seq, author, created_at and size_bytes stay.
     """
 
     id = models.BigAutoField(primary_key=True)
     store = models.ForeignKey("stores.Store", on_delete=models.CASCADE, related_name="entries", db_index=False)
     seq = models.BigIntegerField()
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    body_md = models.TextField()
+    body_md = models.TextField(null=True, blank=True)  # null once redacted
     size_bytes = models.IntegerField()
     client_nonce = models.CharField(max_length=NONCE_MAX_CHARS, null=True, blank=True)
     session_id = models.UUIDField(null=True, blank=True)
     provenance = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    redacted_at = models.DateTimeField(null=True, blank=True)
+    redacted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         constraints = [
@@ -38,6 +46,12 @@ class Entry(models.Model):
             models.CheckConstraint(name="entry_seq_nonnegative", condition=Q(seq__gte=0)),
             models.CheckConstraint(
                 name="entry_size_bytes_range", condition=Q(size_bytes__gte=1, size_bytes__lte=BODY_MAX_BYTES)
+            ),
+            # A live entry has its text; a redacted one has none.
+            models.CheckConstraint(
+                name="entry_redaction_shape",
+                condition=Q(redacted_at__isnull=True, body_md__isnull=False)
+                | Q(redacted_at__isnull=False, body_md__isnull=True),
             ),
         ]
 
@@ -50,6 +64,8 @@ class Summary(models.Model):
 
     Never edited: `forget` sets `invalidated_at` (kept for audit). At most one live summary per range
     (partial unique constraint). `source_digest` identifies the two children it was built from.
+    Redacting an entry inside the range nulls `summary_md` (it may quote the entry) and sets
+    `redacted_at`; a redacted summary is always invalidated.
     """
 
     id = models.BigAutoField(primary_key=True)
@@ -57,7 +73,7 @@ class Summary(models.Model):
     start = models.BigIntegerField()
     end = models.BigIntegerField()
     level = models.SmallIntegerField()
-    summary_md = models.TextField()
+    summary_md = models.TextField(null=True, blank=True)  # null once redacted
     size_bytes = models.IntegerField()
     model = models.CharField(max_length=MODEL_MAX_CHARS)
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
@@ -68,6 +84,7 @@ class Summary(models.Model):
     invalidated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    redacted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name_plural = "summaries"
@@ -82,6 +99,11 @@ class Summary(models.Model):
                 name="summary_size_bytes_range",
                 condition=Q(size_bytes__gte=1, size_bytes__lte=SUMMARY_MAX_BYTES),
             ),
+            models.CheckConstraint(
+                name="summary_redaction_shape",
+                condition=Q(redacted_at__isnull=True, summary_md__isnull=False)
+                | Q(redacted_at__isnull=False, summary_md__isnull=True, invalidated_at__isnull=False),
+            ),
         ]
         indexes = [
             models.Index(
@@ -91,7 +113,41 @@ class Summary(models.Model):
             ),
             # `pending` at a snapshot below entry_count counts the live summaries ending at or after it.
             models.Index(fields=["store", "end"], condition=Q(invalidated_at__isnull=True), name="summary_live_by_end"),
+            # Every summary, live or invalidated, by range: redaction reaches all rows of the ~log2(N)
+            # ranges containing a seq, and the export streams them in (level, start) order.
+            models.Index(fields=["store", "level", "start"], name="summary_by_level"),
         ]
 
     def __str__(self) -> str:
         return f"summary {self.start}-{self.end} of {self.store_id}"
+
+
+class ImportStatus(models.TextChoices):
+    OPEN = "open", "open"
+    COMMITTED = "committed", "committed"
+
+
+class StoreImport(models.Model):
+    """A resumable import of an export file over HTTP (SPEC §8b; docs/export-import.md).
+
+    The import writes into `store`, created hidden (`Store.importing`) when the import starts: no read,
+    list, search or write path sees it until the end line commits it. `next_line` is the 1-based number
+    of the next file line expected; `state` is the verifier's state between requests (JSON). An open
+    import idle longer than `IMPORT_IDLE_SECONDS` is abandoned: the next import start deletes its store.
+    Deleting the store deletes the import (CASCADE).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    store = models.ForeignKey("stores.Store", on_delete=models.CASCADE, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=16, choices=ImportStatus.choices, default=ImportStatus.OPEN)
+    next_line = models.BigIntegerField(default=1)
+    state = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "updated_at"], name="store_import_idle")]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} into {self.store_id} ({self.status})"

@@ -67,7 +67,7 @@ JOIN unnest(%(starts)s::bigint[], %(ends)s::bigint[]) AS wanted(start, stop)
 JOIN {user} u ON u.id = s.author_id
 WHERE s.store_id = %(store)s AND s.invalidated_at IS NULL
 UNION ALL
-SELECT 'entry', e.seq, e.seq, e.body_md, NULL, u.handle, e.created_at, NULL, NULL, NULL
+SELECT 'entry', e.seq, e.seq, e.body_md, NULL, u.handle, e.created_at, NULL, e.redacted_at, NULL
 FROM {entry} e JOIN {user} u ON u.id = e.author_id
 WHERE e.store_id = %(store)s AND e.seq = ANY(%(seqs)s::bigint[])
 """
@@ -76,9 +76,10 @@ WHERE e.store_id = %(store)s AND e.seq = ANY(%(seqs)s::bigint[])
 def render_lines(store: Store, blocks: list[tree.Block]) -> list[dict[str, Any]]:
     """Wake/zoom lines for `blocks` (all inside the store's entries), in the given order; one query.
 
-    Entry line: ``{range, kind: "entry", seq, text, author, created_at}``. Summary line: ``{range,
-    kind: "summary", text, model, author, created_at, generation, first_at, last_at}``. A block of size
-    ≥ 2 without a live summary: ``{range, kind: "missing", text: None}``.
+    Entry line: ``{range, kind: "entry", seq, text, author, created_at}``; a redacted entry is
+    ``{range, kind: "redacted", seq, text: None, author, created_at, redacted_at}`` (SPEC §4 redact).
+    Summary line: ``{range, kind: "summary", text, model, author, created_at, generation, first_at,
+    last_at}``. A block of size ≥ 2 without a live summary: ``{range, kind: "missing", text: None}``.
     """
     if not blocks:
         return []
@@ -98,17 +99,12 @@ def render_lines(store: Store, blocks: list[tree.Block]) -> list[dict[str, Any]]
     lines = []
     for block, kind in tree.classify(blocks, set(summaries)):
         if kind == "entry":
-            _, seq, _, text, _, author, created_at, *_ = entries[block.start]
-            lines.append(
-                {
-                    "range": block.label,
-                    "kind": "entry",
-                    "seq": seq,
-                    "text": text,
-                    "author": author,
-                    "created_at": created_at,
-                }
-            )
+            _, seq, _, text, _, author, created_at, _, redacted_at, _ = entries[block.start]
+            line = {"range": block.label, "kind": "entry", "seq": seq, "text": text, "author": author}
+            line["created_at"] = created_at
+            if text is None:
+                line.update(kind="redacted", redacted_at=redacted_at)
+            lines.append(line)
         elif kind == "summary":
             _, _, _, text, model, author, created_at, generation, first_at, last_at = summaries[
                 (block.start, block.end)
@@ -232,11 +228,12 @@ def _children(store: Store, block: tree.Block) -> list[dict[str, Any]] | None:
         }
         if len(rows) != 2:
             return None
+        # A redacted entry is a child of kind `redacted` with text "" (SPEC §4 redact an entry).
         return [
             {
                 "range": half.label,
-                "kind": "entry",
-                "text": rows[half.start]["body_md"],
+                "kind": tree.child_kind(half, rows[half.start]["body_md"]),
+                "text": tree.child_text(rows[half.start]["body_md"]),
                 "author": rows[half.start]["author__handle"],
                 "created_at": rows[half.start]["created_at"],
             }
@@ -330,7 +327,7 @@ def nap(*, store: Store, snapshot: int | None = None) -> tuple[dict[str, Any], i
 _RECALL_ROWS_SQL = """
 SELECT e.seq, e.body_md, u.handle, e.created_at
 FROM {entry} e JOIN {user} u ON u.id = e.author_id
-WHERE e.store_id = %s AND e.seq >= %s AND e.seq < %s
+WHERE e.store_id = %s AND e.seq >= %s AND e.seq < %s AND e.body_md IS NOT NULL
 ORDER BY e.seq DESC
 """
 
@@ -432,6 +429,8 @@ def recall(
     limit: int = 100,
 ) -> RecallPage:
     """SPEC §4 recall: search original entries newest first with RE2, ≤256 examined per request.
+
+    Redacted entries are never examined, so they never match.
 
     caller: the user's id or ``"anonymous"`` (cursors are bound to it, the store, the pattern and the
     case flag). limit: 1..100 matches. The first page fixes the snapshot (entry_count); the cursor

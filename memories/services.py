@@ -1,4 +1,4 @@
-"""Write use-cases of the Memories log (SPEC §4): note, compact, forget.
+"""Write use-cases of the Memories log (SPEC §4): note, compact, forget, redact.
 
 Access (read / write / owner) is checked by the caller through `stores.selectors.get_store_for`; these
 services check state (archived, bounds, generation, digests) under the store row lock. Store counters
@@ -15,9 +15,20 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import User
+from backoffice import services as audit
+from backoffice.models import AuditAction
 from config.compiled import prepared_cursor
 from memories import tree
-from memories.errors import InvalidRange, NonceConflict, SnapshotTooLarge, StaleDigest, StaleGeneration, SummaryConflict
+from memories.errors import (
+    EntryNotFound,
+    EntryRedacted,
+    InvalidRange,
+    NonceConflict,
+    SnapshotTooLarge,
+    StaleDigest,
+    StaleGeneration,
+    SummaryConflict,
+)
 from memories.models import Entry, Summary
 from stores.errors import StoreArchived, StoreNotFound
 from stores.models import Store
@@ -111,7 +122,8 @@ def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str 
     body_md: 1..1,024 UTF-8 bytes, validated by the caller (stored exactly as given).
     client_nonce: ≤128 chars or None; scoped to (store, author).
     Returns Appended(entry, created). A replay of (nonce, same body) returns the original entry with
-    created=False. Raises NonceConflict (409 `nonce_conflict`) for the nonce with a different body,
+    created=False. Raises EntryRedacted (409 `entry_redacted`) when the original has been redacted
+    (whatever the body), NonceConflict (409 `nonce_conflict`) for the nonce with a different body,
     StoreArchived (409) for an archived store, StoreNotFound if the store vanished.
     """
     params = {
@@ -150,6 +162,8 @@ def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str 
             raise StoreArchived()
         raise StoreNotFound()  # pragma: no cover - only a nonce race that keeps rolling back lands here
     created, entry_id, seq, stored_body, created_at = row
+    if not created and stored_body is None:  # the original was redacted: never hand its text back
+        raise EntryRedacted(details={"seq": seq})
     if not created and stored_body != body_md:
         raise NonceConflict(details={"seq": seq})
     entry = Entry(
@@ -226,9 +240,12 @@ def compact_range(
         raise StaleGeneration(details={"generation": locked.generation})
     left, right = block.halves()
     if block.size == 2:
-        texts = dict(
-            Entry.objects.filter(store=locked, seq__in=[left.start, right.start]).values_list("seq", "body_md")
-        )
+        texts = {
+            seq: tree.child_text(body)  # a redacted entry is a child whose text is ""
+            for seq, body in Entry.objects.filter(store=locked, seq__in=[left.start, right.start]).values_list(
+                "seq", "body_md"
+            )
+        }
         children = {(left.start, left.end): texts.get(left.start), (right.start, right.end): texts.get(right.start)}
         existing = Summary.objects.filter(store=locked, invalidated_at=None, start=block.start, end=block.end).first()
     else:
@@ -303,3 +320,102 @@ def forget_range(*, store: Store, actor: User, block: tree.Block, generation: in
     locked.summary_count -= len(invalidated)
     locked.save(update_fields=["generation", "summary_count"])
     return Forgotten(invalidated=invalidated, generation=locked.generation)
+
+
+@dataclass(frozen=True)
+class Redacted:
+    """Result of `redact_entry`.
+
+    entry: the redacted entry (author loaded). changed: False when it was already redacted (nothing done).
+    invalidated: the live summaries invalidated now, smallest first. summaries_redacted: how many summary
+    rows (live or already invalidated) had their text nulled now. generation: the store's generation after.
+    """
+
+    entry: Entry
+    changed: bool
+    invalidated: list[tree.Block]
+    summaries_redacted: int
+    generation: int
+
+
+@transaction.atomic
+def redact_entry(*, store: Store, actor: User, seq: int, reason: object, request_id: str = "") -> Redacted:
+    """Redact entry `seq` of `store` for good (SPEC §4 "redact an entry"); the caller checked the owner right.
+
+    seq: 0 ≤ seq ≤ MAX_SEQ (validated by the caller); seq ≥ entry_count raises EntryNotFound (404).
+    reason: 1..1,000 characters (ReasonRequired, 400, before anything is locked); it goes to an AuditEvent
+    (`redact_entry`) and nowhere else — never to readers, never into an export.
+    The entry keeps seq, author, created_at, size_bytes and client_nonce; `body_md` becomes null with
+    `redacted_at`/`redacted_by`. Every summary whose range contains `seq` — live or already invalidated —
+    has its `summary_md` nulled (`redacted_at` set); the live ones are first invalidated as `forget` does,
+    and `generation` increments, so in-flight nap jobs built from the old text fail with
+    `stale_generation`. Irreversible and idempotent: an entry already redacted is returned unchanged
+    (changed=False, no new event, generation untouched). Allowed on archived stores, like redacting a file
+    version (SPEC §3). Locks the store row, then the entry: serialised with note, compact and forget.
+    Render the result with `EntrySerializer(result.entry)` and `RedactMetaSerializer(result)`
+    (memories.api.serializers), as the REST view does; an MCP tool is the same three lines.
+    """
+    reason = audit.clean_reason(reason)
+    locked = _lock(store)
+    if seq >= locked.entry_count:
+        raise EntryNotFound(
+            f"Entry {seq} not found; the store has {locked.entry_count} entries.",
+            details={"seq": seq, "entry_count": locked.entry_count},
+        )
+    entry = (
+        Entry.objects.select_for_update(of=("self",)).select_related("author", "redacted_by").get(store=locked, seq=seq)
+    )
+    if entry.redacted_at is not None:
+        return Redacted(entry=entry, changed=False, invalidated=[], summaries_redacted=0, generation=locked.generation)
+    now = timezone.now()
+    entry.body_md = None
+    entry.redacted_at = now
+    entry.redacted_by = actor
+    entry.save(update_fields=["body_md", "redacted_at", "redacted_by"])
+    # Every summary row of the ~log2(N) ranges containing seq (index summary_by_level), live or not.
+    candidates = list(tree.ranges_containing(tree.Block(seq, 1), locked.entry_count))
+    in_ranges = Q(pk__in=[])
+    for block in candidates:
+        in_ranges |= Q(level=block.level, start=block.start)
+    rows = (
+        list(
+            Summary.objects.filter(store=locked)
+            .filter(in_ranges)
+            .values_list("pk", "start", "end", "invalidated_at", "redacted_at")
+        )
+        if candidates
+        else []
+    )
+    live = [(pk, start, end) for pk, start, end, invalidated_at, _ in rows if invalidated_at is None]
+    if live:
+        Summary.objects.filter(pk__in=[pk for pk, _, _ in live]).update(invalidated_at=now, invalidated_by=actor)
+    unredacted = [pk for pk, _, _, _, redacted_at in rows if redacted_at is None]
+    if unredacted:
+        Summary.objects.filter(pk__in=unredacted).update(summary_md=None, redacted_at=now)
+    invalidated = sorted((tree.Block(start, end - start + 1) for _, start, end in live), key=lambda b: b.size)
+    locked.generation += 1
+    locked.summary_count -= len(live)
+    locked.save(update_fields=["generation", "summary_count"])
+    audit.record_event(
+        actor=actor,
+        action=AuditAction.REDACT_ENTRY,
+        store=locked,
+        reason=reason,
+        seq=seq,
+        details={
+            "author": entry.author.handle,
+            "created_at": entry.created_at.isoformat(),
+            "size_bytes": entry.size_bytes,
+            "invalidated": [block.label for block in invalidated],
+            "summaries_redacted": len(unredacted),
+            "generation": locked.generation,
+        },
+        request_id=request_id,
+    )
+    return Redacted(
+        entry=entry,
+        changed=True,
+        invalidated=invalidated,
+        summaries_redacted=len(unredacted),
+        generation=locked.generation,
+    )

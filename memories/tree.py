@@ -16,6 +16,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 DIGEST_PREFIX = "memories-digest-v1\n"
+# What a redacted entry contributes to digests and nap jobs (SPEC §4 redact an entry): a child of kind
+# `redacted` whose text is the empty string.
+REDACTED_TEXT = ""
 # Entry numbers beyond this are rejected as input (far beyond any store; keeps BIGINT arithmetic safe).
 MAX_SEQ = 2**62
 _RANGE_RE = re.compile(r"(0|[1-9][0-9]{0,18})(?:-(0|[1-9][0-9]{0,18}))?")
@@ -153,12 +156,25 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def child_text(body: str | None) -> str:
+    """The text an entry contributes as a child (digest, nap job): its body, or "" once redacted (None)."""
+    return REDACTED_TEXT if body is None else body
+
+
+def child_kind(block: Block, body: str | None) -> str:
+    """The kind of a child: ``entry``, ``redacted`` (an entry whose body is None) or ``summary``."""
+    if not block.is_entry:
+        return "summary"
+    return "redacted" if body is None else "entry"
+
+
 def source_digest(left: Block, left_text: str, right: Block, right_text: str) -> str:
     """SPEC §4 `source_digest` of a summary built from children `left` and `right`.
 
     Lowercase hex SHA-256 of the UTF-8 bytes of
     ``"memories-digest-v1\\n" + L + "\\n" + sha256hex(left_text) + "\\n" + R + "\\n" + sha256hex(right_text) + "\\n"``
     where L and R are the children's wire ranges (``"4"``/``"5"`` for entries, ``"0-3"`` for summaries).
+    A redacted entry's text is ``""`` (`child_text`).
     """
     material = f"{DIGEST_PREFIX}{left.label}\n{sha256_hex(left_text)}\n{right.label}\n{sha256_hex(right_text)}\n"
     return sha256_hex(material)

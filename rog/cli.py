@@ -14,13 +14,13 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
-from rog import accounts
-from rog.client import new_idempotency_key
-from rog.common import RogGroup, State, emit, fail_usage, path_part
+from rog import accounts, transfer
+from rog.client import ApiError, NetworkError, new_idempotency_key
+from rog.common import EXIT_API_4XX, EXIT_API_5XX, EXIT_NETWORK, RogGroup, State, emit, fail_usage, path_part
 from rog.prompt import mcp_configuration, render_mcp_text, render_prompt
 
 
@@ -110,7 +110,8 @@ def main(ctx: click.Context, api_url: str, token: str | None, data_json: str | N
 
 @main.group()
 def memories() -> None:
-    """The Memories log: init, wake, note, recall, zoom, nap, forget, delete, share, readers, update, prompt.
+    """The Memories log: init, wake, note, recall, zoom, nap, forget, redact, delete, share, readers, update,
+    prompt, export, import.
 
     Select a store with --user HANDLE, --project UUID|SLUG, --board SLUG|UUID or --store UUID; the default
     is your own user store.
@@ -272,6 +273,20 @@ def forget(state: State, range_, user, project, board, store, generation, yes) -
 
 
 @memories.command()
+@click.argument("seq", type=click.IntRange(0))
+@store_options
+@click.option("--reason", required=True, help="Why (kept in the audit log only; never shown to readers).")
+@click.option("--yes", is_flag=True, help="Confirm: the entry's text is destroyed for good.")
+@click.pass_obj
+def redact(state: State, seq, user, project, board, store, reason, yes) -> None:
+    """Owner: redact entry SEQ for good (its text and every summary quoting it); seq, author and time stay."""
+    if not yes:
+        fail_usage("redact destroys the entry's text for good; add --yes to confirm.")
+    sid = store_id(state, selection(user, project, board, store))
+    emit(state.call("POST", f"memories/{sid}/entries/{seq}/redact", json={"reason": reason}))
+
+
+@memories.command()
 @store_options
 @click.option("--count", type=int, required=True, help="The entry count you expect (from get/wake).")
 @click.option("--generation", type=int, required=True, help="The generation you expect.")
@@ -327,6 +342,62 @@ def update(state: State, user, project, board, store) -> None:
         fail_usage("--data must be a JSON object.")
     sid = store_id(state, selection(user, project, board, store))
     emit(state.call("PATCH", f"memories/{sid}", json=data))
+
+
+@memories.command()
+@store_options
+@click.option("-o", "--output", "output", metavar="FILE", help="Write the export here instead of stdout.")
+@click.pass_obj
+def export(state: State, user, project, board, store, output) -> None:
+    """Owner: write the whole store as JSON Lines (SPEC §8b), e.g. `rog memories export > store.jsonl`.
+
+    A progress bar is drawn on stderr when it is a terminal. Exits non-zero when the stream is cut short.
+    """
+    sid = store_id(state, selection(user, project, board, store))
+    try:
+        if output:
+            with Path(output).open("wb") as out:
+                transfer.export_store(state.client, sid, out)
+        else:
+            transfer.export_store(state.client, sid, sys.stdout.buffer)
+    except transfer.TransferFailed as exc:
+        fail_transfer(exc)
+
+
+def fail_transfer(exc: transfer.TransferFailed) -> NoReturn:
+    """Print a failed export/import's error object on stderr and exit with the matching code."""
+    emit(exc.body, stream=sys.stderr)
+    sys.exit(EXIT_NETWORK if exc.status == 0 else EXIT_API_4XX if exc.status < 500 else EXIT_API_5XX)
+
+
+@memories.command(name="import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@store_options
+@click.option("--resume", metavar="IMPORT_ID", help="Continue an import that was interrupted.")
+@click.pass_obj
+def import_(state: State, file, user, project, board, store, resume) -> None:
+    """Recreate a store from an export FILE here (a new store; authors are matched by handle).
+
+    The store goes to the file's user, project or board unless --user/--project/--board names another
+    (you must own it). Prints the import with its new store. A refused line aborts the import.
+    """
+    sel = selection(user, project, board, store)
+    if sel.store:
+        fail_usage("import creates a new store; choose its subject with --user/--project/--board, not --store.")
+    params: dict[str, Any] = {}
+    if user or project or board:
+        params["scope"], params["subject"] = sel.scope_subject()
+    try:
+        result = transfer.import_store(state.client, Path(file), params=params, resume=resume)
+    except transfer.TransferFailed as exc:
+        fail_transfer(exc)
+    except (ApiError, NetworkError) as exc:  # the --resume lookup
+        emit(
+            getattr(exc, "body", {"type": "error", "error": {"type": "network_error", "message": str(exc)}}),
+            stream=sys.stderr,
+        )
+        sys.exit(EXIT_NETWORK if isinstance(exc, NetworkError) else EXIT_API_4XX)
+    emit({"data": result, "meta": {}})
 
 
 @memories.command()

@@ -6,8 +6,10 @@ and come back as parsed JSON.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +35,21 @@ class NetworkError(Exception):
 def new_idempotency_key() -> str:
     """A fresh `Idempotency-Key` value (``rog-`` + 32 hex digits)."""
     return "rog-" + uuid.uuid4().hex
+
+
+def _error_body(response: httpx.Response) -> dict[str, Any]:
+    """The SPEC §2 error object of a failed answer, or one synthesised from its status and text."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "error" in body:
+        return body
+    return {
+        "type": "error",
+        "error": {"type": "api_error", "message": f"HTTP {response.status_code}: {response.text[:200]}"},
+        "request_id": response.headers.get("request-id"),
+    }
 
 
 @dataclass
@@ -65,16 +82,19 @@ class Client:
         *,
         params: dict | None = None,
         json: Any = None,
+        content: bytes | None = None,
+        headers: dict | None = None,
         idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Send one request (retried as the class docstring says); return the parsed JSON of a 2xx answer.
 
+        `json` or `content` (raw bytes, with its Content-Type in `headers`) is the body.
         `idempotency_key`: the write's key (a fresh one when None). Raises ApiError for 4xx/5xx answers
         and NetworkError when the server cannot be reached.
         """
         params = {k: v for k, v in (params or {}).items() if v is not None}
         method = method.upper()
-        headers = {}
+        headers = dict(headers or {})
         repeatable = method in ("GET", "HEAD") or idempotency_key is not None
         if method not in ("GET", "HEAD"):
             headers["Idempotency-Key"] = idempotency_key or new_idempotency_key()
@@ -82,7 +102,9 @@ class Client:
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                response = self._http.request(method, path.lstrip("/"), params=params, json=json, headers=headers)
+                response = self._http.request(
+                    method, path.lstrip("/"), params=params, json=json, content=content, headers=headers
+                )
             except httpx.TransportError as exc:
                 if last:
                     raise NetworkError(f"{type(exc).__name__}: {exc}") from None
@@ -96,19 +118,32 @@ class Client:
 
     @staticmethod
     def _result(response: httpx.Response) -> dict[str, Any]:
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
         if response.is_success:
+            try:
+                body = response.json()
+            except ValueError:
+                body = None
             return body if isinstance(body, dict) else {"data": body}
-        if not isinstance(body, dict) or "error" not in body:
-            body = {
-                "type": "error",
-                "error": {"type": "api_error", "message": f"HTTP {response.status_code}: {response.text[:200]}"},
-                "request_id": response.headers.get("request-id"),
-            }
-        raise ApiError(response.status_code, body)
+        raise ApiError(response.status_code, _error_body(response))
+
+    def send_bytes(
+        self, method: str, path: str, content: bytes, *, content_type: str, params: dict | None = None
+    ) -> dict[str, Any]:
+        """Like `request`, with a raw body (`content`) of media type `content_type` instead of JSON."""
+        return self.request(method, path, params=params, content=content, headers={"Content-Type": content_type})
+
+    @contextlib.contextmanager
+    def stream(self, path: str, *, params: dict | None = None, accept: str = "*/*") -> Iterator[httpx.Response]:
+        """GET `path` as a stream; yields the response once its status is 2xx (ApiError / NetworkError else)."""
+        params = {k: v for k, v in (params or {}).items() if v is not None}
+        try:
+            with self._http.stream("GET", path.lstrip("/"), params=params, headers={"Accept": accept}) as response:
+                if not response.is_success:
+                    response.read()
+                    raise ApiError(response.status_code, _error_body(response))
+                yield response
+        except httpx.TransportError as exc:
+            raise NetworkError(f"{type(exc).__name__}: {exc}") from None
 
     def close(self) -> None:
         self._http.close()

@@ -50,7 +50,7 @@ def _is_user(user) -> bool:
 
 def public_q() -> Q:
     """Stores anyone (also anonymous callers) may read: public user stores, stores of public projects/sections."""
-    return (
+    return Q(importing=False) & (
         Q(scope=Scope.USER, visibility=Visibility.PUBLIC)
         | Q(scope=Scope.PROJECT, project__visibility=Visibility.PUBLIC)
         | Q(scope=Scope.BOARD, section__visibility=Visibility.PUBLIC)
@@ -64,7 +64,8 @@ def read_q(user) -> Q:
     granted = Exists(ReaderGrant.objects.filter(store=OuterRef("pk"), user=user, active=True))
     project_member = Exists(ProjectMembership.objects.filter(project=OuterRef("project_id"), user=user, active=True))
     section_member = Exists(SectionMembership.objects.filter(section=OuterRef("section_id"), user=user, active=True))
-    return (
+    # A store being imported is nobody's until its import commits (memories.exchange).
+    return Q(importing=False) & (
         public_q()
         | Q(scope=Scope.USER, owner=user)
         | (Q(scope=Scope.USER) & granted)
@@ -133,6 +134,7 @@ class Store(models.Model):
     Counters are maintained by services under the store row lock: `entry_count` (next seq),
     `generation` (bumped by forget), `summary_count` (live summaries), `memory_count` (current files).
     `visibility` is set on user stores only; project and board stores inherit their parent's.
+    `importing` is true while an import fills the store (SPEC §8b): such a store is readable by nobody.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -159,6 +161,7 @@ class Store(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     archived_at = models.DateTimeField(null=True, blank=True)
+    importing = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 

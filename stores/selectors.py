@@ -259,6 +259,33 @@ def subject_for_ensure(user, *, scope: str, subject: str) -> Subject:
     return found
 
 
+def subject_for_import(user, *, scope: str, subject: str) -> Subject:
+    """Return the subject whose new store `user` may import (SPEC §8b: needs the owner right on it).
+
+    A user store can only be imported by that user, a project store by a project owner, a board store
+    by a section owner. Raises SubjectNotFound (404, also for subjects the caller cannot see) and
+    SubjectWriteForbidden (403) when the subject is visible but the caller does not own it.
+    """
+    found = find_subject(user, scope=scope, subject=subject)
+    if found is None:
+        raise _subject_not_found(scope, subject)
+    read, _ = _subject_rights(user, found)
+    if found.scope == Scope.USER:
+        if not (_authenticated(user) and found.user.pk == user.pk):
+            raise SubjectWriteForbidden("Only a user can import their own user store.")
+        return found
+    if not read:
+        raise _subject_not_found(scope, subject)
+    memberships = (
+        ProjectMembership.objects.filter(project=found.project)
+        if found.scope == Scope.PROJECT
+        else SectionMembership.objects.filter(section=found.section)
+    )
+    if not memberships.filter(user=user, active=True, role=Role.OWNER).exists():
+        raise SubjectWriteForbidden("Only an owner of the project or section can import its store.")
+    return found
+
+
 def _subject_not_found(scope: str, subject: str) -> SubjectNotFound:
     noun = {"user": "user", "project": "project", "board": "section"}[scope]
     return SubjectNotFound(f"No {noun} {subject!r} that you can see.", details={"scope": scope, "subject": subject})

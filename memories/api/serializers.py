@@ -10,7 +10,9 @@ import re
 
 from rest_framework import serializers
 
+from backoffice.models import REASON_MAX_CHARS
 from config.api import JsonIntegerField, QueryBooleanField, StrictQuerySerializer, StrictSerializer, Utf8TextField
+from config.errors import InvalidRequest
 from memories import tree
 from memories.models import BODY_MAX_BYTES, MODEL_MAX_CHARS, NONCE_MAX_CHARS, SUMMARY_MAX_BYTES
 
@@ -38,6 +40,16 @@ class RangeField(serializers.CharField):
 
     def to_representation(self, value):
         return value.label if isinstance(value, tree.Block) else str(value)
+
+
+_SEQ_RE = re.compile(r"0|[1-9][0-9]{0,18}")
+
+
+def parse_seq(value: object) -> int:
+    """A `seq` path parameter: canonical decimal, 0..MAX_SEQ. Raises InvalidRequest (400) naming `seq`."""
+    if not isinstance(value, str) or not _SEQ_RE.fullmatch(value) or int(value) > tree.MAX_SEQ:
+        raise InvalidRequest(f"seq: must be an entry number, a non-negative integer ≤ {tree.MAX_SEQ} in decimal.")
+    return int(value)
 
 
 class SnapshotQueryField(serializers.IntegerField):
@@ -79,6 +91,15 @@ class CompactRequestSerializer(StrictSerializer):
         return value.lower()
 
 
+class RedactRequestSerializer(StrictSerializer):
+    reason = Utf8TextField(
+        min_bytes=1,
+        max_length=REASON_MAX_CHARS,
+        help_text="Why the entry is redacted (1..1,000 characters). Kept in the audit log only: never shown "
+        "to readers, never exported.",
+    )
+
+
 class ForgetRequestSerializer(StrictSerializer):
     range = RangeField(help_text="An entry 'n' or an aligned range 'a-b'.")
     generation = JsonIntegerField(min_value=1, max_value=tree.MAX_SEQ)
@@ -98,6 +119,10 @@ class ZoomQuerySerializer(StrictQuerySerializer):
     snapshot = SnapshotQueryField()
 
 
+class ExportQuerySerializer(StrictQuerySerializer):
+    """The export takes no parameters; any is a 400."""
+
+
 class RecallQuerySerializer(StrictQuerySerializer):
     pattern = serializers.CharField(
         trim_whitespace=False, max_length=4096, help_text="RE2 pattern, ≤200 characters, ≤1,024 instructions."
@@ -113,14 +138,16 @@ class RecallQuerySerializer(StrictQuerySerializer):
 
 
 class EntrySerializer(serializers.Serializer):
-    """An entry as `note` returns it."""
+    """An entry as `note` and `redact` return it; `body_md` is null once redacted (then `redacted_at`/`redacted_by`)."""
 
     seq = serializers.IntegerField()
     author = serializers.CharField(source="author.handle")
     created_at = serializers.DateTimeField()
-    body_md = serializers.CharField()
+    body_md = serializers.CharField(allow_null=True)
     size_bytes = serializers.IntegerField()
     client_nonce = serializers.CharField(allow_null=True)
+    redacted_at = serializers.DateTimeField(allow_null=True)
+    redacted_by = serializers.CharField(source="redacted_by.handle", allow_null=True)
 
 
 class NoteMetaSerializer(serializers.Serializer):
@@ -133,14 +160,18 @@ class NoteEnvelopeSerializer(serializers.Serializer):
 
 
 class LineSerializer(serializers.Serializer):
-    """One wake/zoom line; entry lines carry seq/author/created_at, summary lines model and first/last_at."""
+    """One wake/zoom line; entry lines carry seq/author/created_at, summary lines model and first/last_at.
+
+    A redacted entry is a `redacted` line: seq, author, created_at and redacted_at, text null.
+    """
 
     range = serializers.CharField()
-    kind = serializers.ChoiceField(choices=["entry", "summary", "missing"])
+    kind = serializers.ChoiceField(choices=["entry", "redacted", "summary", "missing"])
     text = serializers.CharField(allow_null=True)
     seq = serializers.IntegerField(required=False)
     author = serializers.CharField(required=False)
     created_at = serializers.DateTimeField(required=False)
+    redacted_at = serializers.DateTimeField(required=False)
     model = serializers.CharField(required=False)
     generation = serializers.IntegerField(required=False)
     first_at = serializers.DateTimeField(required=False)
@@ -180,9 +211,11 @@ class ZoomEnvelopeSerializer(serializers.Serializer):
 
 
 class JobChildSerializer(serializers.Serializer):
+    """A child of a compaction job; a redacted entry is kind `redacted` with text ""."""
+
     range = serializers.CharField()
-    kind = serializers.ChoiceField(choices=["entry", "summary"])
-    text = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["entry", "redacted", "summary"])
+    text = serializers.CharField(allow_blank=True)
     author = serializers.CharField()
     created_at = serializers.DateTimeField()
     model = serializers.CharField(required=False)
@@ -241,6 +274,22 @@ class CompactMetaSerializer(serializers.Serializer):
 class CompactEnvelopeSerializer(serializers.Serializer):
     data = SummarySerializer()
     meta = CompactMetaSerializer()
+
+
+class RedactMetaSerializer(serializers.Serializer):
+    """`meta` of a redaction, rendered from `memories.services.Redacted` (REST and MCP alike)."""
+
+    changed = serializers.BooleanField(help_text="False when the entry was already redacted (nothing done).")
+    invalidated = serializers.ListField(
+        child=serializers.CharField(), help_text="Live summaries invalidated by this call, smallest first."
+    )
+    summaries_redacted = serializers.IntegerField(help_text="Summary rows whose text this call nulled.")
+    generation = serializers.IntegerField(help_text="The store's generation after the call.")
+
+
+class RedactEnvelopeSerializer(serializers.Serializer):
+    data = EntrySerializer()
+    meta = RedactMetaSerializer()
 
 
 class ForgetDataSerializer(serializers.Serializer):

@@ -12,4 +12,6 @@ urlpatterns = [
     path("memories/<str:pk>/zoom", views.ZoomView.as_view(), name="memories-zoom"),
     path("memories/<str:pk>/recall", views.RecallView.as_view(), name="memories-recall"),
     path("memories/<str:pk>/forget", views.ForgetView.as_view(), name="memories-forget"),
+    path("memories/<str:pk>/entries/<str:seq>/redact", views.RedactView.as_view(), name="memories-redact"),
+    path("memories/<str:pk>/export", views.ExportView.as_view(), name="memories-export"),
 ]

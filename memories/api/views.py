@@ -1,4 +1,4 @@
-"""Memories log endpoints (SPEC §4): note, wake, nap, compact, zoom, recall, forget.
+"""Memories log endpoints (SPEC §4): note, wake, nap, compact, zoom, recall, forget, redact.
 
 Each view: fetch the store through `stores.selectors.get_store_for` (404 for missing *and* unreadable),
 validate with a strict serializer, call one service or selector, render with `envelope`.
@@ -8,13 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.views import APIView
 
 from config.api import envelope
-from config.errors import InvalidRequest
-from memories import selectors, services
+from config.errors import InvalidRequest, request_id_of
+from memories import selectors, services, tree
 from memories.api import serializers as s
+from memories.exchange import format as export_format
+from memories.exchange.export import export_chunks
 from stores.selectors import get_store_for
 
 # Named `id` like the path parameter drf-spectacular documents (it renames the URL's `pk` to `id`).
@@ -25,6 +30,12 @@ IDEMPOTENCY_KEY = OpenApiParameter(
     OpenApiParameter.HEADER,
     required=False,
     description="Accepted as the note's client_nonce (≤128 characters); equal to client_nonce if both are sent.",
+)
+SEQ = OpenApiParameter(
+    "seq",
+    {"type": "integer", "minimum": 0, "maximum": tree.MAX_SEQ},
+    OpenApiParameter.PATH,
+    description="The entry's seq (0-based, canonical decimal).",
 )
 TAGS = ["memories log"]
 
@@ -199,3 +210,70 @@ class ForgetView(APIView):
         )
         data = {"invalidated": [block.label for block in result.invalidated], "generation": result.generation}
         return envelope(s.ForgetDataSerializer(data).data)
+
+
+class RedactView(APIView):
+    """Redact one entry for good (owner; project and board owners too)."""
+
+    @extend_schema(
+        operation_id="redact_memories_entry",
+        tags=TAGS,
+        parameters=[STORE_ID, SEQ],
+        request=s.RedactRequestSerializer,
+        responses={200: s.RedactEnvelopeSerializer},
+        description="Null the entry's text for good (seq, author, created_at and size_bytes stay); null the "
+        "text of every summary whose range contains it, invalidate the live ones and bump generation. The "
+        "reason goes to the audit log only. Redacting again returns the entry unchanged (meta.changed false).",
+    )
+    def post(self, request, pk, seq):
+        store = get_store_for(request.user, pk, need="owner")
+        seq = s.parse_seq(seq)
+        incoming = s.RedactRequestSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        result = services.redact_entry(
+            store=store,
+            actor=request.user,
+            seq=seq,
+            reason=incoming.validated_data["reason"],
+            request_id=request_id_of(request),
+        )
+        return envelope(s.EntrySerializer(result.entry).data, s.RedactMetaSerializer(result).data)
+
+
+class AnyAccept(BaseContentNegotiation):
+    """The export answers JSON Lines (or a JSON error) whatever `Accept` says: no 406 for `application/jsonl`."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0] if parsers else None
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class ExportView(APIView):
+    """The whole store as JSON Lines (owner)."""
+
+    content_negotiation_class = AnyAccept
+
+    @extend_schema(
+        operation_id="export_memories",
+        tags=TAGS,
+        parameters=[STORE_ID],
+        responses={
+            (200, export_format.MEDIA_TYPE): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="JSON Lines (one JSON object per line, format `memories-export` version 1, see "
+                "docs/export-import.md): a header, every entry, summary, file version, file memory and reader, "
+                "then an end line with the line count and a SHA-256 chain. Streamed from one snapshot.",
+            )
+        },
+        description="Owner only. Stream the store as JSON Lines (SPEC §8b); import it elsewhere with "
+        "`manage.py import_store` or `rog memories import`. Redaction reasons are never exported.",
+    )
+    def get(self, request, pk):
+        store = get_store_for(request.user, pk, need="owner")
+        s.ExportQuerySerializer(data=request.query_params).is_valid(raise_exception=True)
+        response = StreamingHttpResponse(export_chunks(store), content_type=export_format.MEDIA_TYPE)
+        response["Content-Disposition"] = f'attachment; filename="memories-{store.pk}.jsonl"'
+        response["Cache-Control"] = "no-store"
+        return response

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from memories.models import Entry, Summary
-from memories.tree import parse_range, source_digest
+from memories.tree import child_text, parse_range, source_digest
 from stores.models import Store
 
 
@@ -69,8 +69,11 @@ def put_summary(store: Store, label: str, text: str | None = None, *, author=Non
     return summary
 
 
-def compact_all(client, store, *, snapshot=None) -> int:
-    """Drive nap/compact over the API until complete; returns the number of summaries submitted."""
+def compact_all(client, store, *, snapshot=None, summariser=summary_text, prompts: list | None = None) -> int:
+    """Drive nap/compact over the API until complete; returns the number of summaries submitted.
+
+    summariser(job) writes each summary; every job's prompt is appended to `prompts` when given.
+    """
     submitted = 0
     query = {} if snapshot is None else {"snapshot": snapshot}
     while True:
@@ -80,13 +83,15 @@ def compact_all(client, store, *, snapshot=None) -> int:
         if data["complete"]:
             return submitted
         job = data["job"]
+        if prompts is not None:
+            prompts.append(job["prompt"])
         response = client.post(
             url(store, "compact"),
             {
                 "range": job["range"],
                 "generation": job["generation"],
                 "source_digest": job["source_digest"],
-                "summary_md": summary_text(job),
+                "summary_md": summariser(job),
                 "model": "test-summariser-1",
             },
         )
@@ -98,3 +103,32 @@ def compact_all(client, store, *, snapshot=None) -> int:
 def filled_store(private_store):
     """The owner's private store with 8 entries 'entry 0'..'entry 7'."""
     return fill(private_store, 8)
+
+
+def quoting_summary(job: dict) -> str:
+    """A 'model' that quotes its children verbatim (as a real LLM may), cut to 1,024 bytes."""
+    quoted = " | ".join(child["text"] for child in job["children"])
+    return f"[{job['range']}] {quoted}".encode()[:1000].decode("utf-8", "ignore")
+
+
+def assert_tree_consistent(store: Store) -> None:
+    """Every live summary has live children whose recomputed digest is its source_digest; counters agree.
+
+    Also: seqs are exactly 0..entry_count-1 and no redacted text survives in a live summary's children.
+    """
+    store.refresh_from_db()
+    seqs = list(Entry.objects.filter(store=store).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(store.entry_count))
+    bodies = dict(Entry.objects.filter(store=store).values_list("seq", "body_md"))
+    live = {(s.start, s.end): s for s in Summary.objects.filter(store=store, invalidated_at=None)}
+    assert store.summary_count == len(live)
+    for (start, end), summary in live.items():
+        assert summary.summary_md is not None and summary.redacted_at is None
+        block = parse_range(f"{start}-{end}", allow_entry=False)
+        left, right = block.halves()
+        if block.size == 2:
+            texts = [child_text(bodies[left.start]), child_text(bodies[right.start])]
+        else:
+            assert (left.start, left.end) in live and (right.start, right.end) in live, f"orphan {start}-{end}"
+            texts = [live[(left.start, left.end)].summary_md, live[(right.start, right.end)].summary_md]
+        assert source_digest(left, texts[0], right, texts[1]) == summary.source_digest, f"{start}-{end}"

@@ -28,6 +28,7 @@ EXPECTED_TOOLS = [
     "recall_memories",
     "zoom_memories",
     "forget_memories",
+    "redact_memories_entry",
 ]
 
 

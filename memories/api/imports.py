@@ -1,0 +1,187 @@
+"""The resumable import over HTTP (SPEC §8b; docs/export-import.md), what `rog memories import` drives.
+
+POST /memories/imports (first chunk, header first) → an import; POST /memories/imports/{id}/lines
+?from_line=N (the next chunks); GET /memories/imports/{id} (where to resume); DELETE (abandon). Chunks are
+whole lines of the export (`application/jsonl` or `application/x-ndjson`), each at most MAX_REQUEST_BYTES.
+Views are thin: parse, check access, call one `memories.exchange.services` service, render.
+"""
+
+from __future__ import annotations
+
+from django.urls import path
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiRequest, extend_schema
+from rest_framework import serializers
+from rest_framework.parsers import BaseParser
+from rest_framework.views import APIView
+
+from config.api import StrictQuerySerializer, envelope
+from memories.exchange import services as imports
+from memories.exchange.format import ACCEPTED_MEDIA_TYPES
+from stores.api.serializers import StoreSerializer
+from stores.models import Scope
+from stores.selectors import get_store_for, subject_for_import
+
+TAGS = ["memories export and import"]
+IMPORT_ID = OpenApiParameter("import_id", str, OpenApiParameter.PATH, description="Import UUID.")
+# Whole lines of an export file (each ending with a newline), at most MAX_REQUEST_BYTES.
+CHUNK = OpenApiRequest(OpenApiTypes.BINARY)
+
+
+class JsonLinesParser(BaseParser):
+    """Hands the raw body over: the importer checks each line itself (UTF-8, JSON, NUL, sizes)."""
+
+    media_type = ACCEPTED_MEDIA_TYPES[0]
+
+    def parse(self, stream, media_type=None, parser_context=None) -> bytes:
+        return stream.read() if stream is not None else b""
+
+
+class NdjsonParser(JsonLinesParser):
+    media_type = ACCEPTED_MEDIA_TYPES[1]
+
+
+def _body(request) -> bytes:
+    data = request.data
+    return data if isinstance(data, bytes) else b""
+
+
+class ImportStartQuerySerializer(StrictQuerySerializer):
+    scope = serializers.ChoiceField(choices=Scope.values, required=False, help_text="Default: the file's.")
+    subject = serializers.CharField(
+        max_length=200, required=False, help_text="Handle ('me'), project or section UUID/slug; default: the file's."
+    )
+
+
+class ImportLinesQuerySerializer(StrictQuerySerializer):
+    from_line = serializers.IntegerField(min_value=2, max_value=2**62, help_text="The line this chunk starts with.")
+
+
+class ImportSectionCountsSerializer(serializers.Serializer):
+    entries = serializers.IntegerField()
+    summaries = serializers.IntegerField()
+    versions = serializers.IntegerField()
+    memories = serializers.IntegerField()
+    readers = serializers.IntegerField()
+
+
+class ImportSerializer(serializers.Serializer):
+    """An import: `status` open until the end line lands, then committed (`store` set)."""
+
+    id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=["open", "committed"])
+    store_id = serializers.UUIDField(help_text="The store being filled (hidden from everyone until committed).")
+    next_line = serializers.IntegerField(help_text="The next line to send, as from_line.")
+    lines_received = serializers.IntegerField()
+    counts = ImportSectionCountsSerializer(help_text="What the header announces.")
+    received = ImportSectionCountsSerializer(help_text="What has been verified and written so far.")
+    warnings = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="What the import could not keep as it was: a store id taken here (new ids were given), a "
+        "subject that already has a canonical store (the import is an ordinary store).",
+    )
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    store = StoreSerializer(allow_null=True, help_text="The imported store once committed, else null.")
+
+
+class ImportEnvelopeSerializer(serializers.Serializer):
+    data = ImportSerializer()
+    meta = serializers.DictField()
+
+
+class ImportAbortDataSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    deleted = serializers.BooleanField()
+
+
+class ImportAbortEnvelopeSerializer(serializers.Serializer):
+    data = ImportAbortDataSerializer()
+    meta = serializers.DictField()
+
+
+def _render(request, upload, *, status: int = 200):
+    data = imports.upload_progress(upload)
+    data["store"] = get_store_for(request.user, upload.store_id) if upload.status == "committed" else None
+    return envelope(ImportSerializer(data).data, status=status)
+
+
+class ImportCollectionView(APIView):
+    """Start an import with the first chunk of the file."""
+
+    parser_classes = [JsonLinesParser, NdjsonParser]
+
+    @extend_schema(
+        operation_id="import_memories",
+        tags=TAGS,
+        parameters=[ImportStartQuerySerializer],
+        request={media: CHUNK for media in ACCEPTED_MEDIA_TYPES},
+        responses={201: ImportEnvelopeSerializer},
+        description="Start importing an export: the body is the file's first lines (header first). The new "
+        "store goes to the file's subject, or to `scope`/`subject`; the caller must own that subject. Every "
+        "handle the header lists must exist here (else 400 with details.unknown_handles). Send the rest with "
+        "POST …/imports/{id}/lines; the chunk holding the end line commits the store.",
+    )
+    def post(self, request):
+        query = ImportStartQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        body = _body(request)
+        scope, subject = query.validated_data.get("scope"), query.validated_data.get("subject")
+        if scope is None or subject is None:
+            header_scope, header_subject = imports.header_subject(body)
+            scope = scope or header_scope
+            subject = subject or (header_subject if scope == header_scope else "me")
+        target = subject_for_import(request.user, scope=scope, subject=subject)
+        upload = imports.start_upload(actor=request.user, body=body, subject=target)
+        return _render(request, upload, status=201)
+
+
+class ImportDetailView(APIView):
+    """Where an import stands (to resume it), or abandon it."""
+
+    @extend_schema(
+        operation_id="get_memories_import", tags=TAGS, parameters=[IMPORT_ID], responses=ImportEnvelopeSerializer
+    )
+    def get(self, request, import_id):
+        return _render(request, imports.get_upload(actor=request.user, import_id=import_id))
+
+    @extend_schema(
+        operation_id="abort_memories_import",
+        tags=TAGS,
+        parameters=[IMPORT_ID],
+        responses=ImportAbortEnvelopeSerializer,
+        description="Abandon an open import: its hidden store and everything sent so far are deleted.",
+    )
+    def delete(self, request, import_id):
+        pk = imports.abort_upload(actor=request.user, import_id=import_id)
+        return envelope({"id": str(pk), "deleted": True})
+
+
+class ImportLinesView(APIView):
+    """Send the next chunk of lines."""
+
+    parser_classes = [JsonLinesParser, NdjsonParser]
+
+    @extend_schema(
+        operation_id="append_memories_import",
+        tags=TAGS,
+        parameters=[IMPORT_ID, ImportLinesQuerySerializer],
+        request={media: CHUNK for media in ACCEPTED_MEDIA_TYPES},
+        responses=ImportEnvelopeSerializer,
+        description="Verify and write the next whole lines, starting at `from_line` (= the import's next_line; "
+        "otherwise 409 import_offset_mismatch with details.next_line). A refused chunk changes nothing.",
+    )
+    def post(self, request, import_id):
+        query = ImportLinesQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        upload = imports.append_chunk(
+            actor=request.user, import_id=import_id, from_line=query.validated_data["from_line"], body=_body(request)
+        )
+        return _render(request, upload)
+
+
+urlpatterns = [
+    path("memories/imports", ImportCollectionView.as_view(), name="memories-imports"),
+    path("memories/imports/<str:import_id>", ImportDetailView.as_view(), name="memories-import"),
+    path("memories/imports/<str:import_id>/lines", ImportLinesView.as_view(), name="memories-import-lines"),
+]

@@ -1,0 +1,349 @@
+"""Import use-cases (SPEC §8b; docs/export-import.md): the two drivers of `memories.exchange.importer.Importer`.
+
+- `import_file` (manage.py import_store): the whole file in one transaction; any error rolls all of it back.
+- the resumable HTTP import (`start_upload`, `append_chunk`, `abort_upload`): the store is created hidden
+  (`Store.importing`), each chunk of whole lines is verified and written in its own transaction (so every
+  request stays short), the importer's state is saved in its `StoreImport`, and the chunk holding the
+  end line makes the store visible. A failed chunk changes nothing; an abandoned import is deleted.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, BinaryIO
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models.functions import Lower, Now
+
+from accounts.models import Project, Section, User
+from memories.exchange import verify
+from memories.exchange.errors import (
+    ImportCommitted,
+    ImportInvalid,
+    ImportNotFound,
+    ImportOffsetMismatch,
+    StoreNotEmpty,
+    UnknownHandles,
+)
+from memories.exchange.importer import BATCH_LINES, Importer
+from memories.exchange.verify import Header
+from memories.models import ImportStatus, StoreImport, Summary
+from stores.models import ReaderGrant, Scope, Store
+from stores.selectors import Subject
+from versions.models import Version
+
+
+def resolve_handles(
+    handles: Iterable[str], *, create_missing: bool = False, created: list[str] | None = None
+) -> dict[str, str]:
+    """Map each handle (case-insensitively) to a user id: ``{lowercase handle: id}``.
+
+    Raises UnknownHandles listing every handle that has no user (``details.unknown_handles``), unless
+    `create_missing`, which creates each as an inactive user with no password (manage.py only) and
+    appends its handle to `created`, so the caller reports it.
+    """
+    wanted = {handle.lower(): handle for handle in handles}
+    found = {
+        handle.lower(): str(pk)
+        for pk, handle in User.objects.annotate(low=Lower("handle"))
+        .filter(low__in=list(wanted))
+        .values_list("pk", "handle")
+    }
+    missing = sorted(wanted[low] for low in wanted if low not in found)
+    if missing and not create_missing:
+        raise UnknownHandles(
+            f"These handles have no user on this server: {', '.join(missing)}. Create them first"
+            " (or, as an operator, import with --create-missing-users).",
+            details={"unknown_handles": missing},
+        )
+    for handle in missing:
+        found[handle.lower()] = str(User.objects.create_user(handle, is_active=False).pk)
+        if created is not None:
+            created.append(handle)
+    return found
+
+
+# ------------------------------------------------------------------------------------------ target
+
+
+def _subject_of(header: Header) -> Subject:
+    """The subject named in the header, on this server (the user, project or section must exist)."""
+    scope, name = header.store["scope"], header.store["subject"]
+    if scope == Scope.USER:
+        user = User.objects.filter(handle__iexact=name).first()
+        return Subject(scope=scope, user=user)
+    model = Project if scope == Scope.PROJECT else Section
+    found = model.objects.filter(slug__iexact=name).first()
+    if found is None:
+        noun = "project" if scope == Scope.PROJECT else "section"
+        raise ImportInvalid(1, f"the {noun} {name!r} does not exist on this server; create it first.")
+    return Subject(scope=scope, project=found) if scope == Scope.PROJECT else Subject(scope=scope, section=found)
+
+
+def _store_fields(header: Header, users: dict[str, str]) -> dict[str, Any]:
+    meta = header.store
+    return {
+        "name": meta["name"],
+        "description": meta["description"],
+        "metadata": meta["metadata"],
+        "generation": meta["generation"],
+        "created_by_id": users[meta["created_by"]] if meta["created_by"] else None,
+        "created_at": meta["created_at"],
+        "updated_at": meta["updated_at"],
+        "archived_at": meta["archived_at"],
+    }
+
+
+def create_pending_store(*, header: Header, users: dict[str, str], subject: Subject) -> tuple[Store, bool]:
+    """Create the hidden store an import fills: the header's id when it is free (ids kept), else a new one.
+
+    Returns ``(store, keep_ids)``. The store stays non-canonical and `importing` until `finish` commits.
+    """
+    visibility = (header.store["visibility"] or "private") if subject.scope == Scope.USER else None
+    fields = {
+        "scope": subject.scope,
+        "canonical": False,
+        "importing": True,
+        "visibility": visibility,
+        **subject.store_filter(),
+        **_store_fields(header, users),
+    }
+    wanted = header.store["id"]
+    if not Store.objects.filter(pk=wanted).exists():
+        try:
+            with transaction.atomic():
+                return Store.objects.create(id=wanted, **fields), True
+        except IntegrityError:  # a parallel import of the same file took the id first
+            pass
+    return Store.objects.create(id=uuid.uuid4(), **fields), False
+
+
+def prepare_into(*, store: Store, header: Header, users: dict[str, str]) -> Store:
+    """Lock the existing, empty store `store` for a whole-file import into it (`--into`).
+
+    It keeps its id, scope, subject, visibility and canonical flag; name, description, metadata, times
+    and generation come from the file. Raises StoreNotEmpty (409) when it holds any entry, summary,
+    file version or reader grant, or is itself being imported.
+    """
+    locked = Store.objects.select_for_update(of=("self",)).get(pk=store.pk)
+    occupied = (
+        locked.importing
+        or locked.entry_count
+        or Summary.objects.filter(store=locked).exists()
+        or Version.objects.filter(store=locked).exists()
+        or ReaderGrant.objects.filter(store=locked).exists()
+    )
+    if occupied:
+        raise StoreNotEmpty(details={"store_id": str(locked.pk)})
+    for key, value in _store_fields(header, users).items():
+        setattr(locked, key, value)
+    locked.save()
+    return locked
+
+
+# ---------------------------------------------------------------------------------------- importer
+
+
+def _lines(stream: BinaryIO) -> Iterator[bytes]:
+    """The file's lines without their newline characters (split on LF only: U+2028 inside text is data)."""
+    for raw in stream:
+        yield raw[:-1] if raw.endswith(b"\n") else raw
+
+
+def _header(raw: bytes | None) -> Header:
+    if raw is None:
+        raise ImportInvalid(1, "the file is empty.")
+    return verify.check_header(verify.decode_line(raw, 1), max_memories=settings.MEMORY_STORE_MAX_MEMORIES)
+
+
+@dataclass(frozen=True)
+class Imported:
+    """Result of `import_file`: the store, the lines read, the handles created as inactive users, and
+    what the import could not keep as it was (a taken id, a subject that already has a canonical store)."""
+
+    store: Store
+    lines: int
+    created_users: list[str]
+    warnings: list[str]
+
+
+@transaction.atomic
+def import_file(
+    stream: BinaryIO,
+    *,
+    into: Store | None = None,
+    create_missing_users: bool = False,
+    progress=None,
+) -> Imported:
+    """Import one export file in one transaction (manage.py import_store; SPEC §8b).
+
+    stream: the file opened in binary mode. into: an existing empty store to fill (StoreNotEmpty 409
+    otherwise); else a new store for the header's subject, with the header's id when it is free (then
+    file ids are kept; otherwise new ones are given). create_missing_users: create unknown handles as
+    inactive users instead of raising UnknownHandles. progress(lines_done) is called every batch.
+    Raises ImportInvalid (400, with the line number) for a malformed, truncated or tampered file;
+    on any error nothing at all is imported. When the subject already has a canonical store (or the
+    store id is taken) the import still succeeds, as an ordinary store, and says so in `warnings`.
+    """
+    lines = _lines(stream)
+    first = next(lines, None)
+    header = _header(first)
+    created: list[str] = []
+    users = resolve_handles(header.handles, create_missing=create_missing_users, created=created)
+    if into is not None:
+        store, keep_ids = prepare_into(store=into, header=header, users=users), False
+    else:
+        subject = _subject_of(header)
+        store, keep_ids = create_pending_store(header=header, users=users, subject=subject)
+    importer = Importer.begin(store=store, header=header, header_line=first, users=users, keep_ids=keep_ids)
+    batch: list[bytes] = []
+    for raw in lines:
+        batch.append(raw)
+        if len(batch) >= BATCH_LINES:
+            importer.feed(batch)
+            batch = []
+            if progress:
+                progress(importer.s["line"])
+    importer.feed(batch)
+    if not importer.done:
+        raise ImportInvalid(
+            importer.next_line, f"the file ends after line {importer.s['line']} without its end line: it is truncated."
+        )
+    if progress:
+        progress(importer.s["line"])
+    return Imported(
+        store=importer.store, lines=importer.s["line"], created_users=created, warnings=importer.s["warnings"]
+    )
+
+
+# ----------------------------------------------------------------------------------- HTTP: chunks
+
+
+def split_chunk(body: bytes, first_line: int) -> list[bytes]:
+    """A request body of whole lines, each ending with LF, into lines without it (ImportInvalid otherwise)."""
+    if not body:
+        raise ImportInvalid(first_line, "the request body is empty; send whole lines of the file.")
+    if not body.endswith(b"\n"):
+        count = body.count(b"\n")
+        raise ImportInvalid(first_line + count, "the chunk must end with a newline: send whole lines only.")
+    return body[:-1].split(b"\n")
+
+
+def expire_idle_imports() -> int:
+    """Delete the stores of open imports idle longer than IMPORT_IDLE_SECONDS (database time); returns how many."""
+    idle = Now() - timedelta(seconds=settings.IMPORT_IDLE_SECONDS)
+    stale = StoreImport.objects.filter(updated_at__lt=idle)
+    abandoned = list(stale.filter(status=ImportStatus.OPEN).values_list("store_id", flat=True))
+    deleted = Store.objects.filter(pk__in=abandoned, importing=True).delete()[1].get(Store._meta.label, 0)
+    stale.filter(status=ImportStatus.COMMITTED).delete()
+    return deleted
+
+
+def start_upload(*, actor: User, body: bytes, subject: Subject | None = None) -> StoreImport:
+    """Start a resumable import with the first chunk (header first); SPEC §8b, docs/export-import.md.
+
+    subject: where the new store goes (the caller has the owner right on it), default the header's —
+    whose owner right the caller must then hold too (checked by the caller). Creates the hidden store,
+    verifies and writes the chunk's other lines; a chunk that already ends with the end line completes
+    the import. Raises UnknownHandles, ImportInvalid (400); then nothing remains.
+    """
+    expire_idle_imports()
+    lines = split_chunk(body, 1)
+    header = _header(lines[0])
+    with transaction.atomic():
+        users = resolve_handles(header.handles)
+        store, keep_ids = create_pending_store(header=header, users=users, subject=subject or _subject_of(header))
+        importer = Importer.begin(store=store, header=header, header_line=lines[0], users=users, keep_ids=keep_ids)
+        importer.feed(lines[1:])
+        upload = StoreImport.objects.create(
+            store=store,
+            created_by=actor,
+            status=ImportStatus.COMMITTED if importer.done else ImportStatus.OPEN,
+            next_line=importer.next_line,
+            state=importer.state(),
+            created_at=Now(),  # database time, like the idle expiry that reads it
+            updated_at=Now(),
+        )
+        upload.refresh_from_db(fields=["created_at", "updated_at"])
+    return upload
+
+
+def header_subject(body: bytes) -> tuple[str, str]:
+    """(scope, subject) named by the header at the start of `body` (for the caller's access check)."""
+    first = body.split(b"\n", 1)[0] if body else None
+    header = _header(first or None)
+    return header.store["scope"], header.store["subject"]
+
+
+def get_upload(*, actor: User, import_id: object, lock: bool = False) -> StoreImport:
+    """The caller's own import `import_id`, else ImportNotFound (404; someone else's looks missing)."""
+    try:
+        pk = uuid.UUID(str(import_id))
+    except ValueError:
+        raise ImportNotFound() from None
+    uploads = StoreImport.objects.select_related("store")
+    if lock:
+        uploads = uploads.select_for_update(of=("self",))
+    upload = uploads.filter(pk=pk, created_by=actor).first()
+    if upload is None:
+        raise ImportNotFound()
+    return upload
+
+
+@transaction.atomic
+def append_chunk(*, actor: User, import_id: object, from_line: int, body: bytes) -> StoreImport:
+    """Verify and write the next chunk of whole lines, which must start at line `from_line`.
+
+    Locks the import (parallel chunks of one import are serialised). Raises ImportNotFound (404),
+    ImportCommitted (409, details.store_id), ImportOffsetMismatch (409, details.next_line: a retried chunk
+    that already landed, or a gap), ImportInvalid (400). A failed chunk changes nothing.
+    """
+    upload = get_upload(actor=actor, import_id=import_id, lock=True)
+    if upload.status == ImportStatus.COMMITTED:
+        raise ImportCommitted(details={"store_id": str(upload.store_id)})
+    if from_line != upload.next_line:
+        raise ImportOffsetMismatch(details={"next_line": upload.next_line})
+    importer = Importer(Store.objects.get(pk=upload.store_id), upload.state)
+    importer.feed(split_chunk(body, from_line))
+    upload.state = importer.state()
+    upload.next_line = importer.next_line
+    upload.status = ImportStatus.COMMITTED if importer.done else ImportStatus.OPEN
+    upload.updated_at = Now()
+    upload.save(update_fields=["state", "next_line", "status", "updated_at"])
+    upload.refresh_from_db(fields=["updated_at"])
+    return upload
+
+
+@transaction.atomic
+def abort_upload(*, actor: User, import_id: object) -> uuid.UUID:
+    """Abandon an open import: delete its hidden store and everything written so far. Returns the import id.
+
+    Raises ImportNotFound (404), ImportCommitted (409: a finished import is an ordinary store; delete that).
+    """
+    upload = get_upload(actor=actor, import_id=import_id, lock=True)
+    if upload.status == ImportStatus.COMMITTED:
+        raise ImportCommitted(details={"store_id": str(upload.store_id)})
+    pk = upload.pk
+    Store.objects.filter(pk=upload.store_id, importing=True).delete()
+    return pk
+
+
+def upload_progress(upload: StoreImport) -> dict[str, Any]:
+    """The import as the API shows it: status, store id, the next line, lines and sections received."""
+    state = upload.state or {}
+    return {
+        "id": str(upload.pk),
+        "status": upload.status,
+        "store_id": str(upload.store_id),
+        "next_line": upload.next_line,
+        "lines_received": upload.next_line - 1,
+        "counts": state.get("counts"),
+        "received": state.get("seen"),
+        "warnings": state.get("warnings", []),
+        "created_at": upload.created_at,
+        "updated_at": upload.updated_at,
+    }

@@ -1,0 +1,46 @@
+"""`manage.py export_store STORE_ID [--output FILE]`: the operator's side of GET /memories/{id}/export.
+
+Writes the same JSON Lines (SPEC §8b) through the same service (`memories.exchange.export.export_lines`),
+to a file or stdout, in constant memory. No access check: this is the operator's tool.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from config.errors import DomainError
+from memories.exchange.export import export_lines
+from stores.models import Store
+from stores.selectors import parse_store_id
+
+
+class Command(BaseCommand):
+    help = "Write a store's export (JSON Lines, SPEC §8b) to FILE or standard output."
+
+    def add_arguments(self, parser):
+        parser.add_argument("store_id", help="The store's UUID.")
+        parser.add_argument("--output", "-o", metavar="FILE", help="Write here instead of standard output.")
+
+    def handle(self, *args, store_id: str, output: str | None, **options):
+        try:
+            store = Store.objects.filter(pk=parse_store_id(store_id)).first()
+        except DomainError:
+            store = None
+        if store is None:
+            raise CommandError(f"No store {store_id}.")
+        out = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115 - closed below
+        lines = 0
+        started = time.monotonic()
+        try:
+            for line in export_lines(store):
+                out.write(line)
+                lines += 1
+        finally:
+            if output:
+                out.close()
+        if output:
+            elapsed = time.monotonic() - started
+            self.stdout.write(f"Exported {lines} lines of store {store.pk} to {output} in {elapsed:.2f} s.")

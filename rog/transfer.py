@@ -1,0 +1,184 @@
+"""`rog memories export` and `rog memories import` (SPEC §8b): move a whole store through the HTTP API.
+
+Export streams `GET /memories/{id}/export` to stdout (or `--output`) without holding it in memory and
+checks that the stream ended with its end line. Import sends the file to the resumable import endpoints in
+chunks of whole lines, resuming after a dropped connection (`GET /memories/imports/{id}` says where), and
+abandons the import (`DELETE`) when the server refuses a line. A progress bar is drawn on stderr when it
+is a terminal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import click
+
+from rog.client import ApiError, Client, NetworkError
+
+CHUNK_BYTES = 768 * 1024  # under the server's default 1 MiB body ceiling
+RETRIES = 5
+JSONL = "application/jsonl"
+
+
+class TransferFailed(Exception):
+    """The transfer cannot go on; `body` is the error object to print, `status` the HTTP status (0: network)."""
+
+    def __init__(self, body: dict[str, Any], status: int = 0) -> None:
+        super().__init__(body.get("error", {}).get("message", "transfer failed"))
+        self.body, self.status = body, status
+
+
+def _failure(message: str, *, kind: str = "transfer_error", **extra: Any) -> TransferFailed:
+    return TransferFailed({"type": "error", "error": {"type": kind, "message": message, **extra}})
+
+
+@contextlib.contextmanager
+def _bar(total: int | None, label: str):
+    """A click progress bar on stderr when it is a terminal; otherwise a no-op ``update(n)``."""
+    if total and sys.stderr.isatty():
+        with click.progressbar(length=total, label=label, file=sys.stderr, show_pos=True) as bar:
+            yield bar.update
+    else:
+        yield lambda n: None
+
+
+def export_store(client: Client, store_id: str, out: BinaryIO) -> dict[str, Any]:
+    """Stream the export of `store_id` into `out`; returns the end line (parsed). TransferFailed if cut short."""
+    last = b""
+    lines = 0
+    try:
+        with client.stream(f"memories/{store_id}/export", accept=JSONL) as response:
+            chunks = response.iter_bytes()
+            pending = b""
+            total = None
+            update = None
+            with contextlib.ExitStack() as stack:
+                for chunk in chunks:
+                    out.write(chunk)
+                    if total is None:  # the header line tells how many lines follow
+                        pending += chunk
+                        if b"\n" in pending:
+                            header = json.loads(pending.split(b"\n", 1)[0])
+                            total = 2 + sum(header.get("counts", {}).values())
+                            update = stack.enter_context(_bar(total, "exporting"))
+                            pending = b""
+                    newlines = chunk.count(b"\n")
+                    lines += newlines
+                    if update:
+                        update(newlines)
+                    last = (last + chunk)[-4096:]
+    except ApiError as exc:
+        raise TransferFailed(exc.body, exc.status) from None
+    except NetworkError as exc:
+        raise _failure(f"The export was cut short after {lines} lines: {exc}", kind="network_error") from None
+    out.flush()
+    tail = last.rstrip(b"\n").rpartition(b"\n")[2]
+    try:
+        end = json.loads(tail)
+    except ValueError:
+        end = None
+    if not isinstance(end, dict) or end.get("type") != "end":
+        raise _failure(f"The export ended after {lines} lines without its end line: it is incomplete.")
+    return end
+
+
+def _chunks(path: Path, first_line: int) -> Iterator[tuple[int, bytes, int]]:
+    """``(first line number, whole lines ≤ CHUNK_BYTES, bytes read so far)`` from line `first_line` on."""
+    with path.open("rb") as stream:
+        number, start, buffer, size, done = 0, first_line, [], 0, 0
+        for raw in stream:
+            number += 1
+            done += len(raw)
+            if number < first_line:
+                continue
+            line = raw if raw.endswith(b"\n") else raw + b"\n"
+            if buffer and size + len(line) > CHUNK_BYTES:
+                yield start, b"".join(buffer), done - len(raw)
+                start, buffer, size = number, [], 0
+            buffer.append(line)
+            size += len(line)
+        if buffer:
+            yield start, b"".join(buffer), done
+
+
+def _send(client: Client, upload_id: str | None, first: int, body: bytes, params: dict) -> dict[str, Any]:
+    if upload_id is None:
+        return client.send_bytes("POST", "memories/imports", body, content_type=JSONL, params=params)["data"]
+    path = f"memories/imports/{upload_id}/lines"
+    return client.send_bytes("POST", path, body, content_type=JSONL, params={"from_line": first})["data"]
+
+
+def import_store(client: Client, path: Path, *, params: dict, resume: str | None = None) -> dict[str, Any]:
+    """Send `path` to the import endpoints; returns the committed import (with its `store`).
+
+    params: scope/subject for the new store (empty: the file's). resume: an open import's id to continue.
+    Network failures and 5xx answers are retried (RETRIES times, asking the server where to resume); a
+    refused chunk aborts the import on the server and raises TransferFailed with the server's error.
+    """
+    upload: dict[str, Any] | None = None
+    if resume:
+        upload = client.request("GET", f"memories/imports/{resume}")["data"]
+    total = path.stat().st_size
+    failures = 0
+    with _bar(total, "importing") as update:
+        shown = 0
+        while upload is None or upload["status"] != "committed":
+            start = upload["next_line"] if upload else 1
+            try:
+                for first, body, done in _chunks(path, start):
+                    upload = _send(client, upload["id"] if upload else None, first, body, params)
+                    update(max(done - shown, 0))  # `done`: the file offset where this chunk ends
+                    shown = max(shown, done)
+                    failures = 0
+                    if upload["status"] == "committed":
+                        break
+                else:
+                    if upload is None or upload["status"] != "committed":
+                        raise _failure("The file ended before its end line: nothing was imported.")
+            except ApiError as exc:
+                reason = exc.body.get("error", {}).get("details", {}).get("reason")
+                if reason == "import_offset_mismatch" and upload is not None:
+                    upload = client.request("GET", f"memories/imports/{upload['id']}")["data"]
+                    continue
+                if exc.status >= 500 and failures < RETRIES:
+                    failures += 1
+                    time.sleep(min(2**failures, 10))
+                    upload = _refresh(client, upload)
+                    continue
+                _abort(client, upload)
+                raise TransferFailed(exc.body, exc.status) from None
+            except NetworkError as exc:
+                if failures >= RETRIES:
+                    raise _failure(
+                        f"Gave up after {RETRIES} retries: {exc}", kind="network_error", import_id=_id(upload)
+                    ) from None
+                failures += 1
+                time.sleep(min(2**failures, 10))
+                upload = _refresh(client, upload)
+        update(max(total - shown, 0))
+    return upload
+
+
+def _id(upload: dict[str, Any] | None) -> str | None:
+    return upload["id"] if upload else None
+
+
+def _refresh(client: Client, upload: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Ask the server where an import stands (None: it was never created, start again)."""
+    if upload is None:
+        return None
+    with contextlib.suppress(NetworkError):
+        return client.request("GET", f"memories/imports/{upload['id']}")["data"]
+    return upload
+
+
+def _abort(client: Client, upload: dict[str, Any] | None) -> None:
+    if upload is not None and upload.get("status") == "open":
+        with contextlib.suppress(ApiError, NetworkError):
+            client.request("DELETE", f"memories/imports/{upload['id']}")

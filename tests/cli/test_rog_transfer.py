@@ -1,0 +1,114 @@
+"""`rog memories redact / export / import` against a live server (SPEC §4, §8b), as subprocesses and in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from accounts import services as account_services
+from memories.models import Entry
+from rog import transfer
+from rog.cli import main as rog_main
+from stores.models import Store
+from tests.cli.test_rog import ROG, Rog
+from tests.exchange.builder import build_rich_store
+from tests.exchange.conftest import without_export_time
+from tests.factories import UserFactory
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.fixture
+def me(db):
+    return UserFactory(handle="me-agent")
+
+
+@pytest.fixture
+def token(me):
+    return account_services.issue_token(user=me).secret
+
+
+@pytest.fixture
+def rog(live_server, token, tmp_path):
+    assert ROG, "the rog console script is not installed (bin/test installs the project with pip -e .)"
+    return Rog(live_server.url, token, tmp_path)
+
+
+@pytest.fixture
+def store(me):
+    others, readers = [UserFactory(handle="bob")], [UserFactory(handle="carol")]
+    return build_rich_store(me, others=others, readers=readers, entries=16, files=3, redact=(6,))
+
+
+def run_raw(rog: Rog, *args: str, expect: int = 0):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROG_")}
+    env.update(ROG_API_URL=rog.url, ROG_TOKEN=rog.token)
+    done = subprocess.run([ROG, *args], cwd=rog.cwd, env=env, capture_output=True, timeout=120)
+    assert done.returncode == expect, (args, done.returncode, done.stderr[-2000:])
+    return done
+
+
+def test_export_then_import_on_an_empty_server_round_trips_byte_for_byte(rog, store, tmp_path):
+    exported = run_raw(rog, "memories", "export", "--store", str(store.pk)).stdout
+    assert exported.startswith(b'{"type":"memories-export"') and b'"type":"end"' in exported.splitlines()[-1]
+    rog("memories", "export", "--store", str(store.pk), "--output", "store.jsonl")
+    assert without_export_time((tmp_path / "store.jsonl").read_bytes()) == without_export_time(exported)
+    Store.objects.filter(pk=store.pk).delete()
+    result = rog("memories", "import", "store.jsonl")
+    assert result["data"]["status"] == "committed"
+    assert result["data"]["store"]["id"] == str(store.pk) and result["data"]["store"]["entry_count"] == 16
+    again = run_raw(rog, "memories", "export", "--store", str(store.pk)).stdout
+    assert without_export_time(again) == without_export_time(exported)
+
+
+def test_a_tampered_file_is_refused_with_its_line_and_leaves_nothing_behind(rog, store, tmp_path):
+    exported = run_raw(rog, "memories", "export", "--store", str(store.pk)).stdout
+    Store.objects.filter(pk=store.pk).delete()
+    lines = exported.split(b"\n")
+    lines[3] = lines[3].replace(b'"seq":2', b'"seq":3')
+    (tmp_path / "bad.jsonl").write_bytes(b"\n".join(lines))
+    error = rog("memories", "import", "bad.jsonl", expect=3)
+    assert error["error"]["details"]["line"] == 4 and "entry 2 comes next" in error["error"]["message"]
+    assert not Store.objects.filter(importing=True).exists()
+    assert not Store.objects.filter(pk=store.pk).exists()
+
+
+def test_import_in_many_chunks_and_resume_after_an_interruption(live_server, token, store, tmp_path, monkeypatch):
+    runner = CliRunner()
+    env = {"ROG_API_URL": live_server.url, "ROG_TOKEN": token}
+    exported = runner.invoke(rog_main, ["memories", "export", "--store", str(store.pk)], env=env).stdout_bytes
+    (tmp_path / "s.jsonl").write_bytes(exported)
+    Store.objects.filter(pk=store.pk).delete()
+    monkeypatch.setattr(transfer, "CHUNK_BYTES", 1024)  # dozens of chunks
+    real_send, calls = transfer._send, []
+
+    def flaky(client, upload_id, first, body, params):
+        calls.append(first)
+        if len(calls) == 4:  # the answer to the 4th chunk is lost after the server applied it
+            real_send(client, upload_id, first, body, params)
+            raise transfer.NetworkError("connection reset")
+        return real_send(client, upload_id, first, body, params)
+
+    monkeypatch.setattr(transfer, "_send", flaky)
+    monkeypatch.setattr(transfer.time, "sleep", lambda s: None)
+    result = runner.invoke(rog_main, ["memories", "import", str(tmp_path / "s.jsonl")], env=env)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)["data"]
+    assert data["status"] == "committed" and len(calls) > 10
+    assert calls[4] > calls[3]  # resumed from the server's next_line, not resent
+    assert Entry.objects.filter(store_id=data["store_id"]).count() == 16
+
+
+def test_redact_needs_yes_and_then_removes_the_text(rog, me):
+    store = Store.objects.create(scope="user", owner=me, name="s", visibility="private")
+    for text in ("a", "b", "c", "d"):
+        rog("memories", "note", text, "--store", str(store.pk))
+    refused = rog("memories", "redact", "3", "--reason", "leak", "--store", str(store.pk), expect=2)
+    assert "--yes" in refused["error"]["message"]
+    done = rog("memories", "redact", "3", "--reason", "leak", "--yes", "--store", str(store.pk))
+    assert done["data"]["seq"] == 3 and done["data"]["body_md"] is None and done["meta"]["changed"] is True
+    assert Entry.objects.get(store=store, seq=3).body_md is None

@@ -1,0 +1,93 @@
+"""`manage.py import_store FILE [--into STORE_ID] [--create-missing-users] [--dry-run]` (SPEC §8b)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from accounts.models import User
+from stores.models import Store
+from tests.exchange.conftest import assemble, census
+from tests.factories import StoreFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def export_file(tmp_path, sample):
+    path = tmp_path / "store.jsonl"
+    path.write_bytes(assemble(sample))
+    return path
+
+
+def run(*args) -> str:
+    out = io.StringIO()
+    call_command("import_store", *map(str, args), stdout=out)
+    return out.getvalue()
+
+
+def test_import_store_recreates_the_store_and_says_so(export_file, sample):
+    output = run(export_file)
+    store = Store.objects.get(pk=sample[0]["store"]["id"])
+    assert f"into store {store.pk}" in output and "40 entries" in output and "6 file memories" in output
+    assert store.importing is False and store.entry_count == 40
+
+
+def test_dry_run_verifies_and_keeps_nothing(export_file):
+    before = census()
+    output = run(export_file, "--dry-run")
+    assert output.startswith("Dry run:") and "is valid" in output
+    assert census() == before
+
+
+def test_a_refused_file_names_the_line_and_imports_nothing(tmp_path, sample):
+    sample[3]["seq"] = 7
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(assemble(sample))
+    before = census()
+    with pytest.raises(CommandError, match=r"line 4: entry\.seq is 7; entry 2 comes next.*Nothing was imported"):
+        run(bad)
+    assert census() == before
+
+
+def test_into_fills_an_empty_store_and_refuses_a_full_one(export_file, owner):
+    empty = StoreFactory(owner=owner, canonical=False, name="landing")
+    run(export_file, "--into", empty.pk)
+    empty.refresh_from_db()
+    assert empty.entry_count == 40 and empty.name == "Everything store"
+    with pytest.raises(CommandError, match="An import can only fill an empty store"):
+        run(export_file, "--into", empty.pk)
+    with pytest.raises(CommandError, match="is not a store id"):
+        run(export_file, "--into", "nope")
+
+
+def test_missing_users_are_created_only_when_asked(tmp_path, sample):
+    sample[0]["handles"] = sorted([*sample[0]["handles"], "zed"])
+    path = tmp_path / "zed.jsonl"
+    path.write_bytes(assemble(sample))
+    with pytest.raises(CommandError, match="These handles have no user on this server: zed"):
+        run(path)
+    output = run(path, "--create-missing-users")
+    assert "Created inactive users: zed." in output
+    assert User.objects.get(handle="zed").is_active is False
+
+
+def test_an_unreadable_file_is_a_clear_error(tmp_path):
+    with pytest.raises(CommandError, match="Cannot read"):
+        run(tmp_path / "nope.jsonl")
+
+
+def test_export_store_writes_the_same_lines_as_the_api(tmp_path, owner_client, private_store):
+    from tests.exchange.conftest import without_export_time
+    from tests.log.conftest import fill, url
+
+    fill(private_store, 5)
+    out = io.StringIO()
+    call_command("export_store", str(private_store.pk), "--output", str(tmp_path / "x.jsonl"), stdout=out)
+    assert "Exported 7 lines" in out.getvalue()
+    api = b"".join(owner_client.get(url(private_store, "export")).streaming_content)
+    assert without_export_time((tmp_path / "x.jsonl").read_bytes()) == without_export_time(api)
+    with pytest.raises(CommandError, match="No store"):
+        call_command("export_store", "nope")

@@ -1,0 +1,228 @@
+"""Export and the resumable import over HTTP (SPEC §8b): access, streaming, chunks, resume, abort, expiry."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.http import StreamingHttpResponse
+
+from memories.models import Entry, StoreImport
+from stores.models import Store
+from tests.exchange.conftest import assemble, export_bytes, parse, without_export_time
+from tests.factories import ProjectFactory, ProjectMembershipFactory, ReaderGrantFactory
+from tests.log.conftest import fill, url
+
+pytestmark = pytest.mark.django_db
+
+IMPORTS = "/api/v1/memories/imports"
+
+
+def post_lines(client, path, body: bytes, **params):
+    query = "&".join(f"{key}={value}" for key, value in params.items())
+    return client.post(f"{path}?{query}" if query else path, body, content_type="application/jsonl")
+
+
+def chunks(data: bytes, lines_per_chunk: int) -> list[tuple[int, bytes]]:
+    lines = data.split(b"\n")[:-1]
+    return [
+        (start + 1, b"".join(line + b"\n" for line in lines[start : start + lines_per_chunk]))
+        for start in range(0, len(lines), lines_per_chunk)
+    ]
+
+
+def import_in_chunks(client, data: bytes, lines_per_chunk: int = 25, **params):
+    parts = chunks(data, lines_per_chunk)
+    response = post_lines(client, IMPORTS, parts[0][1], **params)
+    assert response.status_code == 201, response.json()
+    upload = response.json()["data"]
+    for first, body in parts[1:]:
+        response = post_lines(client, f"{IMPORTS}/{upload['id']}/lines", body, from_line=first)
+        assert response.status_code == 200, response.json()
+        upload = response.json()["data"]
+    return upload
+
+
+# ------------------------------------------------------------------------------------------- export
+
+
+def test_export_streams_json_lines_to_the_owner(owner_client, private_store):
+    fill(private_store, 3)
+    response = owner_client.get(url(private_store, "export"), HTTP_ACCEPT="application/jsonl")
+    assert response.status_code == 200
+    assert isinstance(response, StreamingHttpResponse)
+    assert response["Content-Type"] == "application/jsonl"
+    assert response["Content-Disposition"] == f'attachment; filename="memories-{private_store.pk}.jsonl"'
+    assert response["Request-Id"].startswith("req_")
+    objects = parse(b"".join(response.streaming_content))
+    assert [obj["type"] for obj in objects] == ["memories-export", "entry", "entry", "entry", "end"]
+
+
+def test_export_is_for_owners_only(make_client, owner, reader, stranger, private_store):
+    ReaderGrantFactory(store=private_store, user=reader)
+    assert make_client(reader).get(url(private_store, "export")).status_code == 403
+    hidden = make_client(stranger).get(url(private_store, "export"))
+    missing = make_client(stranger).get(url("00000000-0000-4000-8000-000000000000", "export"))
+    assert hidden.status_code == missing.status_code == 404 and hidden.json()["error"] == missing.json()["error"]
+    assert make_client(None).get(url(private_store, "export")).status_code == 401
+
+
+def test_project_owners_may_export_and_members_may_not(make_client):
+    from tests.factories import project_store
+
+    project = ProjectFactory()
+    boss = ProjectMembershipFactory(project=project, role="owner").user
+    member = ProjectMembershipFactory(project=project, role="member").user
+    store = project_store(project)
+    assert make_client(member).get(url(store, "export")).status_code == 403
+    assert make_client(boss).get(url(store, "export")).status_code == 200
+
+
+def test_export_takes_no_parameters(owner_client, private_store):
+    response = owner_client.get(url(private_store, "export"), {"limit": 5})
+    assert response.status_code == 400 and "limit" in response.json()["error"]["message"]
+
+
+def test_http_export_is_the_service_export(owner_client, rich_store):
+    streamed = b"".join(owner_client.get(url(rich_store, "export")).streaming_content)
+    assert without_export_time(streamed) == without_export_time(export_bytes(rich_store))
+
+
+# ------------------------------------------------------------------------------------------- import
+
+
+def test_an_import_in_chunks_recreates_the_store_and_commits_at_the_end_line(owner_client, sample):
+    data = assemble(sample)
+    upload = import_in_chunks(owner_client, data, lines_per_chunk=17)
+    assert upload["status"] == "committed" and upload["next_line"] == len(sample) + 2
+    assert upload["received"] == upload["counts"]
+    store = upload["store"]
+    assert store["id"] == sample[0]["store"]["id"] and store["entry_count"] == 40
+    assert store["permissions"] == {"read": True, "write": True, "owner": True}
+    imported = Store.objects.get(pk=store["id"])
+    assert without_export_time(export_bytes(imported)) == without_export_time(data)
+
+
+def test_a_store_being_imported_is_invisible_to_everyone(owner_client, anon_client, sample):
+    sample[0]["store"]["visibility"] = "public"
+    first = chunks(assemble(sample), 30)[0][1]
+    upload = post_lines(owner_client, IMPORTS, first).json()["data"]
+    assert upload["status"] == "open" and upload["store"] is None
+    store_id = upload["store_id"]
+    assert Entry.objects.filter(store_id=store_id).count() == 29  # written, but nobody can see them
+    for client in (owner_client, anon_client):
+        assert client.get(f"/api/v1/memories/{store_id}").status_code == 404
+        assert client.get(url(store_id, "wake")).status_code == 404
+        assert store_id not in json.dumps(client.get("/api/v1/memories").json())
+    assert store_id not in anon_client.get("/memories.json").content.decode()
+    assert owner_client.post(url(store_id, "note"), {"body_md": "sneak in"}).status_code == 404
+    assert owner_client.get(f"/api/v1/memory_stores/{store_id}").status_code == 404
+
+
+def test_a_refused_chunk_changes_nothing_and_the_import_can_be_abandoned(owner_client, sample):
+    sample[40]["body_md"] = "x\u0000"
+    parts = chunks(assemble(sample), 20)
+    upload = post_lines(owner_client, IMPORTS, parts[0][1]).json()["data"]
+    ok = post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", parts[1][1], from_line=parts[1][0])
+    assert ok.status_code == 200 and ok.json()["data"]["next_line"] == 41
+    refused = post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", parts[2][1], from_line=parts[2][0])
+    assert refused.status_code == 400
+    assert refused.json()["error"]["details"]["line"] == 41
+    assert Entry.objects.filter(store_id=upload["store_id"]).count() == 39  # lines 2..40, not one more
+    assert owner_client.get(f"{IMPORTS}/{upload['id']}").json()["data"]["next_line"] == 41
+    aborted = owner_client.delete(f"{IMPORTS}/{upload['id']}")
+    assert aborted.status_code == 200 and aborted.json()["data"] == {"id": upload["id"], "deleted": True}
+    assert not Store.objects.filter(pk=upload["store_id"]).exists()
+    assert not Entry.objects.filter(store_id=upload["store_id"]).exists()
+    assert owner_client.get(f"{IMPORTS}/{upload['id']}").status_code == 404
+
+
+def test_a_retried_chunk_is_told_where_to_resume(owner_client, sample):
+    parts = chunks(assemble(sample), 30)
+    upload = post_lines(owner_client, IMPORTS, parts[0][1]).json()["data"]
+    post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", parts[1][1], from_line=parts[1][0])
+    again = post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", parts[1][1], from_line=parts[1][0])
+    assert again.status_code == 409
+    assert again.json()["error"]["details"] == {"reason": "import_offset_mismatch", "next_line": 61}
+    assert Entry.objects.filter(store_id=upload["store_id"]).count() == 40
+
+
+def test_someone_elses_import_is_not_found(make_client, owner_client, stranger, sample):
+    parts = chunks(assemble(sample), 30)
+    upload = post_lines(owner_client, IMPORTS, parts[0][1]).json()["data"]
+    other = make_client(stranger)
+    assert other.get(f"{IMPORTS}/{upload['id']}").status_code == 404
+    assert post_lines(other, f"{IMPORTS}/{upload['id']}/lines", parts[1][1], from_line=31).status_code == 404
+    assert other.delete(f"{IMPORTS}/{upload['id']}").status_code == 404
+    assert other.get(f"{IMPORTS}/not-a-uuid").status_code == 404
+
+
+def test_only_the_owner_of_the_subject_may_import(make_client, stranger, sample):
+    data = assemble(sample)  # a user store of @owner
+    response = post_lines(make_client(stranger), IMPORTS, data)
+    assert response.status_code == 403
+    assert not Store.objects.filter(pk=sample[0]["store"]["id"]).exists()
+    project = ProjectFactory()
+    member = ProjectMembershipFactory(project=project, role="member").user
+    refused = post_lines(make_client(member), IMPORTS, data, scope="project", subject=project.slug)
+    assert refused.status_code == 403
+
+
+def test_an_import_can_go_to_another_subject_the_caller_owns(make_client, sample):
+    project = ProjectFactory()
+    boss = ProjectMembershipFactory(project=project, role="owner").user
+    without_readers = [obj for obj in sample if obj["type"] != "reader"]
+    without_readers[0]["counts"]["readers"] = 0
+    response = post_lines(make_client(boss), IMPORTS, assemble(without_readers), scope="project", subject=project.slug)
+    assert response.status_code == 201, response.json()
+    store = Store.objects.get(pk=response.json()["data"]["store_id"])
+    assert (store.scope, store.project_id, store.visibility, store.entry_count) == ("project", project.pk, None, 40)
+
+
+def test_unknown_handles_are_reported_before_anything_is_written(owner_client, sample):
+    sample[0]["handles"] = sorted([*sample[0]["handles"], "zed"])
+    response = post_lines(owner_client, IMPORTS, assemble(sample))
+    assert response.status_code == 400
+    assert response.json()["error"]["details"] == {"unknown_handles": ["zed"]}
+    assert not StoreImport.objects.exists() and not Store.objects.filter(pk=sample[0]["store"]["id"]).exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status"),
+    [
+        (b'{"a":1}', "application/json", 415),
+        (b"", "application/jsonl", 400),
+        (b'{"type":"memories-export"}', "application/jsonl", 400),
+        (b"not json\n", "application/x-ndjson", 400),
+    ],
+)
+def test_hostile_first_chunks_are_refused(owner_client, body, content_type, status):
+    response = owner_client.post(IMPORTS, body, content_type=content_type)
+    assert response.status_code == status, response.content
+    assert response.json()["type"] == "error"
+    assert not StoreImport.objects.exists() and not Store.objects.filter(importing=True).exists()
+
+
+def test_a_chunk_must_end_with_a_newline(owner_client, sample):
+    data = assemble(sample)
+    response = post_lines(owner_client, IMPORTS, data[:-1])
+    assert response.status_code == 400 and "must end with a newline" in response.json()["error"]["message"]
+
+
+def test_abandoned_imports_are_deleted_when_the_next_one_starts(owner_client, sample, settings):
+    parts = chunks(assemble(sample), 30)
+    stale = post_lines(owner_client, IMPORTS, parts[0][1]).json()["data"]
+    settings.IMPORT_IDLE_SECONDS = 0
+    sample[0]["store"]["id"] = "00000000-0000-4000-8000-0000000000aa"
+    post_lines(owner_client, IMPORTS, chunks(assemble(sample), 30)[0][1])
+    assert not Store.objects.filter(pk=stale["store_id"]).exists()
+    assert owner_client.get(f"{IMPORTS}/{stale['id']}").status_code == 404
+
+
+def test_a_committed_import_cannot_be_appended_to_or_aborted(owner_client, sample):
+    upload = post_lines(owner_client, IMPORTS, assemble(sample)).json()["data"]
+    assert upload["status"] == "committed"
+    more = post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", b"{}\n", from_line=upload["next_line"])
+    assert more.status_code == 409 and more.json()["error"]["details"]["reason"] == "import_committed"
+    assert owner_client.delete(f"{IMPORTS}/{upload['id']}").status_code == 409
+    assert Store.objects.get(pk=upload["store_id"]).importing is False
