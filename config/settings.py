@@ -108,6 +108,8 @@ TOKEN_LAST_USED_RESOLUTION = env.int("TOKEN_LAST_USED_RESOLUTION", default=60)
 MEMORY_STORE_MAX_MEMORIES = env.int("MEMORY_STORE_MAX_MEMORIES", default=2000)
 # Memories log: how long a recall cursor stays valid (seconds); older cursors get 400 (SPEC §4 recall).
 RECALL_CURSOR_MAX_AGE = env.int("RECALL_CURSOR_MAX_AGE", default=24 * 3600)
+# Memories log: how long a nap claims the jobs it returns for the caller (seconds, ≥ 1; SPEC §4 Claims).
+NAP_CLAIM_SECONDS = max(env.int("NAP_CLAIM_SECONDS", default=300), 1)
 # Public base URL used in absolute links (guide URL in 410s); empty = taken from the request.
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
 

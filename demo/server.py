@@ -35,9 +35,16 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 @contextmanager
 def gunicorn_server(
-    *, workers: int, host: str = "127.0.0.1", ready_timeout: float = 60.0, ready_path: str = "/readyz"
+    *,
+    workers: int,
+    threads: int = 1,
+    host: str = "127.0.0.1",
+    ready_timeout: float = 60.0,
+    ready_path: str = "/readyz",
+    env: dict[str, str] | None = None,
 ) -> Iterator[str]:
-    """Start gunicorn (config/gunicorn.conf.py) with `workers` sync workers; yield its base URL.
+    """Start gunicorn (config/gunicorn.conf.py) with `workers` workers of `threads` threads (1: the sync
+    worker); yield its base URL. `env` adds to (or overrides) the caller's environment.
 
     Waits until `GET <ready_path>` answers 200 (`/readyz`: the database is reachable). Raises ServerError
     when the process exits early or is not ready within `ready_timeout` seconds. Always stops the process.
@@ -45,7 +52,7 @@ def gunicorn_server(
     port = free_port(host)
     log_path = BASE_DIR / ".data" / f"demo-gunicorn-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "WEB_CONCURRENCY": str(workers), "GUNICORN_THREADS": "1"}
+    env = {**os.environ, **(env or {}), "WEB_CONCURRENCY": str(workers), "GUNICORN_THREADS": str(threads)}
     command = [
         sys.executable,
         "-m",

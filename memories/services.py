@@ -18,7 +18,8 @@ from accounts.models import User
 from config.compiled import prepared_cursor
 from memories import tree
 from memories.errors import InvalidRange, NonceConflict, SnapshotTooLarge, StaleDigest, StaleGeneration, SummaryConflict
-from memories.models import Entry, Summary
+from memories.models import Claim, Entry, Summary
+from memories.selectors import pending_at
 from stores.errors import StoreArchived, StoreNotFound
 from stores.models import Store
 
@@ -176,16 +177,12 @@ def _block_q(blocks) -> Q:
     return q
 
 
-def pending_at(*, store: Store, snapshot: int) -> int:
-    """Summaries snapshot `snapshot` still needs: ``(N - popcount N) - live summaries inside [0, N)``.
-
-    At the current entry_count this is pure arithmetic on the store's counters; below it, one indexed
-    count of the live summaries ending at or after the snapshot (O(entries appended since)).
-    """
-    live_inside = store.summary_count
-    if snapshot < store.entry_count:
-        live_inside -= Summary.objects.filter(store=store, invalidated_at=None, end__gte=snapshot).count()
-    return max(tree.needed_count(snapshot) - live_inside, 0)
+def _release_claims(store: Store, block: tree.Block | None = None) -> None:
+    """Delete the nap claim of `block`, or every claim of `store` (one DELETE through the claim key)."""
+    claims = Claim.objects.filter(store=store)
+    if block is not None:
+        claims = claims.filter(start=block.start, end=block.end)
+    claims.delete()
 
 
 @transaction.atomic
@@ -207,7 +204,8 @@ def compact_range(
     children live and the recomputed digest equals `source_digest` (409 `stale_digest`); a live summary
     at the range with the same text → returned with created=False (200), with another text → 409
     `summary_conflict`. summary_md (1..1,024 UTF-8 bytes) and model (1..200 chars) are validated by the
-    caller. `pending`/`complete` are for `snapshot` (default: the current entry_count).
+    caller. `pending`/`complete` are for `snapshot` (default: the current entry_count). Deletes the
+    range's nap claim, whoever held it (SPEC §4 Claims: claims are advisory).
     """
     locked = _lock(store)
     if locked.archived_at is not None:
@@ -245,6 +243,8 @@ def compact_range(
     if tree.source_digest(left, left_text, right, right_text) != source_digest:
         raise StaleDigest()
     n = locked.entry_count if snapshot is None else snapshot
+    # The range has (or is about to have) its summary: whoever claimed it is done (SPEC §4 Claims).
+    _release_claims(locked, block)
     if existing is not None:
         if existing.summary_md != summary_md:
             raise SummaryConflict(details={"range": block.label})
@@ -272,8 +272,8 @@ def forget_range(*, store: Store, actor: User, block: tree.Block, generation: in
 
     block: an entry (``n``) or an aligned range inside the current entries (else 400). `generation` must
     be the store's (409 `stale_generation`). Archived → 409 `store_archived`. Entries are never touched.
-    Always increments `generation`; `summary_count` drops by the number invalidated. The caller has
-    checked the owner right.
+    Always increments `generation`; `summary_count` drops by the number invalidated; every nap claim of
+    the store is deleted (the jobs handed out are stale now). The caller has checked the owner right.
     """
     locked = _lock(store)
     if locked.archived_at is not None:
@@ -299,6 +299,7 @@ def forget_range(*, store: Store, actor: User, block: tree.Block, generation: in
                 invalidated_at=timezone.now(), invalidated_by=actor
             )
         invalidated = sorted((tree.Block(start, end - start + 1) for _, start, end in hits), key=lambda b: b.size)
+    _release_claims(locked)  # every job handed out before is stale now (the generation moves on)
     locked.generation += 1
     locked.summary_count -= len(invalidated)
     locked.save(update_fields=["generation", "summary_count"])
