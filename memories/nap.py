@@ -37,6 +37,7 @@ from django.db import connection, transaction
 
 from accounts.models import TokenScope
 from config.compiled import prepared_cursor
+from config.errors import InvalidRequest
 from memories import tree
 from memories.models import BODY_MAX_BYTES, Claim, Summary
 from memories.selectors import compaction_prompt, pending_at, render_lines, resolve_snapshot
@@ -359,7 +360,7 @@ def nap(*, store: Store, claimant: str | None, snapshot: int | None = None, limi
 
     store: from `get_store_for` (read access checked). claimant: `claimant_for(...)`, or None to nap
     without claiming (no write access). snapshot: ≤ entry_count (else SnapshotTooLarge, 400); default the
-    entry_count. limit: 1..16 (validated by the caller).
+    entry_count. limit: 1..16 (else InvalidRequest, 400).
 
     Returns Napped with data ``{complete, snapshot, generation, job, jobs}``: `jobs` holds up to `limit`
     jobs in nap order (the caller's own claimed jobs first chosen, then unclaimed ones), `job` is
@@ -369,6 +370,8 @@ def nap(*, store: Store, claimant: str | None, snapshot: int | None = None, limi
     every ready job is claimed by someone else (then `job` is None and `complete` false).
     A constant number of queries whatever the store size (module docstring).
     """
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= NAP_MAX_LIMIT:
+        raise InvalidRequest(f"limit: must be an integer from 1 to {NAP_MAX_LIMIT}.")
     n = resolve_snapshot(store, snapshot)
     pending = pending_at(store=store, snapshot=n)
     jobs: list[dict] = []

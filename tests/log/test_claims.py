@@ -248,3 +248,12 @@ def test_a_readers_nap_query_count_is_the_same_in_both_frontier_strategies(make_
     ReaderGrantFactory(store=many, user=reader)
     nap(client, few)
     assert _nap_queries(client, few) == _nap_queries(client, many) <= 5  # token, store, claims, frontier, children
+
+
+@pytest.mark.parametrize("limit", [0, 17, True, "2", None])
+def test_the_nap_service_refuses_a_bad_limit_from_any_surface(filled_store, limit):
+    from config.errors import InvalidRequest
+    from memories import nap as nap_service
+
+    with pytest.raises(InvalidRequest, match="limit"):
+        nap_service.nap(store=filled_store, claimant=None, limit=limit)
