@@ -90,7 +90,8 @@ class SimulatedLatency:
     """A summariser that pauses like an LLM call: uniform ``low_ms..high_ms`` milliseconds per batch.
 
     Wraps `inner` (``summarise_all(jobs)`` and `model`); one pause per `summarise_all` call, whatever the
-    batch size (an agent sends a `nap?limit=K` batch in one call). Thread-safe; `seed` fixes the pauses.
+    batch size (an agent sends a `nap?limit=K` batch in one call). Thread-safe; `seed` fixes the pauses;
+    `paused` is the total of the pauses so far (seconds).
     """
 
     def __init__(self, inner, *, low_ms: float, high_ms: float, seed: int = 0):
@@ -100,9 +101,11 @@ class SimulatedLatency:
         self.model = inner.model
         self._random = random.Random(seed)
         self._lock = threading.Lock()
+        self.paused = 0.0
 
     def summarise_all(self, jobs: list[dict]) -> list[str]:
         with self._lock:
             pause = self._random.uniform(self.low_ms, self.high_ms) / 1000
+            self.paused += pause
         time.sleep(pause)
         return self.inner.summarise_all(jobs)

@@ -6,12 +6,14 @@ it is given for ``NAP_CLAIM_SECONDS``; other callers skip ranges claimed by some
 agents never do the same LLM work twice. Claims are advisory: `compact` checks stay the only truth, and
 anyone may still compact any ready range.
 
-Every nap costs a constant number of queries whatever the store size (a claimant's nap: the lock, the
-active claims, the frontier, the claim upsert, the children; a reader's: claims, frontier, children):
+Every nap costs a constant number of queries whatever the store size (a claimant's nap: the active
+claims, the frontier, the claim upsert, the children; a reader's: claims, frontier, children):
 
-- The claimant's steps run in one transaction under a transaction-level advisory lock keyed by the
-  store, so two naps of one store never pick the same job; they take a few milliseconds, and appends,
-  compacts and reads never wait for that lock.
+- The claim upsert is one autocommit statement that re-checks each candidate (still ready, held by
+  nobody else) and claims the first `limit`; the unique claim key makes a concurrent nap of the same
+  range wait for this one and then skip the range, so two naps never claim one job. No lock is held
+  across statements; a nap that lost candidates to a concurrent one claims its spare candidates in one
+  more statement.
 - The frontier query reads only the part of the tree that can hold missing summaries: everything
   before the origin ``P`` is covered by live summaries (found by descending from the leftmost root block
   without a summary, moving right past every live left child), so it is skipped at every level. When few
@@ -33,7 +35,6 @@ from itertools import chain
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
 
 from accounts.models import TokenScope
 from config.compiled import prepared_cursor
@@ -157,25 +158,46 @@ UNION ALL
 SELECT 'pair', level, start FROM pairs
 """  # noqa: S608 - table names and SQL fragments are module constants, never input
 
-# Claim the chosen ranges. The advisory lock already keeps two naps of one store from choosing the same
-# range; the WHERE is the database's own guarantee: a claim held by someone else is only taken over once
-# it has lapsed or belongs to an older generation. The caller's own claim is renewed.
+# Claim the first `limit` of the candidates (in the caller's order of preference) that are still ready
+# and not claimed by someone else, in one autocommit statement. Two naps racing for one range cannot both
+# claim it: the second INSERT waits for the first to commit, then ON CONFLICT ... WHERE finds the range
+# held and skips it — a claim held by someone else is only taken over once it has lapsed or belongs to
+# an older generation. The caller's own claim is renewed. The statement also reports which candidates it
+# picked, so a nap that lost some to a concurrent one tries the next candidates.
 _CLAIM_SQL = f"""
-INSERT INTO {_CLAIM} AS c (store_id, start, "end", level, claimant, generation, claimed_at, expires_at)
-SELECT %(store)s::uuid, r.start, r.start + r.size - 1, r.level, %(claimant)s::text, %(generation)s::bigint,
-       statement_timestamp(), statement_timestamp() + make_interval(secs => %(seconds)s::int)
-FROM unnest(%(starts)s::bigint[], %(sizes)s::bigint[], %(levels)s::smallint[]) AS r(start, size, level)
-ON CONFLICT (store_id, start, "end") DO UPDATE
-SET claimant = EXCLUDED.claimant, generation = EXCLUDED.generation, level = EXCLUDED.level,
-    expires_at = EXCLUDED.expires_at,
-    claimed_at = CASE WHEN c.claimant = EXCLUDED.claimant AND c.generation = EXCLUDED.generation
-                           AND c.expires_at > statement_timestamp()
-                      THEN c.claimed_at ELSE EXCLUDED.claimed_at END
-WHERE c.claimant = EXCLUDED.claimant OR c.expires_at <= statement_timestamp() OR c.generation < EXCLUDED.generation
-RETURNING c.start, c."end", c.expires_at
+WITH candidate AS (
+    SELECT r.start, r.level
+    FROM unnest(%(starts)s::bigint[], %(levels)s::int[]) WITH ORDINALITY AS r(start, level, rank)
+    WHERE r.start + (1::bigint << r.level) <= %(n)s::bigint
+      AND NOT {_live("l", "r.level", "r.start")}
+      AND (r.level = 1 OR ({_live("a", "r.level - 1", "r.start")}
+                           AND {_live("b", "r.level - 1", "r.start + (1::bigint << (r.level - 1))")}))
+      AND NOT EXISTS (
+          SELECT 1 FROM {_CLAIM} o
+          WHERE o.store_id = %(store)s::uuid AND o.start = r.start AND o."end" = r.start + (1::bigint << r.level) - 1
+            AND o.claimant <> %(claimant)s::text AND o.expires_at > statement_timestamp()
+            AND o.generation >= %(generation)s::bigint)
+    ORDER BY r.rank LIMIT %(limit)s::int
+), claimed AS (
+    INSERT INTO {_CLAIM} AS c (store_id, start, "end", level, claimant, generation, claimed_at, expires_at)
+    SELECT %(store)s::uuid, r.start, r.start + (1::bigint << r.level) - 1, r.level, %(claimant)s::text,
+           %(generation)s::bigint, statement_timestamp(),
+           statement_timestamp() + make_interval(secs => %(seconds)s::int)
+    FROM candidate r
+    ON CONFLICT (store_id, start, "end") DO UPDATE
+    SET claimant = EXCLUDED.claimant, generation = EXCLUDED.generation, level = EXCLUDED.level,
+        expires_at = EXCLUDED.expires_at,
+        claimed_at = CASE WHEN c.claimant = EXCLUDED.claimant AND c.generation = EXCLUDED.generation
+                               AND c.expires_at > statement_timestamp()
+                          THEN c.claimed_at ELSE EXCLUDED.claimed_at END
+    WHERE c.claimant = EXCLUDED.claimant OR c.expires_at <= statement_timestamp()
+       OR c.generation < EXCLUDED.generation
+    RETURNING c.start, c.level, c.expires_at
+)
+SELECT 'picked', start, level, NULL::timestamptz FROM candidate
+UNION ALL
+SELECT 'claimed', start, level, expires_at FROM claimed
 """  # noqa: S608 - table names and SQL fragments are module constants, never input
-
-_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 
 
 def claimant_for(user, scopes: frozenset[str] | set[str], store: Store, *, session_id: object = None) -> str | None:
@@ -259,66 +281,82 @@ def _frontier(store: Store, n: int, pending: int, m: int):
     yield from chain((tree.Block(start, 2) for lo, hi in runs for start in range(lo, hi, 2)), pairs)
 
 
-def _choose(
-    store: Store, n: int, pending: int, claims: list[_ActiveClaim], limit: int
-) -> tuple[list[tree.Block], list[_ActiveClaim]]:
-    """Pick up to `limit` jobs: the caller's own ready claims first, then unclaimed ready jobs in order.
-
-    Returns ``(chosen in nap order, other callers' claims on ready jobs)``.
-    """
-    mine = sorted((claim.block for claim in claims if claim.mine and claim.ready), key=_order)[:limit]
+def _candidates(store: Store, n: int, pending: int, claims: list[_ActiveClaim], want: int) -> list[tree.Block]:
+    """Up to `want` jobs in order of preference: the caller's own ready claims first (nap order), then
+    ready jobs nobody holds, in nap order."""
+    candidates = sorted((claim.block for claim in claims if claim.mine and claim.ready), key=_order)[:want]
     taken = {claim.block for claim in claims}
-    chosen = list(mine)
-    if len(chosen) < limit:
-        for block in _frontier(store, n, pending, m=limit + len(claims)):
+    if len(candidates) < want:
+        for block in _frontier(store, n, pending, m=want + len(claims)):
             if block not in taken:
-                chosen.append(block)
+                candidates.append(block)
                 taken.add(block)
-                if len(chosen) == limit:
+                if len(candidates) == want:
                     break
-    blocking = [claim for claim in claims if not claim.mine and claim.ready]
-    return sorted(chosen, key=_order), blocking
+    return candidates
 
 
-def _claim(store: Store, claimant: str, blocks: list[tree.Block]) -> dict[tree.Block, datetime]:
-    """Claim (or renew) `blocks` for `claimant`; returns the claims actually held and when each lapses."""
-    if not blocks:
-        return {}
-    params = {
-        "store": store.pk,
-        "claimant": claimant,
-        "generation": store.generation,
-        "seconds": int(settings.NAP_CLAIM_SECONDS),
-        "starts": [block.start for block in blocks],
-        "sizes": [block.size for block in blocks],
-        "levels": [block.level for block in blocks],
-    }
-    with prepared_cursor() as cursor:
-        cursor.execute(_CLAIM_SQL, params)
-        return {tree.Block(start, end - start + 1): expires_at for start, end, expires_at in cursor.fetchall()}
+def _claim(store: Store, n: int, claimant: str, candidates: list[tree.Block], limit: int) -> dict[tree.Block, datetime]:
+    """Claim (or renew) the first `limit` `candidates` still free; returns the claims held and their lapse.
+
+    One statement; when a concurrent nap won some of the candidates it picked, one more statement per
+    round with the candidates it has not tried yet (at most three rounds).
+    """
+    claimed: dict[tree.Block, datetime] = {}
+    remaining = list(candidates)
+    for _round in range(3):
+        params = {
+            "store": store.pk,
+            "n": n,
+            "claimant": claimant,
+            "generation": store.generation,
+            "seconds": int(settings.NAP_CLAIM_SECONDS),
+            "limit": limit - len(claimed),
+            "starts": [block.start for block in remaining],
+            "levels": [block.level for block in remaining],
+        }
+        with prepared_cursor() as cursor:
+            cursor.execute(_CLAIM_SQL, params)
+            rows = cursor.fetchall()
+        picked = {tree.Block(start, 1 << level) for kind, start, level, _ in rows if kind == "picked"}
+        won = {tree.Block(start, 1 << level): at for kind, start, level, at in rows if kind == "claimed"}
+        claimed.update(won)
+        remaining = [block for block in remaining if block not in picked]
+        if len(won) == len(picked) or len(claimed) >= limit or not remaining:
+            break  # no race lost, or nothing more to want or to try
+    return claimed
 
 
-def _pick(
-    store: Store, n: int, pending: int, claimant: str | None, limit: int
-) -> tuple[list[tree.Block], dict[tree.Block, datetime], int | None]:
-    """``(jobs, claimed_until by job, retry_after)`` for one attempt; claims them when `claimant` is set."""
+@dataclass(frozen=True)
+class _Attempt:
+    chosen: list[tree.Block]
+    claimed: dict[tree.Block, datetime]
+    retry_after: int | None
+    found: bool  # whether any ready job nobody else held was seen
+
+
+def _pick(store: Store, n: int, pending: int, claimant: str | None, limit: int) -> _Attempt:
+    """One attempt: read the active claims and the frontier, then claim the jobs when `claimant` is set.
+
+    A claimant considers a few spare candidates, so that jobs a concurrent nap took since the frontier was
+    read are replaced by the next ones without reading the frontier again.
+    """
+    now, claims = _active_claims(store, n, claimant)
     if claimant is None:
-        now, claims = _active_claims(store, n, None)
-        chosen, blocking = _choose(store, n, pending, claims, limit)
+        chosen = _candidates(store, n, pending, claims, limit)
         claimed: dict[tree.Block, datetime] = {}
+        found = bool(chosen)
     else:
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute(_LOCK_SQL, [f"memories.nap:{store.pk}"])
-            now, claims = _active_claims(store, n, claimant)
-            chosen, blocking = _choose(store, n, pending, claims, limit)
-            claimed = _claim(store, claimant, chosen)
-        chosen = [block for block in chosen if block in claimed]
+        candidates = _candidates(store, n, pending, claims, 2 * limit + 4)
+        claimed = _claim(store, n, claimant, candidates, limit) if candidates else {}
+        chosen = sorted(claimed, key=_order)
+        found = bool(candidates)
     retry_after = None
+    blocking = [claim for claim in claims if not claim.mine and claim.ready]
     if not chosen and blocking and now is not None:
         lapse = min(claim.expires_at for claim in blocking)
         retry_after = max(1, math.ceil((lapse - now).total_seconds()))
-    return chosen, claimed, retry_after
+    return _Attempt(chosen, claimed, retry_after, found)
 
 
 def _jobs(store: Store, n: int, blocks: list[tree.Block], claimed: dict[tree.Block, datetime]) -> list[dict]:
@@ -376,18 +414,23 @@ def nap(*, store: Store, claimant: str | None, snapshot: int | None = None, limi
     pending = pending_at(store=store, snapshot=n)
     jobs: list[dict] = []
     retry_after = None
-    # A concurrent forget can take a chosen job's child away between our queries: look again (bounded).
+    # Concurrent naps can take every candidate, or a concurrent forget a chosen job's child, between our
+    # queries: look again (bounded).
     for _attempt in range(3):
         if pending == 0:
             break
-        chosen, claimed, retry_after = _pick(store, n, pending, claimant, limit)
-        if not chosen:
+        attempt = _pick(store, n, pending, claimant, limit)
+        retry_after = attempt.retry_after
+        if attempt.chosen:
+            jobs = _jobs(store, n, attempt.chosen, attempt.claimed)
+            if jobs:
+                break
+        elif not attempt.found:
             if retry_after is None:  # nothing ready and nothing claimed: the counters raced ahead of the rows
                 pending = 0
             break
-        jobs = _jobs(store, n, chosen, claimed)
-        if jobs:
-            break
+    else:
+        retry_after = retry_after or 1  # every attempt lost its candidates to other naps: try again soon
     data = {
         "complete": pending == 0,
         "snapshot": n,

@@ -177,6 +177,85 @@ def _block_q(blocks) -> Q:
     return q
 
 
+# compact's reads under the store lock, in one round trip: the children's texts (entries for a range of
+# size 2, else the two child summaries) and the live summary already at the range, if any.
+_COMPACT_INPUTS_SQL = """
+SELECT 'entry', e.seq, e.seq, e.body_md, NULL::bigint
+FROM {entry} e WHERE e.store_id = %(store)s AND e.seq = ANY(%(seqs)s::bigint[])
+UNION ALL
+SELECT 'summary', s.start, s."end", s.summary_md, s.id
+FROM unnest(%(starts)s::bigint[], %(ends)s::bigint[]) AS wanted(start, stop)
+CROSS JOIN LATERAL (
+    SELECT t.start, t."end", t.summary_md, t.id FROM {summary} t
+    WHERE t.store_id = %(store)s AND t.invalidated_at IS NULL AND t.start = wanted.start AND t."end" = wanted.stop
+    LIMIT 1
+) AS s
+"""
+
+# The new summary, the store's counter and the range's nap claim (SPEC §4 Claims: done now) in one round
+# trip; the store row is already locked by this transaction.
+_INSERT_SUMMARY_SQL = """
+WITH ins AS (
+    INSERT INTO {summary} (store_id, start, "end", level, summary_md, size_bytes, model, author_id,
+                           source_digest, generation, created_at)
+    VALUES (%(store)s, %(start)s, %(end)s, %(level)s, %(summary_md)s, %(size_bytes)s, %(model)s, %(author)s,
+            %(source_digest)s, %(generation)s, %(created_at)s)
+    RETURNING id
+), bump AS (
+    UPDATE {store_table} SET summary_count = summary_count + 1 WHERE id = %(store)s
+), released AS (
+    DELETE FROM {claim} WHERE store_id = %(store)s AND start = %(start)s AND "end" = %(end)s
+)
+SELECT id FROM ins
+"""
+
+
+def _compact_inputs(store: Store, block: tree.Block) -> tuple[dict[tree.Block, str], tuple[int, str] | None]:
+    """``({child block: text}, (id, summary_md) of the live summary at `block` or None)``; one query."""
+    left, right = block.halves()
+    wanted = [block] if block.size == 2 else [block, left, right]
+    params = {
+        "store": store.pk,
+        "seqs": [left.start, right.start] if block.size == 2 else [],
+        "starts": [b.start for b in wanted],
+        "ends": [b.end for b in wanted],
+    }
+    sql = _COMPACT_INPUTS_SQL.format(entry=Entry._meta.db_table, summary=Summary._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    texts, existing = {}, None
+    for kind, start, end, text, summary_id in rows:
+        if kind == "summary" and (start, end) == (block.start, block.end):
+            existing = (summary_id, text)
+        else:
+            texts[tree.Block(start, end - start + 1)] = text
+    return texts, existing
+
+
+def _insert_summary(summary: Summary) -> int:
+    """Insert `summary` (unsaved), bump its store's summary_count, delete the range's claim; returns the id."""
+    sql = _INSERT_SUMMARY_SQL.format(
+        summary=Summary._meta.db_table, store_table=Store._meta.db_table, claim=Claim._meta.db_table
+    )
+    params = {
+        "store": summary.store_id,
+        "start": summary.start,
+        "end": summary.end,
+        "level": summary.level,
+        "summary_md": summary.summary_md,
+        "size_bytes": summary.size_bytes,
+        "model": summary.model,
+        "author": summary.author_id,
+        "source_digest": summary.source_digest,
+        "generation": summary.generation,
+        "created_at": summary.created_at,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()[0]
+
+
 def _release_claims(store: Store, block: tree.Block | None = None) -> None:
     """Delete the nap claim of `block`, or every claim of `store` (one DELETE through the claim key)."""
     claims = Claim.objects.filter(store=store)
@@ -223,33 +302,21 @@ def compact_range(
     if generation != locked.generation:
         raise StaleGeneration(details={"generation": locked.generation})
     left, right = block.halves()
-    if block.size == 2:
-        texts = dict(
-            Entry.objects.filter(store=locked, seq__in=[left.start, right.start]).values_list("seq", "body_md")
-        )
-        children = {(left.start, left.end): texts.get(left.start), (right.start, right.end): texts.get(right.start)}
-        existing = Summary.objects.filter(store=locked, invalidated_at=None, start=block.start, end=block.end).first()
-    else:
-        rows = list(Summary.objects.filter(store=locked, invalidated_at=None).filter(_block_q([block, left, right])))
-        by_range = {(row.start, row.end): row for row in rows}
-        children = {
-            (half.start, half.end): getattr(by_range.get((half.start, half.end)), "summary_md", None)
-            for half in (left, right)
-        }
-        existing = by_range.get((block.start, block.end))
-    left_text, right_text = children[(left.start, left.end)], children[(right.start, right.end)]
+    texts, existing = _compact_inputs(locked, block)
+    left_text, right_text = texts.get(left), texts.get(right)
     if left_text is None or right_text is None:
         raise StaleDigest("A child of this range has no live summary; call nap again.")
     if tree.source_digest(left, left_text, right, right_text) != source_digest:
         raise StaleDigest()
     n = locked.entry_count if snapshot is None else snapshot
-    # The range has (or is about to have) its summary: whoever claimed it is done (SPEC §4 Claims).
-    _release_claims(locked, block)
     if existing is not None:
-        if existing.summary_md != summary_md:
+        existing_id, existing_text = existing
+        if existing_text != summary_md:
             raise SummaryConflict(details={"range": block.label})
-        return Compacted(summary=existing, created=False, snapshot=n, pending=pending_at(store=locked, snapshot=n))
-    summary = Summary.objects.create(
+        _release_claims(locked, block)  # the range has its summary: whoever claimed it is done
+        summary = Summary.objects.select_related("author").get(pk=existing_id)
+        return Compacted(summary=summary, created=False, snapshot=n, pending=pending_at(store=locked, snapshot=n))
+    summary = Summary(
         store=locked,
         start=block.start,
         end=block.end,
@@ -261,8 +328,8 @@ def compact_range(
         source_digest=source_digest,
         generation=locked.generation,
     )
+    summary.id = _insert_summary(summary)
     locked.summary_count += 1
-    locked.save(update_fields=["summary_count"])
     return Compacted(summary=summary, created=True, snapshot=n, pending=pending_at(store=locked, snapshot=n))
 
 
