@@ -296,13 +296,17 @@ def _candidates(store: Store, n: int, pending: int, claims: list[_ActiveClaim], 
     return candidates
 
 
-def _claim(store: Store, n: int, claimant: str, candidates: list[tree.Block], limit: int) -> dict[tree.Block, datetime]:
-    """Claim (or renew) the first `limit` `candidates` still free; returns the claims held and their lapse.
+def _claim(
+    store: Store, n: int, claimant: str, candidates: list[tree.Block], limit: int
+) -> tuple[dict[tree.Block, datetime], bool]:
+    """Claim (or renew) the first `limit` `candidates` still free.
 
-    One statement; when a concurrent nap won some of the candidates it picked, one more statement per
-    round with the candidates it has not tried yet (at most three rounds).
+    Returns ``(the claims held and when each lapses, whether a concurrent nap won one of them)``. One
+    statement; when a concurrent nap won some of the candidates it picked, one more statement per round
+    with the candidates it has not tried yet (at most three rounds).
     """
     claimed: dict[tree.Block, datetime] = {}
+    lost = False
     remaining = list(candidates)
     for _round in range(3):
         params = {
@@ -321,10 +325,11 @@ def _claim(store: Store, n: int, claimant: str, candidates: list[tree.Block], li
         picked = {tree.Block(start, 1 << level) for kind, start, level, _ in rows if kind == "picked"}
         won = {tree.Block(start, 1 << level): at for kind, start, level, at in rows if kind == "claimed"}
         claimed.update(won)
+        lost = lost or len(won) < len(picked)
         remaining = [block for block in remaining if block not in picked]
         if len(won) == len(picked) or len(claimed) >= limit or not remaining:
             break  # no race lost, or nothing more to want or to try
-    return claimed
+    return claimed, lost
 
 
 @dataclass(frozen=True)
@@ -333,6 +338,7 @@ class _Attempt:
     claimed: dict[tree.Block, datetime]
     retry_after: int | None
     found: bool  # whether any ready job nobody else held was seen
+    lost: bool  # whether a concurrent nap won a job this attempt wanted
 
 
 def _pick(store: Store, n: int, pending: int, claimant: str | None, limit: int) -> _Attempt:
@@ -342,13 +348,15 @@ def _pick(store: Store, n: int, pending: int, claimant: str | None, limit: int) 
     read are replaced by the next ones without reading the frontier again.
     """
     now, claims = _active_claims(store, n, claimant)
+    claimed: dict[tree.Block, datetime] = {}
+    lost = False
     if claimant is None:
         chosen = _candidates(store, n, pending, claims, limit)
-        claimed: dict[tree.Block, datetime] = {}
         found = bool(chosen)
     else:
         candidates = _candidates(store, n, pending, claims, 2 * limit + 4)
-        claimed = _claim(store, n, claimant, candidates, limit) if candidates else {}
+        if candidates:
+            claimed, lost = _claim(store, n, claimant, candidates, limit)
         chosen = sorted(claimed, key=_order)
         found = bool(candidates)
     retry_after = None
@@ -356,7 +364,7 @@ def _pick(store: Store, n: int, pending: int, claimant: str | None, limit: int) 
     if not chosen and blocking and now is not None:
         lapse = min(claim.expires_at for claim in blocking)
         retry_after = max(1, math.ceil((lapse - now).total_seconds()))
-    return _Attempt(chosen, claimed, retry_after, found)
+    return _Attempt(chosen, claimed, retry_after, found, lost)
 
 
 def _jobs(store: Store, n: int, blocks: list[tree.Block], claimed: dict[tree.Block, datetime]) -> list[dict]:
@@ -414,23 +422,27 @@ def nap(*, store: Store, claimant: str | None, snapshot: int | None = None, limi
     pending = pending_at(store=store, snapshot=n)
     jobs: list[dict] = []
     retry_after = None
-    # Concurrent naps can take every candidate, or a concurrent forget a chosen job's child, between our
-    # queries: look again (bounded).
+    # Concurrent naps can win candidates this nap wanted, or a concurrent forget take a chosen job's
+    # child away, between our queries: look again (bounded). A new attempt keeps what the last one
+    # claimed: the caller's own claims come first among its candidates.
     for _attempt in range(3):
         if pending == 0:
             break
         attempt = _pick(store, n, pending, claimant, limit)
         retry_after = attempt.retry_after
         if attempt.chosen:
-            jobs = _jobs(store, n, attempt.chosen, attempt.claimed)
-            if jobs:
+            found = _jobs(store, n, attempt.chosen, attempt.claimed)
+            if len(found) >= len(jobs):
+                jobs = found
+            if len(found) == len(attempt.chosen) and (len(jobs) == limit or not attempt.lost):
                 break
         elif not attempt.found:
             if retry_after is None:  # nothing ready and nothing claimed: the counters raced ahead of the rows
                 pending = 0
             break
     else:
-        retry_after = retry_after or 1  # every attempt lost its candidates to other naps: try again soon
+        if not jobs:
+            retry_after = retry_after or 1  # every attempt lost its candidates to other naps: try again soon
     data = {
         "complete": pending == 0,
         "snapshot": n,

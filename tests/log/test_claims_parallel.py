@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -36,11 +37,12 @@ LATENCY_MS = (50, 150)
 def database_url_of_this_test() -> str:
     """DATABASE_URL of the database this test runs on (a socket folder goes in `?host=`)."""
     db = connection.settings_dict
-    host, port = db.get("HOST") or "", db.get("PORT") or ""
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    host, port = db.get("HOST") or db.get("OPTIONS", {}).get("host") or "", db.get("PORT") or ""
+    auth = quote(db["USER"], safe="") + (f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else "")
+    name = quote(db["NAME"], safe="")
     if host.startswith("/"):
-        return f"postgres://{auth}@/{db['NAME']}?host={host}"
-    return f"postgres://{auth}@{host or '127.0.0.1'}:{port or 5432}/{db['NAME']}"
+        return f"postgres://{auth}@/{name}?host={quote(host, safe='/')}"
+    return f"postgres://{auth}@{host or '127.0.0.1'}:{port or 5432}/{name}"
 
 
 @pytest.fixture
@@ -162,24 +164,27 @@ def test_a_crashed_agents_claim_delays_nothing_beyond_its_lapse(live_server, tea
     assert lapse - 0.5 <= finished < lapse + 3  # nothing waited beyond the lapse (plus the last 3 jobs)
 
 
-def test_parallel_naps_never_hand_one_range_to_two_agents(live_server, owner):
+@pytest.mark.parametrize(("nappers", "limit"), [(8, 4), (16, 2)])
+def test_parallel_naps_never_hand_one_range_to_two_agents(live_server, owner, nappers, limit):
     project = ProjectFactory()
-    users = [UserFactory(handle=f"napper-{n}") for n in range(8)]
+    users = [UserFactory(handle=f"napper-{n}") for n in range(nappers)]
     for user in users:
         ProjectMembershipFactory(project=project, user=user, role="member")
     secrets = [account_services.issue_token(user=user).secret for user in users]
-    store = fill(project_store(project, canonical=False), 64, author=owner)
+    store = fill(project_store(project, canonical=False), 64, author=owner)  # 32 ready jobs at level 1
     start = threading.Barrier(len(users))
 
     def nap(secret: str) -> list[str]:
         with httpx.Client(headers={"Authorization": f"Bearer {secret}"}, timeout=60) as http:
             start.wait()
-            body = http.get(f"{live_server.url}/api/v1/memories/{store.pk}/nap", params={"limit": 4}).json()
+            body = http.get(f"{live_server.url}/api/v1/memories/{store.pk}/nap", params={"limit": limit}).json()
         return [job["range"] for job in body["data"]["jobs"]]
 
     with ThreadPoolExecutor(len(users)) as pool:
-        handed = [label for labels in pool.map(nap, secrets) for label in labels]
+        handed = list(pool.map(nap, secrets))
 
-    assert sorted(handed, key=lambda label: int(label.split("-")[0])) == [f"{s}-{s + 1}" for s in range(0, 64, 2)]
+    assert [len(labels) for labels in handed] == [limit] * nappers  # enough jobs for all: nobody short
+    everything = sorted((label for labels in handed for label in labels), key=lambda label: int(label.split("-")[0]))
+    assert everything == [f"{s}-{s + 1}" for s in range(0, 64, 2)]  # 32 distinct ranges, each handed once
     assert Claim.objects.filter(store=store).count() == 32
-    assert Claim.objects.filter(store=store).values("claimant").distinct().count() == 8
+    assert Claim.objects.filter(store=store).values("claimant").distinct().count() == nappers
