@@ -35,6 +35,7 @@ from itertools import chain
 from typing import Any
 
 from django.conf import settings
+from django.db import IntegrityError
 
 from accounts.models import TokenScope
 from config.compiled import prepared_cursor
@@ -42,6 +43,7 @@ from config.errors import InvalidRequest
 from memories import tree
 from memories.models import BODY_MAX_BYTES, Claim, Summary
 from memories.selectors import compaction_prompt, pending_at, render_lines, resolve_snapshot
+from stores.errors import StoreNotFound
 from stores.models import Store
 
 NAP_MAX_LIMIT = 16
@@ -319,9 +321,15 @@ def _claim(
             "starts": [block.start for block in remaining],
             "levels": [block.level for block in remaining],
         }
-        with prepared_cursor() as cursor:
-            cursor.execute(_CLAIM_SQL, params)
-            rows = cursor.fetchall()
+        try:
+            with prepared_cursor() as cursor:
+                cursor.execute(_CLAIM_SQL, params)
+                rows = cursor.fetchall()
+        except IntegrityError:
+            # The claim's store reference failed: the store was deleted after it was read.
+            if not Store.objects.filter(pk=store.pk).exists():
+                raise StoreNotFound() from None
+            raise
         picked = {tree.Block(start, 1 << level) for kind, start, level, _ in rows if kind == "picked"}
         won = {tree.Block(start, 1 << level): at for kind, start, level, at in rows if kind == "claimed"}
         claimed.update(won)
@@ -370,7 +378,12 @@ def _pick(store: Store, n: int, pending: int, claimant: str | None, limit: int) 
 def _jobs(store: Store, n: int, blocks: list[tree.Block], claimed: dict[tree.Block, datetime]) -> list[dict]:
     """The job objects of `blocks` (children read in one query); a job whose child vanished is dropped."""
     halves = [half for block in blocks for half in block.halves()]
-    lines = {line["range"]: line for line in render_lines(store, halves)}
+    try:
+        lines = {line["range"]: line for line in render_lines(store, halves)}
+    except KeyError:  # an entry is missing: entries only go with their store, deleted after it was read
+        if not Store.objects.filter(pk=store.pk).exists():
+            raise StoreNotFound() from None
+        raise
     jobs = []
     for block in blocks:
         left, right = (lines[half.label] for half in block.halves())

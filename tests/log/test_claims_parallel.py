@@ -188,3 +188,15 @@ def test_parallel_naps_never_hand_one_range_to_two_agents(live_server, owner, na
     assert everything == [f"{s}-{s + 1}" for s in range(0, 64, 2)]  # 32 distinct ranges, each handed once
     assert Claim.objects.filter(store=store).count() == 32
     assert Claim.objects.filter(store=store).values("claimant").distinct().count() == nappers
+
+
+def test_a_store_deleted_during_a_nap_is_a_404_and_leaves_no_claim(owner):
+    from memories import nap as nap_service
+    from stores.errors import StoreNotFound
+
+    store = fill(project_store(ProjectFactory(), canonical=False), 8, author=owner)  # as the nap read it
+    type(store).objects.filter(pk=store.pk).delete()  # … and then another request deleted it
+    for claimant in (f"user:{owner.pk}", None):  # a writer's nap and a reader's
+        with pytest.raises(StoreNotFound):
+            nap_service.nap(store=store, claimant=claimant, limit=2)
+    assert not Claim.objects.exists()
