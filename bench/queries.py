@@ -88,7 +88,9 @@ def measure(owner) -> dict[str, int]:
     client.post(f"{log}/note", json.dumps(note()), content_type="application/json")  # completes a pair for nap
     count("GET …/wake?budget=32", "GET", f"{log}/wake", {"budget": 32})
     count("GET …/wake?budget=128", "GET", f"{log}/wake", {"budget": 128})
-    nap = count("GET …/nap (job ready)", "GET", f"{log}/nap")
+    nap = count("GET …/nap (claims a job)", "GET", f"{log}/nap", warm=False)
+    count("GET …/nap (its own claim again)", "GET", f"{log}/nap", warm=False)
+    count("GET …/nap?limit=16", "GET", f"{log}/nap", {"limit": 16}, warm=False)
     job = nap["data"]["job"]
     submit = {
         "range": job["range"],

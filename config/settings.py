@@ -133,6 +133,8 @@ MCP_ALLOWED_ORIGINS = env.list("MCP_ALLOWED_ORIGINS", default=[])
 # Resumable imports (SPEC §8b): an open import idle this long (seconds, database time) is abandoned and its
 # hidden store deleted when the next import starts.
 IMPORT_IDLE_SECONDS = env.int("IMPORT_IDLE_SECONDS", default=24 * 3600)
+# Memories log: how long a nap claims the jobs it returns for the caller (seconds, ≥ 1; SPEC §4 Claims).
+NAP_CLAIM_SECONDS = max(env.int("NAP_CLAIM_SECONDS", default=300), 1)
 # Public base URL used in absolute links (guide URL in 410s); empty = taken from the request.
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
 

@@ -29,13 +29,17 @@ class LoadStats:
 
 @dataclass
 class CompactStats:
-    """What one agent's compaction loop did: summaries `created` (201); `already` (200: another agent had
-    submitted the same text); `conflicts` (409: the job was stale, nap again); `naps`; `retries`."""
+    """What one agent's compaction loop did: summaries `created` (201); `already` (200: the same text was
+    already stored — an identical resubmission, wasted LLM work); `conflicts` (409: the job was stale, nap
+    again); `naps`; `waits` (naps that found every ready job claimed by another agent); `llm_calls`
+    (one per nap that returned jobs: the batch is summarised at once); `retries`."""
 
     naps: int = 0
     created: int = 0
     already: int = 0
     conflicts: int = 0
+    waits: int = 0
+    llm_calls: int = 0
     retries: int = 0
 
 
@@ -86,42 +90,66 @@ class Agent:
             self.load.created += 1
         return body["data"]
 
-    def compact_until_complete(self, store_id: str, summariser, on_summary=None) -> None:
-        """Loop `nap` → `summariser.summarise(job)` → `compact` until nap says the store is complete (SPEC §4).
+    def compact_until_complete(
+        self,
+        store_id: str,
+        summariser,
+        on_summary=None,
+        *,
+        limit: int = 1,
+        snapshot: int | None = None,
+        poll_seconds: float = 0.25,
+    ) -> None:
+        """Loop `nap?limit=` → `summariser.summarise_all(jobs)` → `compact` each until nap says complete.
 
-        summariser: has ``summarise(job) -> summary_md`` and a `model` id (the demo's stand-in).
-        A 409 means the job went stale (another agent, a forget): nap again. A 200 from compact means
-        another agent had already submitted the same summary.
-        on_summary: called with no argument after each 201.
+        SPEC §4 nap / compact, Claims: every job nap returns is claimed for this agent, so no other agent
+        works on it. summariser: has ``summarise_all(jobs) -> [summary_md]`` (one "LLM call" per batch)
+        and a `model` id. snapshot: compact only what that snapshot needs (None: the current entries).
+        When every ready job is claimed by other agents (``job`` null, ``meta.retry_after``), wait
+        ``min(retry_after, poll_seconds)`` and nap again: a claimant usually finishes long before its
+        claim would lapse. A 409 means the job went stale (a forget): nap again. A 200 from compact
+        means the same summary was already stored. on_summary: called with no argument after each 201.
         """
+        params = {"limit": limit, "snapshot": snapshot}
         while True:
-            nap, retries = self.call("GET", f"memories/{store_id}/nap")
+            nap, retries = self.call("GET", f"memories/{store_id}/nap", params=params)
             self.compact.naps += 1
             self.compact.retries += retries
             if nap["data"]["complete"]:
                 return
-            job = nap["data"]["job"]
-            payload = {
-                "range": job["range"],
-                "generation": job["generation"],
-                "source_digest": job["source_digest"],
-                "summary_md": summariser.summarise(job),
-                "model": summariser.model,
-            }
-            try:
-                done, retries = self.call("POST", f"memories/{store_id}/compact", json=payload)
-            except ApiError as error:
-                if error.status != 409:
-                    raise
-                self.compact.conflicts += 1
+            jobs = nap["data"]["jobs"]
+            if not jobs:
+                self.compact.waits += 1
+                time.sleep(min(nap["meta"].get("retry_after", poll_seconds), poll_seconds))
                 continue
-            self.compact.retries += retries
-            if done["meta"]["created"]:
-                self.compact.created += 1
-                if on_summary:
-                    on_summary()
-            else:
-                self.compact.already += 1
+            self.compact.llm_calls += 1
+            for job, summary_md in zip(jobs, summariser.summarise_all(jobs), strict=True):
+                self._submit(store_id, job, summary_md, summariser.model, snapshot, on_summary)
+
+    def _submit(self, store_id: str, job: dict, summary_md: str, model: str, snapshot, on_summary) -> None:
+        payload = {
+            "range": job["range"],
+            "generation": job["generation"],
+            "source_digest": job["source_digest"],
+            "summary_md": summary_md,
+            "model": model,
+        }
+        if snapshot is not None:
+            payload["snapshot"] = snapshot
+        try:
+            done, retries = self.call("POST", f"memories/{store_id}/compact", json=payload)
+        except ApiError as error:
+            if error.status != 409:
+                raise
+            self.compact.conflicts += 1
+            return
+        self.compact.retries += retries
+        if done["meta"]["created"]:
+            self.compact.created += 1
+            if on_summary:
+                on_summary()
+        else:
+            self.compact.already += 1
 
     def close(self) -> None:
         self.client.close()

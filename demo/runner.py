@@ -7,8 +7,11 @@
 2. sets up — through services, not the API — a project, `agents` users with memberships and one token each;
 3. starts gunicorn on a free loopback port (unless `api_url` is given) and, from here on, talks HTTP only:
    ensures the project store (``POST /api/v1/memories``), loads every note with the agents in parallel
-   (nonce on every note, a rich progress bar), compacts to `complete` with the agents racing on
-   nap/compact using the extractive STAND-IN summariser (`demo.summariser`; the product never calls a model);
+   (nonce on every note, a rich progress bar), then compacts to `complete` with the extractive STAND-IN
+   summariser (`demo.summariser`; the product never calls a model) paused like an LLM call
+   (`llm_latency`): first one agent alone compacts what the half-way snapshot needs (the baseline), then
+   all agents together compact the rest, each napping `nap_limit` claimed jobs at a time — so the output
+   shows the speed-up of parallel agents and how much LLM work was wasted on identical resubmissions;
 4. prints a wake cover, a recall across the whole store (following ``next_cursor`` to the end), a zoom;
 5. mirrors `mirror` changelogs as ``/debian/<package>/changelog.md`` through the `anthropic` SDK and
    prints the depth-1 listing of ``/debian/``.
@@ -37,13 +40,15 @@ from demo.agents import Agent
 from demo.changelogs import DEFAULT_SOURCE, Changelog, discover, note_nonce, read_changelog, unique_changelogs
 from demo.mirror import MIRROR_PREFIX, MirrorResult, mirror_changelogs, sdk_client
 from demo.server import gunicorn_server
-from demo.summariser import StandInSummariser
+from demo.summariser import SimulatedLatency, StandInSummariser
 
 DEFAULT_PACKAGES = 30
 DEFAULT_AGENTS = 4
 DEFAULT_MIRROR = 300
 DEFAULT_PATTERN = r"CVE-\d{4}-\d+"
 DEFAULT_PROJECT = "debian-changelogs"
+DEFAULT_NAP_LIMIT = 4
+DEFAULT_LLM_LATENCY_MS = (50.0, 150.0)
 
 
 @dataclass
@@ -52,7 +57,9 @@ class DemoOptions:
 
     packages: changelogs loaded into the log; mirror: changelogs mirrored as file memories (the loaded
     ones first); budget: wake lines (32..128); show: recall matches printed (all are counted);
-    progress: show rich progress bars (the command disables them off a terminal).
+    progress: show rich progress bars (the command disables them off a terminal); nap_limit: jobs an agent
+    naps (and claims) at once, 1..16; llm_latency: ``(low, high)`` milliseconds the stand-in pauses per
+    batch, like an LLM call (``(0, 0)``: no pause).
     """
 
     packages: int = DEFAULT_PACKAGES
@@ -66,6 +73,8 @@ class DemoOptions:
     pattern: str = DEFAULT_PATTERN
     show: int = 12
     progress: bool = True
+    nap_limit: int = DEFAULT_NAP_LIMIT
+    llm_latency: tuple[float, float] = DEFAULT_LLM_LATENCY_MS
 
 
 @dataclass
@@ -99,7 +108,14 @@ class DemoResult:
     summaries_already: int = 0
     compact_conflicts: int = 0
     naps: int = 0
+    nap_waits: int = 0
+    llm_calls: int = 0
     compact_seconds: float = 0.0
+    baseline_snapshot: int = 0
+    baseline_summaries: int = 0
+    baseline_seconds: float = 0.0
+    parallel_summaries: int = 0
+    parallel_seconds: float = 0.0
     complete: bool = False
     wake: dict = field(default_factory=dict)
     missing_lines: int = 0
@@ -112,6 +128,19 @@ class DemoResult:
     @property
     def ok(self) -> bool:
         return all(self.checks.values())
+
+    @property
+    def wasted(self) -> int:
+        """Compacts whose LLM work was thrown away: identical resubmissions (200) and conflicts (409)."""
+        return self.summaries_already + self.compact_conflicts
+
+    @property
+    def speedup(self) -> float | None:
+        """Summaries per second of all agents together over one agent alone (None without both phases)."""
+        if not (self.baseline_summaries and self.baseline_seconds and self.parallel_summaries):
+            return None
+        alone = self.baseline_summaries / self.baseline_seconds
+        return (self.parallel_summaries / self.parallel_seconds) / alone if self.parallel_seconds else None
 
 
 def choose_changelogs(options: DemoOptions) -> tuple[list[Changelog], list[Changelog], int]:
@@ -182,7 +211,8 @@ class Demo:
         self.options = options
         self.console = console
         self.result = DemoResult()
-        self.summariser = StandInSummariser()
+        low, high = options.llm_latency
+        self.summariser = SimulatedLatency(StandInSummariser(), low_ms=low, high_ms=high, seed=options.seed)
 
     # ---- helpers -------------------------------------------------------------------------------
 
@@ -326,38 +356,87 @@ class Demo:
         )
 
     def compact(self, agents: list[Agent]) -> None:
-        result, store_id = self.result, self.result.store_id
-        self.heading("Compacting to complete: agents race on nap/compact")
+        result, store_id, options = self.result, self.result.store_id, self.options
+        self.heading("Compacting to complete: one agent alone, then all agents with nap claims")
+        low, high = options.llm_latency
+        latency = f"paused {low:g}–{high:g} ms per call like an LLM" if high else "no simulated LLM latency"
         self.console.print(
             f"  summariser: {self.summariser.model} — a deterministic extractive STAND-IN for the agents' "
-            "LLMs (first lines of the two children); the Memories service itself never calls a model"
+            f"LLMs (first lines of the two children), {latency}; the Memories service itself never calls a "
+            f"model. Each nap claims up to {options.nap_limit} jobs (nap?limit={options.nap_limit}) that "
+            "the agent summarises in one call; other agents skip claimed jobs."
         )
-        first, _ = agents[0].call("GET", f"memories/{store_id}/nap")
-        pending = first["meta"]["pending"]
+        pending = self.pending(agents[0])
+        half = result.entry_count // 2
         started = time.monotonic()
         with self.progress("compacting", "summaries") as progress:
             task = progress.add_task("summaries", total=pending)
-            with ThreadPoolExecutor(max_workers=len(agents)) as pool:
-                futures = [
-                    pool.submit(agent.compact_until_complete, store_id, self.summariser, lambda: progress.advance(task))
-                    for agent in agents
-                ]
-                for future in futures:
-                    future.result()
+            # The baseline: what the half-way snapshot needs, by one agent; then the rest, by all of them.
+            result.baseline_snapshot = half
+            before = agents[0].compact.created
+            phase = time.monotonic()
+            self.race(agents[:1], progress, task, snapshot=half)
+            result.baseline_seconds = time.monotonic() - phase
+            result.baseline_summaries = agents[0].compact.created - before
+            before = sum(a.compact.created for a in agents)
+            phase = time.monotonic()
+            self.race(agents, progress, task)
+            result.parallel_seconds = time.monotonic() - phase
+            result.parallel_summaries = sum(a.compact.created for a in agents) - before
         result.compact_seconds = time.monotonic() - started
         result.summaries_created = sum(a.compact.created for a in agents)
         result.summaries_already = sum(a.compact.already for a in agents)
         result.compact_conflicts = sum(a.compact.conflicts for a in agents)
         result.naps = sum(a.compact.naps for a in agents)
+        result.nap_waits = sum(a.compact.waits for a in agents)
+        result.llm_calls = sum(a.compact.llm_calls for a in agents)
         final, _ = agents[0].call("GET", f"memories/{store_id}/nap")
         result.complete = final["data"]["complete"]
+        for label, count, seconds in (
+            (f"1 agent alone (what snapshot {half:,} needs)", result.baseline_summaries, result.baseline_seconds),
+            (f"{len(agents)} agents together (the rest)", result.parallel_summaries, result.parallel_seconds),
+        ):
+            rate = f"{count / seconds:,.1f}/s" if seconds and count else "—"
+            self.console.print(f"  {label}: {count:,} summaries in {seconds:.1f} s ({rate})")
+        speedup = f"{result.speedup:.1f}×" if result.speedup else "n/a (nothing left to compare)"
         self.console.print(
             f"  {pending:,} summaries were pending; written {result.summaries_created:,} (201) in "
-            f"{result.compact_seconds:.1f} s; {result.summaries_already:,} identical resubmissions (200: another "
-            f"agent won the race); {result.compact_conflicts:,} conflicts (409, napped again); "
-            f"{result.naps:,} naps"
+            f"{result.compact_seconds:.1f} s with {result.llm_calls:,} summariser calls; speed-up of "
+            f"{len(agents)} agents over 1: {speedup}"
+        )
+        self.console.print(
+            f"  wasted resubmissions: {result.wasted:,} ({result.summaries_already:,} identical, 200; "
+            f"{result.compact_conflicts:,} conflicts, 409); {result.naps:,} naps, {result.nap_waits:,} of them "
+            "found every ready job claimed by another agent and waited"
         )
         self.check("store complete (nap: complete, nothing pending)", result.complete and final["meta"]["pending"] == 0)
+        self.check(
+            "wasted resubmissions at most 1 % of summaries written",
+            result.wasted * 100 <= max(result.summaries_created, 1),
+        )
+
+    def pending(self, agent: Agent) -> int:
+        """Summaries the store still needs, read from wake (a read: it claims nothing)."""
+        body, _ = agent.call("GET", f"memories/{self.result.store_id}/wake")
+        compaction = body["data"]["compaction"]
+        return compaction["pending"] if compaction else 0
+
+    def race(self, agents: list[Agent], progress: Progress, task, *, snapshot: int | None = None) -> None:
+        """Run every agent's nap/compact loop in parallel until the store (or `snapshot`) is complete."""
+        with ThreadPoolExecutor(max_workers=len(agents)) as pool:
+            futures = [
+                pool.submit(
+                    agent.compact_until_complete,
+                    self.result.store_id,
+                    self.summariser,
+                    lambda: progress.advance(task),
+                    limit=self.options.nap_limit,
+                    snapshot=snapshot,
+                )
+                for agent in agents
+            ]
+            for future in futures:
+                future.result()
 
     def wake(self, agent: Agent) -> None:
         result = self.result

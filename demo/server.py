@@ -35,10 +35,17 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 @contextmanager
 def gunicorn_server(
-    *, workers: int, host: str = "127.0.0.1", ready_timeout: float = 60.0, ready_path: str = "/readyz"
+    *,
+    workers: int,
+    threads: int | None = None,
+    host: str = "127.0.0.1",
+    ready_timeout: float = 60.0,
+    ready_path: str = "/readyz",
+    env: dict[str, str] | None = None,
 ) -> Iterator[str]:
     """Start the server as `bin/serve` does (gunicorn, config/gunicorn.conf.py) with `workers` worker
-    processes; yield its base URL.
+    processes of `threads` Django threads each (None: the config's default); yield its base URL. `env`
+    adds to (or overrides) the caller's environment.
 
     Waits until `GET <ready_path>` answers 200 (`/readyz`: the database is reachable). Raises ServerError
     when the process exits early or is not ready within `ready_timeout` seconds. Always stops the process.
@@ -46,7 +53,9 @@ def gunicorn_server(
     port = free_port(host)
     log_path = BASE_DIR / ".data" / f"demo-gunicorn-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "WEB_CONCURRENCY": str(workers)}
+    env = {**os.environ, **(env or {}), "WEB_CONCURRENCY": str(workers)}
+    if threads is not None:
+        env["WEB_THREADS"] = str(threads)
     command = [
         sys.executable,
         "-m",

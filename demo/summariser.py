@@ -6,9 +6,16 @@ new prose: for two entries it keeps each entry's header line (``pkg (version) di
 summaries it keeps the leading lines of each child, half the byte budget each. Same job in, same text out,
 so parallel agents that race on one job submit identical summaries (the server answers 200, not 409).
 Its `model` id says what it is: ``stand-in-extractive-v1 (not a model)``.
+
+`SimulatedLatency` wraps it to take as long as an LLM call would (a random pause per batch of jobs), so the
+demo and the tests can show what parallel agents gain when the summarising, not the server, is the cost.
 """
 
 from __future__ import annotations
+
+import random
+import threading
+import time
 
 from legacy.splitting import split_document
 
@@ -65,6 +72,10 @@ class StandInSummariser:
     def __init__(self, *, max_bytes: int = SUMMARY_MAX_BYTES):
         self.max_bytes = max_bytes
 
+    def summarise_all(self, jobs: list[dict]) -> list[str]:
+        """The summary of each job of a `nap?limit=` batch, in order (what one LLM call would return)."""
+        return [self.summarise(job) for job in jobs]
+
     def summarise(self, job: dict) -> str:
         """The summary text for `job`: extracted lines of its two children, at most `max_bytes` bytes."""
         left, right = job["children"]
@@ -73,3 +84,28 @@ class StandInSummariser:
             return "\n".join(_trim(_first_line(child["text"]), half) for child in (left, right))
         lines = [line for child in (left, right) for line in child["text"].split("\n") if line.strip()]
         return "\n".join(_sample_lines(lines, self.max_bytes))
+
+
+class SimulatedLatency:
+    """A summariser that pauses like an LLM call: uniform ``low_ms..high_ms`` milliseconds per batch.
+
+    Wraps `inner` (``summarise_all(jobs)`` and `model`); one pause per `summarise_all` call, whatever the
+    batch size (an agent sends a `nap?limit=K` batch in one call). Thread-safe; `seed` fixes the pauses;
+    `paused` is the total of the pauses so far (seconds).
+    """
+
+    def __init__(self, inner, *, low_ms: float, high_ms: float, seed: int = 0):
+        if not 0 <= low_ms <= high_ms:
+            raise ValueError("latency: need 0 <= low_ms <= high_ms")
+        self.inner, self.low_ms, self.high_ms = inner, low_ms, high_ms
+        self.model = inner.model
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+        self.paused = 0.0
+
+    def summarise_all(self, jobs: list[dict]) -> list[str]:
+        with self._lock:
+            pause = self._random.uniform(self.low_ms, self.high_ms) / 1000
+            self.paused += pause
+        time.sleep(pause)
+        return self.inner.summarise_all(jobs)

@@ -151,3 +151,38 @@ class StoreImport(models.Model):
 
     def __str__(self) -> str:
         return f"import {self.pk} into {self.store_id} ({self.status})"
+
+
+class Claim(models.Model):
+    """An advisory claim on one compaction job: range ``[start, end]`` of `store`, held by `claimant`
+    until `expires_at` (SPEC §4 nap / compact, Claims).
+
+    `claimant` is a key string, ``"user:<uuid>"`` today; a per-work credential will claim as
+    ``"session:<uuid>"`` without a schema change. A claim counts only while ``expires_at`` is after the
+    database's ``statement_timestamp()`` and `generation` is the store's: a lapsed or stale claim is simply
+    overwritten by the next nap that hands its range out, the claim of a range is deleted when the range's
+    summary is stored (`compact`) and every claim of the store on `forget` — no background job. One claim
+    per range (`store` leads the key, as in every index of store content).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    store = models.ForeignKey("stores.Store", on_delete=models.CASCADE, related_name="claims", db_index=False)
+    start = models.BigIntegerField()
+    end = models.BigIntegerField()
+    level = models.SmallIntegerField()
+    claimant = models.CharField(max_length=80)
+    generation = models.BigIntegerField()
+    claimed_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint("store", "start", "end", name="claim_one_per_range"),
+            models.CheckConstraint(
+                name="claim_range_shape", condition=Q(level__gte=1, start__gte=0, end__gt=F("start"))
+            ),
+            models.CheckConstraint(name="claim_expires_after_claimed", condition=Q(expires_at__gt=F("claimed_at"))),
+        ]
+
+    def __str__(self) -> str:
+        return f"claim {self.start}-{self.end} of {self.store_id} by {self.claimant}"

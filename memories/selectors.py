@@ -1,4 +1,4 @@
-"""Reads of the Memories log (SPEC §4): wake, nap, zoom, recall.
+"""Reads of the Memories log (SPEC §4): wake, zoom, recall, and the pieces nap builds on (`memories.nap`).
 
 The store comes from `stores.selectors.get_store_for` (access already checked, counters loaded). Each
 read fetches exactly the rows it shows in a constant number of queries, whatever the store size:
@@ -19,14 +19,12 @@ import re2
 from django.conf import settings
 from django.core import signing
 from django.db import connection
-from django.db.models import Count, Max, Min, Q
 
 from accounts.models import User
 from config.compiled import prepared_cursor
 from memories import tree
 from memories.errors import InvalidCursor, InvalidPattern, InvalidRange, SnapshotTooLarge
 from memories.models import BODY_MAX_BYTES, Entry, Summary
-from memories.services import pending_at
 from stores.models import Store
 
 RECALL_MAX_PATTERN_CHARS = 200
@@ -47,25 +45,34 @@ def resolve_snapshot(store: Store, snapshot: int | None) -> int:
     return snapshot
 
 
-def _block_q(blocks: list[tree.Block]) -> Q:
-    q = Q(pk__in=[])
-    for block in blocks:
-        q |= Q(start=block.start, end=block.end)
-    return q
+def pending_at(*, store: Store, snapshot: int) -> int:
+    """Summaries snapshot `snapshot` still needs: ``(N - popcount N) - live summaries inside [0, N)``.
+
+    At the current entry_count this is pure arithmetic on the store's counters; below it, one indexed
+    count of the live summaries ending at or after the snapshot (O(entries appended since)).
+    """
+    live_inside = store.summary_count
+    if snapshot < store.entry_count:
+        live_inside -= Summary.objects.filter(store=store, invalidated_at=None, end__gte=snapshot).count()
+    return max(tree.needed_count(snapshot) - live_inside, 0)
 
 
 # One round trip for every line of a wake or zoom, whatever the store size: the live summaries of the
 # ranged blocks (with first_at/last_at read from the boundary entries through the (store, seq) index)
-# and the single-entry blocks. Only the rows shown are returned.
+# and the single-entry blocks. Only the rows shown are returned. Each wanted range is a LATERAL probe
+# with LIMIT 1 (at most one live summary per range): PostgreSQL cannot flatten it into a hash join, which
+# it chose over a whole store's summaries when the statistics underestimated a store that had just grown.
 _LINES_SQL = """
 SELECT 'summary', s.start, s."end", s.summary_md, s.model, u.handle, s.created_at, s.generation,
        (SELECT e.created_at FROM {entry} e WHERE e.store_id = s.store_id AND e.seq = s.start),
        (SELECT e.created_at FROM {entry} e WHERE e.store_id = s.store_id AND e.seq = s."end")
-FROM {summary} s
-JOIN unnest(%(starts)s::bigint[], %(ends)s::bigint[]) AS wanted(start, stop)
-  ON s.start = wanted.start AND s."end" = wanted.stop
+FROM unnest(%(starts)s::bigint[], %(ends)s::bigint[]) AS wanted(start, stop)
+CROSS JOIN LATERAL (
+    SELECT * FROM {summary} t
+    WHERE t.store_id = %(store)s AND t.invalidated_at IS NULL AND t.start = wanted.start AND t."end" = wanted.stop
+    LIMIT 1
+) AS s
 JOIN {user} u ON u.id = s.author_id
-WHERE s.store_id = %(store)s AND s.invalidated_at IS NULL
 UNION ALL
 SELECT 'entry', e.seq, e.seq, e.body_md, NULL, u.handle, e.created_at, NULL, e.redacted_at, NULL
 FROM {entry} e JOIN {user} u ON u.id = e.author_id
@@ -178,87 +185,6 @@ def zoom(*, store: Store, block: tree.Block, snapshot: int | None = None) -> dic
 
 # ---------------------------------------------------------------------------------------------- nap
 
-_GAP_SQL = """
-SELECT start FROM (
-    SELECT start, lead(start) OVER (ORDER BY start) AS next FROM {table}
-    WHERE store_id = %s AND invalidated_at IS NULL AND level = %s AND "end" < %s
-) AS t WHERE next IS DISTINCT FROM start + %s ORDER BY start LIMIT 1
-"""
-
-
-def _next_missing(store: Store, n: int) -> tree.Block | None:
-    """The missing range of the lowest level, then the oldest start, for snapshot `n` (SPEC §4 nap order).
-
-    Every missing range at the lowest incomplete level is ready: all ranges below it exist. One
-    aggregate query over the live summaries inside the snapshot; a second, server-side gap search only
-    when that level has holes in the middle (after a forget).
-    """
-    stats = {
-        row["level"]: row
-        for row in Summary.objects.filter(store=store, invalidated_at=None, end__lt=n)
-        .values("level")
-        .annotate(count=Count("id"), first=Min("start"), last=Max("start"))
-    }
-    level = 1
-    while (n >> level) > 0:
-        size, needed = 1 << level, n >> level
-        row = stats.get(level)
-        if row is None or row["first"] != 0:
-            return tree.Block(0, size)
-        if row["count"] < needed:
-            if row["count"] == row["last"] // size + 1:  # a contiguous prefix: the gap follows it
-                return tree.Block(row["last"] + size, size)
-            with connection.cursor() as cursor:
-                cursor.execute(_GAP_SQL.format(table=Summary._meta.db_table), [store.pk, level, n, size])
-                found = cursor.fetchone()
-            return tree.Block(found[0] + size, size)
-        level += 1
-    return None
-
-
-def _children(store: Store, block: tree.Block) -> list[dict[str, Any]] | None:
-    """The two children of `block` as job children (``{range, kind, text, …}``), or None if one is gone."""
-    left, right = block.halves()
-    if block.size == 2:
-        rows = {
-            row["seq"]: row
-            for row in Entry.objects.filter(store=store, seq__in=[left.start, right.start]).values(
-                "seq", "body_md", "author__handle", "created_at"
-            )
-        }
-        if len(rows) != 2:
-            return None
-        # A redacted entry is a child of kind `redacted` with text "" (SPEC §4 redact an entry).
-        return [
-            {
-                "range": half.label,
-                "kind": tree.child_kind(half, rows[half.start]["body_md"]),
-                "text": tree.child_text(rows[half.start]["body_md"]),
-                "author": rows[half.start]["author__handle"],
-                "created_at": rows[half.start]["created_at"],
-            }
-            for half in (left, right)
-        ]
-    rows = {
-        (row["start"], row["end"]): row
-        for row in Summary.objects.filter(store=store, invalidated_at=None)
-        .filter(_block_q([left, right]))
-        .values("start", "end", "summary_md", "model", "author__handle", "created_at")
-    }
-    if len(rows) != 2:
-        return None
-    return [
-        {
-            "range": half.label,
-            "kind": "summary",
-            "text": rows[(half.start, half.end)]["summary_md"],
-            "model": rows[(half.start, half.end)]["model"],
-            "author": rows[(half.start, half.end)]["author__handle"],
-            "created_at": rows[(half.start, half.end)]["created_at"],
-        }
-        for half in (left, right)
-    ]
-
 
 def compaction_prompt(block: tree.Block, children: list[dict[str, Any]]) -> str:
     """The instruction an agent hands its LLM for one job; the children's text is quoted as data.
@@ -280,43 +206,6 @@ def compaction_prompt(block: tree.Block, children: list[dict[str, Any]]) -> str:
         f'<{boundary} range="{left["range"]}" kind="{left["kind"]}">\n{left["text"]}\n</{boundary}>\n\n'
         f'<{boundary} range="{right["range"]}" kind="{right["kind"]}">\n{right["text"]}\n</{boundary}>\n'
     )
-
-
-def nap(*, store: Store, snapshot: int | None = None) -> tuple[dict[str, Any], int]:
-    """SPEC §4 nap: the next ready compaction job at snapshot N, and the number of missing summaries.
-
-    Returns ``(data, pending)`` with data ``{complete, snapshot, generation, job}``; job is None when
-    complete, else ``{range, level, generation, source_digest, snapshot, children[2], max_bytes, prompt}``.
-    Raises SnapshotTooLarge. At most four queries (none beyond the counters when complete).
-    """
-    n = resolve_snapshot(store, snapshot)
-    pending = pending_at(store=store, snapshot=n)
-    job = None
-    # A concurrent forget can invalidate a child between our queries: look again (bounded).
-    for _attempt in range(3):
-        if pending == 0:
-            break
-        block = _next_missing(store, n)
-        if block is None:  # the counters raced ahead of the rows we read
-            pending = 0
-            break
-        children = _children(store, block)
-        if children is None:
-            continue
-        left, right = block.halves()
-        job = {
-            "range": block.label,
-            "level": block.level,
-            "generation": store.generation,
-            "source_digest": tree.source_digest(left, children[0]["text"], right, children[1]["text"]),
-            "snapshot": n,
-            "children": children,
-            "max_bytes": BODY_MAX_BYTES,
-            "prompt": compaction_prompt(block, children),
-        }
-        break
-    data = {"complete": job is None, "snapshot": n, "generation": store.generation, "job": job}
-    return data, (pending if job is not None else 0)
 
 
 # ------------------------------------------------------------------------------------------- recall

@@ -29,7 +29,8 @@ from memories.errors import (
     StaleGeneration,
     SummaryConflict,
 )
-from memories.models import Entry, Summary
+from memories.models import Claim, Entry, Summary
+from memories.selectors import pending_at
 from stores.errors import StoreArchived, StoreNotFound
 from stores.models import Store
 
@@ -190,16 +191,93 @@ def _block_q(blocks) -> Q:
     return q
 
 
-def pending_at(*, store: Store, snapshot: int) -> int:
-    """Summaries snapshot `snapshot` still needs: ``(N - popcount N) - live summaries inside [0, N)``.
+# compact's reads under the store lock, in one round trip: the children's texts (entries for a range of
+# size 2, else the two child summaries) and the live summary already at the range, if any.
+_COMPACT_INPUTS_SQL = """
+SELECT 'entry', e.seq, e.seq, e.body_md, NULL::bigint
+FROM {entry} e WHERE e.store_id = %(store)s AND e.seq = ANY(%(seqs)s::bigint[])
+UNION ALL
+SELECT 'summary', s.start, s."end", s.summary_md, s.id
+FROM unnest(%(starts)s::bigint[], %(ends)s::bigint[]) AS wanted(start, stop)
+CROSS JOIN LATERAL (
+    SELECT t.start, t."end", t.summary_md, t.id FROM {summary} t
+    WHERE t.store_id = %(store)s AND t.invalidated_at IS NULL AND t.start = wanted.start AND t."end" = wanted.stop
+    LIMIT 1
+) AS s
+"""
 
-    At the current entry_count this is pure arithmetic on the store's counters; below it, one indexed
-    count of the live summaries ending at or after the snapshot (O(entries appended since)).
-    """
-    live_inside = store.summary_count
-    if snapshot < store.entry_count:
-        live_inside -= Summary.objects.filter(store=store, invalidated_at=None, end__gte=snapshot).count()
-    return max(tree.needed_count(snapshot) - live_inside, 0)
+# The new summary, the store's counter and the range's nap claim (SPEC §4 Claims: done now) in one round
+# trip; the store row is already locked by this transaction.
+_INSERT_SUMMARY_SQL = """
+WITH ins AS (
+    INSERT INTO {summary} (store_id, start, "end", level, summary_md, size_bytes, model, author_id,
+                           source_digest, generation, created_at)
+    VALUES (%(store)s, %(start)s, %(end)s, %(level)s, %(summary_md)s, %(size_bytes)s, %(model)s, %(author)s,
+            %(source_digest)s, %(generation)s, %(created_at)s)
+    RETURNING id
+), bump AS (
+    UPDATE {store_table} SET summary_count = summary_count + 1 WHERE id = %(store)s
+), released AS (
+    DELETE FROM {claim} WHERE store_id = %(store)s AND start = %(start)s AND "end" = %(end)s
+)
+SELECT id FROM ins
+"""
+
+
+def _compact_inputs(store: Store, block: tree.Block) -> tuple[dict[tree.Block, str], tuple[int, str] | None]:
+    """``({child block: text}, (id, summary_md) of the live summary at `block` or None)``; one query."""
+    left, right = block.halves()
+    wanted = [block] if block.size == 2 else [block, left, right]
+    params = {
+        "store": store.pk,
+        "seqs": [left.start, right.start] if block.size == 2 else [],
+        "starts": [b.start for b in wanted],
+        "ends": [b.end for b in wanted],
+    }
+    sql = _COMPACT_INPUTS_SQL.format(entry=Entry._meta.db_table, summary=Summary._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    texts, existing = {}, None
+    for kind, start, end, text, summary_id in rows:
+        if kind == "summary" and (start, end) == (block.start, block.end):
+            existing = (summary_id, text)
+        elif kind == "entry":
+            texts[tree.Block(start, 1)] = tree.child_text(text)  # a redacted entry is a child whose text is ""
+        else:
+            texts[tree.Block(start, end - start + 1)] = text
+    return texts, existing
+
+
+def _insert_summary(summary: Summary) -> int:
+    """Insert `summary` (unsaved), bump its store's summary_count, delete the range's claim; returns the id."""
+    sql = _INSERT_SUMMARY_SQL.format(
+        summary=Summary._meta.db_table, store_table=Store._meta.db_table, claim=Claim._meta.db_table
+    )
+    params = {
+        "store": summary.store_id,
+        "start": summary.start,
+        "end": summary.end,
+        "level": summary.level,
+        "summary_md": summary.summary_md,
+        "size_bytes": summary.size_bytes,
+        "model": summary.model,
+        "author": summary.author_id,
+        "source_digest": summary.source_digest,
+        "generation": summary.generation,
+        "created_at": summary.created_at,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()[0]
+
+
+def _release_claims(store: Store, block: tree.Block | None = None) -> None:
+    """Delete the nap claim of `block`, or every claim of `store` (one DELETE through the claim key)."""
+    claims = Claim.objects.filter(store=store)
+    if block is not None:
+        claims = claims.filter(start=block.start, end=block.end)
+    claims.delete()
 
 
 @transaction.atomic
@@ -221,7 +299,8 @@ def compact_range(
     children live and the recomputed digest equals `source_digest` (409 `stale_digest`); a live summary
     at the range with the same text → returned with created=False (200), with another text → 409
     `summary_conflict`. summary_md (1..1,024 UTF-8 bytes) and model (1..200 chars) are validated by the
-    caller. `pending`/`complete` are for `snapshot` (default: the current entry_count).
+    caller. `pending`/`complete` are for `snapshot` (default: the current entry_count). Deletes the
+    range's nap claim, whoever held it (SPEC §4 Claims: claims are advisory).
     """
     locked = _lock(store)
     if locked.archived_at is not None:
@@ -239,34 +318,21 @@ def compact_range(
     if generation != locked.generation:
         raise StaleGeneration(details={"generation": locked.generation})
     left, right = block.halves()
-    if block.size == 2:
-        texts = {
-            seq: tree.child_text(body)  # a redacted entry is a child whose text is ""
-            for seq, body in Entry.objects.filter(store=locked, seq__in=[left.start, right.start]).values_list(
-                "seq", "body_md"
-            )
-        }
-        children = {(left.start, left.end): texts.get(left.start), (right.start, right.end): texts.get(right.start)}
-        existing = Summary.objects.filter(store=locked, invalidated_at=None, start=block.start, end=block.end).first()
-    else:
-        rows = list(Summary.objects.filter(store=locked, invalidated_at=None).filter(_block_q([block, left, right])))
-        by_range = {(row.start, row.end): row for row in rows}
-        children = {
-            (half.start, half.end): getattr(by_range.get((half.start, half.end)), "summary_md", None)
-            for half in (left, right)
-        }
-        existing = by_range.get((block.start, block.end))
-    left_text, right_text = children[(left.start, left.end)], children[(right.start, right.end)]
+    texts, existing = _compact_inputs(locked, block)
+    left_text, right_text = texts.get(left), texts.get(right)
     if left_text is None or right_text is None:
         raise StaleDigest("A child of this range has no live summary; call nap again.")
     if tree.source_digest(left, left_text, right, right_text) != source_digest:
         raise StaleDigest()
     n = locked.entry_count if snapshot is None else snapshot
     if existing is not None:
-        if existing.summary_md != summary_md:
+        existing_id, existing_text = existing
+        if existing_text != summary_md:
             raise SummaryConflict(details={"range": block.label})
-        return Compacted(summary=existing, created=False, snapshot=n, pending=pending_at(store=locked, snapshot=n))
-    summary = Summary.objects.create(
+        _release_claims(locked, block)  # the range has its summary: whoever claimed it is done
+        summary = Summary.objects.select_related("author").get(pk=existing_id)
+        return Compacted(summary=summary, created=False, snapshot=n, pending=pending_at(store=locked, snapshot=n))
+    summary = Summary(
         store=locked,
         start=block.start,
         end=block.end,
@@ -278,8 +344,8 @@ def compact_range(
         source_digest=source_digest,
         generation=locked.generation,
     )
+    summary.id = _insert_summary(summary)
     locked.summary_count += 1
-    locked.save(update_fields=["summary_count"])
     return Compacted(summary=summary, created=True, snapshot=n, pending=pending_at(store=locked, snapshot=n))
 
 
@@ -289,8 +355,8 @@ def forget_range(*, store: Store, actor: User, block: tree.Block, generation: in
 
     block: an entry (``n``) or an aligned range inside the current entries (else 400). `generation` must
     be the store's (409 `stale_generation`). Archived → 409 `store_archived`. Entries are never touched.
-    Always increments `generation`; `summary_count` drops by the number invalidated. The caller has
-    checked the owner right.
+    Always increments `generation`; `summary_count` drops by the number invalidated; every nap claim of
+    the store is deleted (the jobs handed out are stale now). The caller has checked the owner right.
     """
     locked = _lock(store)
     if locked.archived_at is not None:
@@ -316,6 +382,7 @@ def forget_range(*, store: Store, actor: User, block: tree.Block, generation: in
                 invalidated_at=timezone.now(), invalidated_by=actor
             )
         invalidated = sorted((tree.Block(start, end - start + 1) for _, start, end in hits), key=lambda b: b.size)
+    _release_claims(locked)  # every job handed out before is stale now (the generation moves on)
     locked.generation += 1
     locked.summary_count -= len(invalidated)
     locked.save(update_fields=["generation", "summary_count"])
@@ -396,6 +463,7 @@ def redact_entry(*, store: Store, actor: User, seq: int, reason: object, request
     locked.generation += 1
     locked.summary_count -= len(live)
     locked.save(update_fields=["generation", "summary_count"])
+    _release_claims(locked)  # jobs handed out before this are stale now (as after forget)
     audit.record_event(
         actor=actor,
         action=AuditAction.REDACT_ENTRY,

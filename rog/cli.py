@@ -216,24 +216,41 @@ def zoom(state: State, range_, user, project, board, store, snapshot) -> None:
 @click.argument("range_", metavar="[RANGE]", required=False)
 @store_options
 @click.option("--snapshot", type=click.IntRange(0), default=None, help="Entry count to anchor on.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 16),
+    default=None,
+    help="Without RANGE: up to this many jobs at once (1..16), each claimed for you; see data.jobs.",
+)
 @click.option("--file", "file_path", metavar="SUMMARY.md", help="With RANGE: the summary to submit.")
 @click.option("--generation", type=int, default=None, help="With RANGE: the job's generation.")
 @click.option("--digest", default=None, help="With RANGE: the job's source_digest.")
 @click.option("--model", default=None, help="With RANGE: the model that wrote the summary (self-declared).")
 @click.pass_obj
-def nap(state: State, range_, user, project, board, store, snapshot, file_path, generation, digest, model) -> None:
-    """Without RANGE: print the next compaction job. With RANGE: submit a summary for it.
+def nap(
+    state: State, range_, user, project, board, store, snapshot, limit, file_path, generation, digest, model
+) -> None:
+    """Without RANGE: print the next compaction job(s). With RANGE: submit a summary for it.
+
+    Every job nap prints is claimed for you (with write access) for a few minutes: other agents get other
+    jobs meanwhile, and your next nap prints the same job again until you submit it. When data.job is
+    null but data.complete is false, others hold every ready job: nap again after meta.retry_after
+    seconds at the latest.
 
     \b
     rog memories nap --store ID
+    rog memories nap --store ID --limit 4
     rog memories nap 0-1 --store ID --file summary.md --generation 1 --digest SHA --model MODEL_ID
     """
     sel = selection(user, project, board, store)
     if range_ is None:
         if any(v is not None for v in (file_path, generation, digest, model)):
             fail_usage("--file/--generation/--digest/--model submit a summary: give the RANGE too.")
-        emit(state.call("GET", f"memories/{store_id(state, sel)}/nap", params={"snapshot": snapshot}))
+        params = {"snapshot": snapshot, "limit": limit}
+        emit(state.call("GET", f"memories/{store_id(state, sel)}/nap", params=params))
         return
+    if limit is not None:
+        fail_usage("--limit asks for several jobs: it does not go with a RANGE to submit.")
     missing = [
         flag
         for flag, value in (

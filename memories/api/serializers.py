@@ -15,6 +15,7 @@ from config.api import JsonIntegerField, QueryBooleanField, StrictQuerySerialize
 from config.errors import InvalidRequest
 from memories import tree
 from memories.models import BODY_MAX_BYTES, MODEL_MAX_CHARS, NONCE_MAX_CHARS, SUMMARY_MAX_BYTES
+from memories.nap import NAP_MAX_LIMIT
 
 _DIGEST_RE = re.compile(r"[0-9a-fA-F]{64}")
 
@@ -112,6 +113,13 @@ class WakeQuerySerializer(StrictQuerySerializer):
 
 class NapQuerySerializer(StrictQuerySerializer):
     snapshot = SnapshotQueryField()
+    limit = serializers.IntegerField(
+        min_value=1,
+        max_value=NAP_MAX_LIMIT,
+        default=1,
+        required=False,
+        help_text="Jobs to return (and claim) at once, 1..16; data.jobs holds them, data.job is the first.",
+    )
 
 
 class ZoomQuerySerializer(StrictQuerySerializer):
@@ -230,22 +238,32 @@ class JobSerializer(serializers.Serializer):
     children = JobChildSerializer(many=True)
     max_bytes = serializers.IntegerField()
     prompt = serializers.CharField()
+    claimed_until = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When your claim on this job lapses (database time); null when you nap without write access.",
+    )
 
 
 class NapDataSerializer(serializers.Serializer):
     complete = serializers.BooleanField()
     snapshot = serializers.IntegerField()
     generation = serializers.IntegerField()
-    job = JobSerializer(allow_null=True)
+    job = JobSerializer(allow_null=True, help_text="The first of `jobs`, or null.")
+    jobs = JobSerializer(many=True, help_text="Up to `limit` jobs, lowest level first, then oldest start.")
 
 
-class PendingMetaSerializer(serializers.Serializer):
+class NapMetaSerializer(serializers.Serializer):
     pending = serializers.IntegerField()
+    retry_after = serializers.IntegerField(
+        required=False,
+        help_text="Only when every ready job is claimed by someone else: whole seconds until the earliest "
+        "of those claims lapses. Nap again sooner (a claimant usually finishes first), never later.",
+    )
 
 
 class NapEnvelopeSerializer(serializers.Serializer):
     data = NapDataSerializer()
-    meta = PendingMetaSerializer()
+    meta = NapMetaSerializer()
 
 
 class SummarySerializer(serializers.Serializer):

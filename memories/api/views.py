@@ -14,9 +14,10 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.views import APIView
 
+from accounts.permissions import token_scopes
 from config.api import envelope
 from config.errors import InvalidRequest, request_id_of
-from memories import selectors, services, tree
+from memories import nap, selectors, services, tree
 from memories.api import serializers as s
 from memories.exchange import format as export_format
 from memories.exchange.export import export_chunks
@@ -109,7 +110,7 @@ class WakeView(APIView):
 
 
 class NapView(APIView):
-    """The next compaction job."""
+    """The next compaction jobs, claimed for a caller with write access."""
 
     allow_anonymous_reads = True
 
@@ -118,13 +119,18 @@ class NapView(APIView):
         tags=TAGS,
         parameters=[STORE_ID, s.NapQuerySerializer],
         responses={200: s.NapEnvelopeSerializer},
+        description="Up to `limit` ready compaction jobs, lowest level first, then oldest start. With write "
+        "access (store right and memories:write) each job is claimed for you for NAP_CLAIM_SECONDS; other "
+        "callers skip it, and your repeated nap returns it again. When every ready job is claimed by someone "
+        "else, job is null, complete false and meta.retry_after says when the earliest claim lapses.",
     )
     def get(self, request, pk):
         store = get_store_for(request.user, pk)
         query = s.NapQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        data, pending = selectors.nap(store=store, **query.validated_data)
-        return envelope(s.NapDataSerializer(data).data, {"pending": pending})
+        claimant = nap.claimant_for(request.user, token_scopes(request.auth), store)
+        result = nap.nap(store=store, claimant=claimant, **query.validated_data)
+        return envelope(s.NapDataSerializer(result.data).data, result.meta)
 
 
 class CompactView(APIView):

@@ -250,6 +250,22 @@ def test_nap_compact_loop_brings_64_entries_to_complete(live_server, me, tmp_pat
     assert all(line["kind"] != "missing" for line in woke["lines"])
 
 
+def test_nap_limit_prints_several_claimed_jobs_and_the_claimants_next_nap_prints_them_again(rog, me):
+    store_id = rog("memories", "init")["data"]["id"]
+    for n in range(8):
+        rog("memories", "note", f"entry {n}", "--store", store_id)
+    first = rog("memories", "nap", "--store", store_id, "--limit", "3")["data"]
+    assert [job["range"] for job in first["jobs"]] == ["0-1", "2-3", "4-5"]
+    assert first["job"] == first["jobs"][0] and all(job["claimed_until"] for job in first["jobs"])
+    again = rog("memories", "nap", "--store", store_id)["data"]
+    assert again["job"]["range"] == "0-1"  # its own claim, not 6-7
+    error = rog("memories", "nap", "0-1", "--store", store_id, "--limit", "2", expect=2)
+    assert error["error"]["type"] == "usage_error"
+    for limit in ("0", "17"):  # click's own range check (plain-text usage error, exit 2)
+        result = CliRunner().invoke(rog_main, ["memories", "nap", "--store", store_id, "--limit", limit])
+        assert result.exit_code == 2 and "1<=x<=16" in result.output
+
+
 def test_recall_follows_every_cursor_through_600_entries(rog, me):
     store_id = rog("memories", "init")["data"]["id"]
     store = Store.objects.get(pk=store_id)

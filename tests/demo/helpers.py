@@ -13,8 +13,8 @@ from demo.runner import DemoOptions, DemoResult, run_demo
 
 def run(url: str, source: Path, **overrides) -> tuple[DemoResult, str]:
     """Run the demo against the server at `url` on `source` (3 packages, 3 agents, 3 mirrored, no progress
-    bars unless overridden); return ``(result, printed text)``."""
-    options = dict(api_url=url, source=source, packages=3, mirror=3, agents=3, progress=False)
+    bars, a 1–5 ms stand-in latency unless overridden); return ``(result, printed text)``."""
+    options = dict(api_url=url, source=source, packages=3, mirror=3, agents=3, progress=False, llm_latency=(1, 5))
     options.update(overrides)
     out = io.StringIO()
     result = run_demo(DemoOptions(**options), Console(file=out, width=140))

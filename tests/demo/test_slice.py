@@ -91,6 +91,20 @@ def test_the_store_is_compacted_to_complete_by_the_stand_in(demo_slice):
     assert demo_slice.summary_models == {"stand-in-extractive-v1 (not a model)"}
 
 
+def test_one_agent_then_all_agents_compact_with_claims_and_nothing_is_resubmitted(demo_slice):
+    first = demo_slice.first
+    half = first.entry_count // 2
+    assert first.baseline_snapshot == half
+    assert first.baseline_summaries == half - bin(half).count("1")  # what the half-way snapshot needs
+    assert first.baseline_summaries + first.parallel_summaries == first.summaries_created
+    assert first.wasted == 0 and first.summaries_already == first.compact_conflicts == 0
+    assert first.speedup is not None and first.llm_calls < first.summaries_created  # batches of nap?limit=4
+    assert (
+        "wasted resubmissions: 0 (0 identical" in demo_slice.printed
+        and "speed-up of 3 agents over 1" in demo_slice.printed
+    )
+
+
 def test_the_wake_cover_has_no_missing_line(demo_slice):
     wake = demo_slice.first.wake
     assert wake["complete"] and demo_slice.first.missing_lines == 0
@@ -126,7 +140,7 @@ def test_the_sdk_listing_shows_the_mirrored_paths(demo_slice):
 
 
 def test_every_check_of_the_run_held(demo_slice):
-    assert demo_slice.first.ok and len(demo_slice.first.checks) == 6
+    assert demo_slice.first.ok and len(demo_slice.first.checks) == 7
     assert "every check held" in demo_slice.printed
 
 

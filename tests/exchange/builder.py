@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts import services as account_services
-from memories import selectors, services, tree
+from memories import nap, services, tree
 from memories.models import Entry, Summary
 from stores import services as store_services
 from stores.models import Store
@@ -40,8 +40,7 @@ def compact_everything(store: Store, author, summariser=None, prompts: list | No
     written = 0
     while True:
         store.refresh_from_db()
-        data, _ = selectors.nap(store=store)
-        job = data["job"]
+        job = nap.nap(store=store, claimant=None).data["job"]
         if job is None:
             return written
         if prompts is not None:

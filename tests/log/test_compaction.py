@@ -39,7 +39,7 @@ def h(text: str) -> str:
 
 def test_nap_of_an_empty_store_is_complete(owner_client, private_store):
     body = nap(owner_client, private_store)
-    assert body["data"] == {"complete": True, "snapshot": 0, "generation": 1, "job": None}
+    assert body["data"] == {"complete": True, "snapshot": 0, "generation": 1, "job": None, "jobs": []}
     assert body["meta"] == {"pending": 0}
 
 

@@ -28,6 +28,15 @@ def non_negative_int(value: str) -> int:
     return number
 
 
+def latency_range(value: str) -> tuple[float, float]:
+    """``"50-150"`` → (50.0, 150.0); ``"0"`` → (0.0, 0.0)."""
+    low, _, high = value.partition("-")
+    bounds = (float(low), float(high or low))
+    if not 0 <= bounds[0] <= bounds[1] <= 60_000:
+        raise ValueError(value)
+    return bounds
+
+
 class Command(BaseCommand):
     help = (
         "Load the machine's Debian changelogs (/usr/share/doc/*/changelog.Debian.gz) into a project store "
@@ -64,6 +73,21 @@ class Command(BaseCommand):
         parser.add_argument("--budget", type=int, choices=range(32, 129), default=32, metavar="32..128")
         parser.add_argument("--pattern", default=runner.DEFAULT_PATTERN, help="RE2 pattern for recall.")
         parser.add_argument("--show", type=non_negative_int, default=12, help="Recall matches printed (default 12).")
+        parser.add_argument(
+            "--nap-limit",
+            type=int,
+            choices=range(1, 17),
+            default=runner.DEFAULT_NAP_LIMIT,
+            metavar="1..16",
+            help=f"Jobs each agent naps and claims at once (default {runner.DEFAULT_NAP_LIMIT}).",
+        )
+        parser.add_argument(
+            "--llm-latency",
+            type=latency_range,
+            default=runner.DEFAULT_LLM_LATENCY_MS,
+            metavar="LOW-HIGH",
+            help="Milliseconds the stand-in summariser pauses per call, like an LLM (default 50-150; 0 disables).",
+        )
 
     def handle(self, *args, verbosity: int, **options):
         stream = self.stdout._out
@@ -79,6 +103,8 @@ class Command(BaseCommand):
             budget=options["budget"],
             pattern=options["pattern"],
             show=options["show"],
+            nap_limit=options["nap_limit"],
+            llm_latency=options["llm_latency"],
             progress=verbosity >= 1 and console.is_terminal and not os.environ.get("CI"),
         )
         result = runner.run_demo(demo_options, console)

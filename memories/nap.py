@@ -1,0 +1,472 @@
+"""nap (SPEC §4 nap / compact, "Claims"): the next ready compaction jobs, claimed for the caller.
+
+A job is *ready* when its range has no live summary and both children exist; nap serves ready jobs
+lowest level first, then oldest start. A caller with write access (`claimant_for`) *claims* every job
+it is given for ``NAP_CLAIM_SECONDS``; other callers skip ranges claimed by someone else, so parallel
+agents never do the same LLM work twice. Claims are advisory: `compact` checks stay the only truth, and
+anyone may still compact any ready range.
+
+Every nap costs a constant number of queries whatever the store size (a claimant's nap: the active
+claims, the frontier, the claim upsert, the children; a reader's: claims, frontier, children):
+
+- The claim upsert is one autocommit statement that re-checks each candidate (still ready, held by
+  nobody else) and claims the first `limit`; the unique claim key makes a concurrent nap of the same
+  range wait for this one and then skip the range, so two naps never claim one job. No lock is held
+  across statements; a nap that lost candidates to a concurrent one claims its spare candidates in one
+  more statement.
+- The frontier query reads only the part of the tree that can hold missing summaries: everything
+  before the origin ``P`` is covered by live summaries (found by descending from the leftmost root block
+  without a summary, moving right past every live left child), so it is skipped at every level. When few
+  summaries are pending (≤ `EXHAUSTIVE_PENDING`) it walks the missing ranges from the roots instead and
+  returns every ready job; otherwise it streams, per level, the live summaries after ``P`` through the
+  ``(store, level, start)`` index and stops after the first `m` holes (level 1) or complete pairs
+  without a parent (higher levels), ``m = limit + active claims``.
+
+Claims live in `memories.models.Claim` (database time only: `statement_timestamp()`); see that model
+for how they are cleaned up without a background job, and docs/memories-log.md "Claims".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import chain
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError
+
+from accounts.models import TokenScope
+from config.compiled import prepared_cursor
+from config.errors import InvalidRequest
+from memories import tree
+from memories.models import BODY_MAX_BYTES, Claim, Summary
+from memories.selectors import compaction_prompt, pending_at, render_lines, resolve_snapshot
+from stores.errors import StoreNotFound
+from stores.models import Store
+
+NAP_MAX_LIMIT = 16
+# Up to this many pending summaries, the frontier walks every missing range from the roots (≈ 3 index
+# probes each); above it, it scans live summaries level by level from the origin and stops early.
+EXHAUSTIVE_PENDING = 256
+
+_SUMMARY = Summary._meta.db_table
+_CLAIM = Claim._meta.db_table
+
+
+def _live(alias: str, level: str, start: str) -> str:
+    """SQL: a live summary of the range at `level` starting at `start` exists — one index probe.
+
+    Every column of both live-summary indexes is bound — (store, start, end) and (store, level, start) —
+    and it is a scalar subquery, not EXISTS: PostgreSQL never turns it into a join, so it stays a per-row
+    index lookup even when the statistics underestimate a store that has just grown (an EXISTS became an
+    anti-join over the whole store then). At most one live summary per range exists.
+    """
+    return (
+        f"((SELECT 1 FROM {_SUMMARY} {alias} WHERE {alias}.store_id = %(store)s::uuid "  # noqa: S608 - constants
+        f"AND {alias}.invalidated_at IS NULL AND {alias}.level = {level} AND {alias}.start = {start} "
+        f'AND {alias}."end" = {start} + (1::bigint << {level}) - 1) IS NOT NULL)'
+    )
+
+
+# The store's active claims (this generation, not lapsed), with whether each range is still a ready job
+# inside the snapshot, and the database time they are compared with.
+_CLAIMS_SQL = f"""
+SELECT statement_timestamp(), c.start, c.level, c.claimant = %(claimant)s::text, c.expires_at,
+       c."end" < %(n)s::bigint AND NOT {_live("l", "c.level", "c.start")}
+       AND (c.level = 1
+            OR ({_live("a", "c.level - 1", "c.start")}
+                AND {_live("b", "c.level - 1", "c.start + (1::bigint << (c.level - 1))")})) AS ready
+FROM {_CLAIM} c
+WHERE c.store_id = %(store)s::uuid AND c.generation = %(generation)s::bigint AND c.expires_at > statement_timestamp()
+"""  # noqa: S608 - table names and SQL fragments are module constants, never input
+
+# The root blocks (the maximal aligned blocks of [0, N) of size ≥ 2, passed in) without a live summary.
+_MISSING_ROOTS = f"""
+    SELECT r.start, r.level FROM unnest(%(root_starts)s::bigint[], %(root_levels)s::int[]) AS r(start, level)
+    WHERE NOT {_live("t", "r.level", "r.start")}
+"""  # noqa: S608 - table names and SQL fragments are module constants, never input
+
+# Few pending summaries: walk every missing range from the missing roots (a missing range's ancestors are
+# missing too, because forget keeps every descendant of a live summary live) and keep the ready ones.
+_EXHAUSTIVE_SQL = f"""
+WITH RECURSIVE missing(start, level) AS (
+    {_MISSING_ROOTS}
+    UNION ALL
+    SELECT c.start, c.level FROM missing m
+    CROSS JOIN LATERAL (VALUES (m.start, m.level - 1), (m.start + (1::bigint << (m.level - 1)), m.level - 1))
+        AS c(start, level)
+    WHERE m.level > 1 AND NOT {_live("t", "c.level", "c.start")}
+)
+SELECT 'ready', m.start, m.level FROM missing m
+WHERE m.level = 1 OR ({_live("a", "m.level - 1", "m.start")}
+                      AND {_live("b", "m.level - 1", "m.start + (1::bigint << (m.level - 1))")})
+"""  # noqa: S608 - table names and SQL fragments are module constants, never input
+
+# Many pending summaries: everything before the origin P is covered by live summaries, so scan from P.
+# Level 1: holes between consecutive live summaries (`gap` rows [lo, hi), step 2), the first m of them,
+# and the hole after the last one (`tail`). Level L ≥ 2: complete pairs of live level-(L-1) summaries
+# whose parent is missing (`pair` rows), the first m per level. Each scan streams the partial index
+# (store, level, start) in order and stops at its LIMIT.
+_SCAN_SQL = f"""
+WITH RECURSIVE
+descent(start, level) AS (
+    (SELECT * FROM ({_MISSING_ROOTS}) AS roots ORDER BY start LIMIT 1)
+    UNION ALL
+    SELECT CASE WHEN {_live("t", "d.level - 1", "d.start")} THEN d.start + (1::bigint << (d.level - 1))
+                ELSE d.start END,
+           d.level - 1
+    FROM descent d WHERE d.level > 1
+),
+origin AS MATERIALIZED (
+    SELECT coalesce((SELECT start FROM descent ORDER BY level LIMIT 1), %(n)s::bigint) AS p
+),
+gaps AS (
+    SELECT lo, hi FROM (
+        SELECT coalesce(lag(s.start) OVER (ORDER BY s.start) + 2, (SELECT p FROM origin) / 2 * 2) AS lo,
+               s.start AS hi
+        FROM {_SUMMARY} s
+        WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL AND s.level = 1
+          AND s.start >= (SELECT p FROM origin) / 2 * 2 AND s."end" < %(n)s::bigint
+    ) AS g WHERE hi > lo ORDER BY hi LIMIT %(m)s::bigint
+),
+pairs AS (
+    SELECT c.level + 1 AS level, x.start
+    FROM generate_series(1, %(top_child_level)s::int) AS c(level)
+    CROSS JOIN LATERAL (
+        SELECT y.start FROM (
+            SELECT s.start, lead(s.start) OVER (ORDER BY s.start) AS next
+            FROM {_SUMMARY} s
+            WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL AND s.level = c.level
+              AND s.start >= (SELECT p FROM origin) >> (c.level + 1) << (c.level + 1) AND s."end" < %(n)s::bigint
+        ) AS y
+        WHERE y.start %% (2::bigint << c.level) = 0 AND y.next = y.start + (1::bigint << c.level)
+          AND y.start + (2::bigint << c.level) <= %(n)s::bigint
+          AND NOT {_live("u", "c.level + 1", "y.start")}
+        ORDER BY y.start LIMIT %(m)s::bigint
+    ) AS x
+)
+SELECT 'gap', lo, hi FROM gaps
+UNION ALL
+SELECT 'tail',
+       coalesce((SELECT s.start FROM {_SUMMARY} s
+                 WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL AND s.level = 1
+                   AND s.start >= (SELECT p FROM origin) / 2 * 2 AND s."end" < %(n)s::bigint
+                 ORDER BY s.start DESC LIMIT 1) + 2,
+                (SELECT p FROM origin) / 2 * 2),
+       %(n)s::bigint / 2 * 2
+UNION ALL
+SELECT 'pair', level, start FROM pairs
+"""  # noqa: S608 - table names and SQL fragments are module constants, never input
+
+# Claim the first `limit` of the candidates (in the caller's order of preference) that are still ready
+# and not claimed by someone else, in one autocommit statement. Two naps racing for one range cannot both
+# claim it: the second INSERT waits for the first to commit, then ON CONFLICT ... WHERE finds the range
+# held and skips it — a claim held by someone else is only taken over once it has lapsed or belongs to
+# an older generation. The caller's own claim is renewed. The statement also reports which candidates it
+# picked, so a nap that lost some to a concurrent one tries the next candidates.
+_CLAIM_SQL = f"""
+WITH candidate AS (
+    SELECT r.start, r.level
+    FROM unnest(%(starts)s::bigint[], %(levels)s::int[]) WITH ORDINALITY AS r(start, level, rank)
+    WHERE r.start + (1::bigint << r.level) <= %(n)s::bigint
+      AND NOT {_live("l", "r.level", "r.start")}
+      AND (r.level = 1 OR ({_live("a", "r.level - 1", "r.start")}
+                           AND {_live("b", "r.level - 1", "r.start + (1::bigint << (r.level - 1))")}))
+      AND NOT EXISTS (
+          SELECT 1 FROM {_CLAIM} o
+          WHERE o.store_id = %(store)s::uuid AND o.start = r.start AND o."end" = r.start + (1::bigint << r.level) - 1
+            AND o.claimant <> %(claimant)s::text AND o.expires_at > statement_timestamp()
+            AND o.generation >= %(generation)s::bigint)
+    ORDER BY r.rank LIMIT %(limit)s::int
+), claimed AS (
+    INSERT INTO {_CLAIM} AS c (store_id, start, "end", level, claimant, generation, claimed_at, expires_at)
+    SELECT %(store)s::uuid, r.start, r.start + (1::bigint << r.level) - 1, r.level, %(claimant)s::text,
+           %(generation)s::bigint, statement_timestamp(),
+           statement_timestamp() + make_interval(secs => %(seconds)s::int)
+    FROM candidate r
+    ON CONFLICT (store_id, start, "end") DO UPDATE
+    SET claimant = EXCLUDED.claimant, generation = EXCLUDED.generation, level = EXCLUDED.level,
+        expires_at = EXCLUDED.expires_at,
+        claimed_at = CASE WHEN c.claimant = EXCLUDED.claimant AND c.generation = EXCLUDED.generation
+                               AND c.expires_at > statement_timestamp()
+                          THEN c.claimed_at ELSE EXCLUDED.claimed_at END
+    WHERE c.claimant = EXCLUDED.claimant OR c.expires_at <= statement_timestamp()
+       OR c.generation < EXCLUDED.generation
+    RETURNING c.start, c.level, c.expires_at
+)
+SELECT 'picked', start, level, NULL::timestamptz FROM candidate
+UNION ALL
+SELECT 'claimed', start, level, expires_at FROM claimed
+"""  # noqa: S608 - table names and SQL fragments are module constants, never input
+
+
+def claimant_for(user, scopes: frozenset[str] | set[str], store: Store, *, session_id: object = None) -> str | None:
+    """The key a nap claims under, or None when the caller naps without claiming (SPEC §4 Claims).
+
+    user: the authenticated user (anonymous → None); scopes: the credential's token scopes
+    (`accounts.permissions.token_scopes`); store: fetched through `get_store_for` (carries `can_write`).
+    A caller claims only with write access: the store's write right *and* the `memories:write` scope, on a
+    store that is not archived. Returns ``"user:<uuid>"``, or ``"session:<uuid>"`` when a per-work
+    credential names its session (`session_id`), so each session of one user claims separately.
+    """
+    if not getattr(user, "is_authenticated", False):
+        return None
+    if TokenScope.MEMORIES_WRITE.value not in scopes or not getattr(store, "can_write", False):
+        return None
+    if store.archived_at is not None:
+        return None
+    return f"session:{session_id}" if session_id is not None else f"user:{user.pk}"
+
+
+@dataclass(frozen=True)
+class Napped:
+    """What `nap` returns: `data` for ``NapDataSerializer`` and `meta` (``{pending, retry_after?}``)."""
+
+    data: dict[str, Any]
+    meta: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _ActiveClaim:
+    block: tree.Block
+    mine: bool
+    expires_at: datetime
+    ready: bool
+
+
+def _order(block: tree.Block) -> tuple[int, int]:
+    """SPEC §4 nap order: lowest level first, then oldest start."""
+    return block.level, block.start
+
+
+def _active_claims(store: Store, n: int, claimant: str | None) -> tuple[datetime | None, list[_ActiveClaim]]:
+    with prepared_cursor() as cursor:
+        cursor.execute(_CLAIMS_SQL, {"store": store.pk, "n": n, "generation": store.generation, "claimant": claimant})
+        rows = cursor.fetchall()
+    now = rows[0][0] if rows else None
+    claims = [
+        _ActiveClaim(tree.Block(start, 1 << level), bool(mine), expires_at, bool(ready))
+        for _, start, level, mine, expires_at, ready in rows
+    ]
+    return now, claims
+
+
+def _frontier(store: Store, n: int, pending: int, m: int):
+    """Ready jobs at snapshot `n` in nap order: all of them (few pending) or enough to pick `m` from.
+
+    Yields Blocks lazily (a level-1 hole run can be long); at least `m` ready jobs come before the first
+    ready job that a scan left out, so a caller skipping at most ``m - limit`` of them gets `limit`.
+    """
+    roots = [block for block in tree.maximal_blocks(n) if block.size >= 2]
+    params = {
+        "store": store.pk,
+        "n": n,
+        "root_starts": [block.start for block in roots],
+        "root_levels": [block.level for block in roots],
+    }
+    if pending <= EXHAUSTIVE_PENDING:
+        with prepared_cursor() as cursor:
+            cursor.execute(_EXHAUSTIVE_SQL, params)
+            ready = [tree.Block(start, 1 << level) for _, start, level in cursor.fetchall()]
+        yield from sorted(ready, key=_order)
+        return
+    params.update(m=m, top_child_level=max(n.bit_length() - 2, 0))
+    with prepared_cursor() as cursor:
+        cursor.execute(_SCAN_SQL, params)
+        rows = cursor.fetchall()
+    gaps = [(lo, hi) for kind, lo, hi in rows if kind == "gap"]
+    tail = next((lo, hi) for kind, lo, hi in rows if kind == "tail")
+    pairs = sorted((tree.Block(start, 1 << level) for kind, level, start in rows if kind == "pair"), key=_order)
+    runs = gaps if len(gaps) >= m else [*gaps, tail]  # a full page of gaps may hide later ones: no tail then
+    yield from chain((tree.Block(start, 2) for lo, hi in runs for start in range(lo, hi, 2)), pairs)
+
+
+def _candidates(store: Store, n: int, pending: int, claims: list[_ActiveClaim], want: int) -> list[tree.Block]:
+    """Up to `want` jobs in order of preference: the caller's own ready claims first (nap order), then
+    ready jobs nobody holds, in nap order."""
+    candidates = sorted((claim.block for claim in claims if claim.mine and claim.ready), key=_order)[:want]
+    taken = {claim.block for claim in claims}
+    if len(candidates) < want:
+        for block in _frontier(store, n, pending, m=want + len(claims)):
+            if block not in taken:
+                candidates.append(block)
+                taken.add(block)
+                if len(candidates) == want:
+                    break
+    return candidates
+
+
+def _claim(
+    store: Store, n: int, claimant: str, candidates: list[tree.Block], limit: int
+) -> tuple[dict[tree.Block, datetime], bool]:
+    """Claim (or renew) the first `limit` `candidates` still free.
+
+    Returns ``(the claims held and when each lapses, whether a concurrent nap won one of them)``. One
+    statement; when a concurrent nap won some of the candidates it picked, one more statement per round
+    with the candidates it has not tried yet (at most three rounds).
+    """
+    claimed: dict[tree.Block, datetime] = {}
+    lost = False
+    remaining = list(candidates)
+    for _round in range(3):
+        params = {
+            "store": store.pk,
+            "n": n,
+            "claimant": claimant,
+            "generation": store.generation,
+            "seconds": int(settings.NAP_CLAIM_SECONDS),
+            "limit": limit - len(claimed),
+            "starts": [block.start for block in remaining],
+            "levels": [block.level for block in remaining],
+        }
+        try:
+            with prepared_cursor() as cursor:
+                cursor.execute(_CLAIM_SQL, params)
+                rows = cursor.fetchall()
+        except IntegrityError:
+            # The claim's store reference failed: the store was deleted after it was read.
+            if not Store.objects.filter(pk=store.pk).exists():
+                raise StoreNotFound() from None
+            raise
+        picked = {tree.Block(start, 1 << level) for kind, start, level, _ in rows if kind == "picked"}
+        won = {tree.Block(start, 1 << level): at for kind, start, level, at in rows if kind == "claimed"}
+        claimed.update(won)
+        lost = lost or len(won) < len(picked)
+        remaining = [block for block in remaining if block not in picked]
+        if len(won) == len(picked) or len(claimed) >= limit or not remaining:
+            break  # no race lost, or nothing more to want or to try
+    return claimed, lost
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    chosen: list[tree.Block]
+    claimed: dict[tree.Block, datetime]
+    retry_after: int | None
+    found: bool  # whether any ready job nobody else held was seen
+    lost: bool  # whether a concurrent nap won a job this attempt wanted
+
+
+def _pick(store: Store, n: int, pending: int, claimant: str | None, limit: int) -> _Attempt:
+    """One attempt: read the active claims and the frontier, then claim the jobs when `claimant` is set.
+
+    A claimant considers a few spare candidates, so that jobs a concurrent nap took since the frontier was
+    read are replaced by the next ones without reading the frontier again.
+    """
+    now, claims = _active_claims(store, n, claimant)
+    claimed: dict[tree.Block, datetime] = {}
+    lost = False
+    if claimant is None:
+        chosen = _candidates(store, n, pending, claims, limit)
+        found = bool(chosen)
+    else:
+        candidates = _candidates(store, n, pending, claims, 2 * limit + 4)
+        if candidates:
+            claimed, lost = _claim(store, n, claimant, candidates, limit)
+        chosen = sorted(claimed, key=_order)
+        found = bool(candidates)
+    retry_after = None
+    blocking = [claim for claim in claims if not claim.mine and claim.ready]
+    if not chosen and blocking and now is not None:
+        lapse = min(claim.expires_at for claim in blocking)
+        retry_after = max(1, math.ceil((lapse - now).total_seconds()))
+    return _Attempt(chosen, claimed, retry_after, found, lost)
+
+
+def _jobs(store: Store, n: int, blocks: list[tree.Block], claimed: dict[tree.Block, datetime]) -> list[dict]:
+    """The job objects of `blocks` (children read in one query); a job whose child vanished is dropped."""
+    halves = [half for block in blocks for half in block.halves()]
+    try:
+        lines = {line["range"]: line for line in render_lines(store, halves)}
+    except KeyError:  # an entry is missing: entries only go with their store, deleted after it was read
+        if not Store.objects.filter(pk=store.pk).exists():
+            raise StoreNotFound() from None
+        raise
+    jobs = []
+    for block in blocks:
+        left, right = (lines[half.label] for half in block.halves())
+        if "missing" in (left["kind"], right["kind"]):  # a concurrent forget took a child away
+            continue
+        children = [_child(line) for line in (left, right)]
+        job_left, job_right = block.halves()
+        jobs.append(
+            {
+                "range": block.label,
+                "level": block.level,
+                "generation": store.generation,
+                "source_digest": tree.source_digest(job_left, children[0]["text"], job_right, children[1]["text"]),
+                "snapshot": n,
+                "children": children,
+                "max_bytes": BODY_MAX_BYTES,
+                "prompt": compaction_prompt(block, children),
+                "claimed_until": claimed.get(block),
+            }
+        )
+    return jobs
+
+
+def _child(line: dict[str, Any]) -> dict[str, Any]:
+    """A job child from a wake line; a redacted entry is a child of kind `redacted` with text "" (SPEC §4)."""
+    child = {key: line[key] for key in ("range", "kind", "text", "author", "created_at")}
+    if line["kind"] == "summary":
+        child["model"] = line["model"]
+    else:
+        child["text"] = tree.child_text(line["text"])
+    return child
+
+
+def nap(*, store: Store, claimant: str | None, snapshot: int | None = None, limit: int = 1) -> Napped:
+    """SPEC §4 nap: up to `limit` ready compaction jobs at snapshot N, claimed for `claimant`.
+
+    store: from `get_store_for` (read access checked). claimant: `claimant_for(...)`, or None to nap
+    without claiming (no write access). snapshot: ≤ entry_count (else SnapshotTooLarge, 400); default the
+    entry_count. limit: 1..16 (else InvalidRequest, 400).
+
+    Returns Napped with data ``{complete, snapshot, generation, job, jobs}``: `jobs` holds up to `limit`
+    jobs in nap order (the caller's own claimed jobs first chosen, then unclaimed ones), `job` is
+    ``jobs[0]`` or None. A job is ``{range, level, generation, source_digest, snapshot, children[2],
+    max_bytes, prompt, claimed_until}`` (`claimed_until`: when the claim lapses; None when not claimed).
+    meta: ``{pending}`` plus ``retry_after`` (whole seconds until the earliest blocking claim lapses) when
+    every ready job is claimed by someone else (then `job` is None and `complete` false).
+    A constant number of queries whatever the store size (module docstring).
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= NAP_MAX_LIMIT:
+        raise InvalidRequest(f"limit: must be an integer from 1 to {NAP_MAX_LIMIT}.")
+    n = resolve_snapshot(store, snapshot)
+    pending = pending_at(store=store, snapshot=n)
+    jobs: list[dict] = []
+    retry_after = None
+    # Concurrent naps can win candidates this nap wanted, or a concurrent forget take a chosen job's
+    # child away, between our queries: look again (bounded). A new attempt keeps what the last one
+    # claimed: the caller's own claims come first among its candidates.
+    for _attempt in range(3):
+        if pending == 0:
+            break
+        attempt = _pick(store, n, pending, claimant, limit)
+        retry_after = attempt.retry_after
+        if attempt.chosen:
+            found = _jobs(store, n, attempt.chosen, attempt.claimed)
+            if len(found) >= len(jobs):
+                jobs = found
+            if len(found) == len(attempt.chosen) and (len(jobs) == limit or not attempt.lost):
+                break
+        elif not attempt.found:
+            if retry_after is None:  # nothing ready and nothing claimed: the counters raced ahead of the rows
+                pending = 0
+            break
+    else:
+        if not jobs:
+            retry_after = retry_after or 1  # every attempt lost its candidates to other naps: try again soon
+    data = {
+        "complete": pending == 0,
+        "snapshot": n,
+        "generation": store.generation,
+        "job": jobs[0] if jobs else None,
+        "jobs": jobs,
+    }
+    meta: dict[str, Any] = {"pending": pending}
+    if retry_after is not None and not jobs:
+        meta["retry_after"] = retry_after
+    return Napped(data=data, meta=meta)

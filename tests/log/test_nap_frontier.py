@@ -1,0 +1,107 @@
+"""nap's frontier query (memories/nap.py) against a literal reading of SPEC §4 "ready", on random trees.
+
+Each case builds a random but reachable tree — random compactions of ready ranges, with forgets in between
+(a forget drops a range and every live ancestor, as `forget_range` does) — inserts it, and compares what
+both strategies of the frontier return with the reference: every aligned range of size ≥ 2 inside
+``[0, N)`` without a live summary whose two children exist, lowest level first, then oldest start.
+"""
+
+from __future__ import annotations
+
+import random
+from itertools import islice
+
+import pytest
+
+from memories import nap as nap_module
+from memories import tree
+from memories.models import Summary
+from stores.models import Store
+from tests.log.conftest import fill
+
+pytestmark = pytest.mark.django_db
+
+
+def reference_ready(n: int, live: set[tuple[int, int]]) -> list[tree.Block]:
+    ready = []
+    size = 2
+    while size <= n:
+        for start in range(0, n - size + 1, size):
+            block = tree.Block(start, size)
+            if (block.start, block.end) in live:
+                continue
+            left, right = block.halves()
+            if size == 2 or {(left.start, left.end), (right.start, right.end)} <= live:
+                ready.append(block)
+        size *= 2
+    return sorted(ready, key=lambda block: (block.level, block.start))
+
+
+def random_tree(rng: random.Random, n: int) -> set[tuple[int, int]]:
+    """A reachable set of live summaries: compact random ready ranges, sometimes forget one."""
+    live: set[tuple[int, int]] = set()
+    for _ in range(rng.randrange(0, 2 * n + 1)):
+        ready = reference_ready(n, live)
+        if rng.random() < 0.12 and live:
+            start, end = rng.choice(sorted(live))
+            victim = tree.Block(start, end - start + 1)
+            live -= {(b.start, b.end) for b in tree.ranges_containing(victim, n)}
+        elif ready:
+            # Mostly the leftmost ready jobs (as claims hand them out), sometimes anywhere.
+            block = ready[0] if rng.random() < 0.5 else rng.choice(ready)
+            live.add((block.start, block.end))
+    return live
+
+
+def load(store: Store, live: set[tuple[int, int]]) -> Store:
+    Summary.objects.bulk_create(
+        Summary(
+            store=store,
+            start=start,
+            end=end,
+            level=(end - start + 1).bit_length() - 1,
+            summary_md="s",
+            size_bytes=1,
+            model="m",
+            author=store.owner,
+            source_digest="0" * 64,
+            generation=1,
+        )
+        for start, end in live
+    )
+    Store.objects.filter(pk=store.pk).update(summary_count=len(live))
+    store.refresh_from_db()
+    return store
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_both_frontier_strategies_agree_with_the_reference(private_store, monkeypatch, seed):
+    rng = random.Random(seed)
+    n = rng.choice([2, 3, 5, 8, 13, 31, 64, 100, 127, 200])
+    store = load(fill(private_store, n), random_tree(rng, n))
+    live = set(Summary.objects.filter(store=store, invalidated_at=None).values_list("start", "end"))
+    for snapshot in sorted({n, rng.randrange(0, n + 1), rng.randrange(0, n + 1)}):
+        inside = {(start, end) for start, end in live if end < snapshot}
+        expected = reference_ready(snapshot, inside)
+        pending = tree.needed_count(snapshot) - len(inside)
+        monkeypatch.setattr(nap_module, "EXHAUSTIVE_PENDING", 10**9)
+        assert list(nap_module._frontier(store, snapshot, pending, m=1)) == expected
+        monkeypatch.setattr(nap_module, "EXHAUSTIVE_PENDING", -1)
+        for m in (1, 3, 17):
+            got = list(islice(nap_module._frontier(store, snapshot, pending, m=m), m))
+            assert got == expected[:m], (seed, snapshot, m)
+
+
+def test_the_scan_skips_a_compacted_prefix_and_finds_the_holes_after_it(private_store, monkeypatch):
+    store = fill(private_store, 1030)
+    live = {(b.start, b.end) for size in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) for b in _level(1024, size)}
+    live |= {(1024, 1025)}
+    store = load(store, live - {(0, 1023)} - {(512, 1023)} - {(768, 1023)} - {(896, 1023)})
+    monkeypatch.setattr(nap_module, "EXHAUSTIVE_PENDING", -1)
+    pending = tree.needed_count(1030) - store.summary_count
+    got = list(islice(nap_module._frontier(store, 1030, pending, m=4), 4))
+    assert [block.label for block in got] == ["1026-1027", "1028-1029", "896-1023"]
+
+
+def _level(n: int, size: int) -> list[tree.Block]:
+    return [tree.Block(start, size) for start in range(0, n - size + 1, size)]
