@@ -33,6 +33,7 @@ from memories.models import Claim, Entry, Summary
 from memories.selectors import pending_at
 from stores.errors import StoreArchived, StoreNotFound
 from stores.models import Store
+from stores.services import lock_store
 
 NONCE_CONSTRAINT = "entry_store_author_nonce_unique"
 
@@ -180,10 +181,6 @@ def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str 
     return Appended(entry=entry, created=created)
 
 
-def _lock(store: Store) -> Store:
-    return Store.objects.select_for_update(of=("self",)).get(pk=store.pk)
-
-
 def _block_q(blocks) -> Q:
     q = Q(pk__in=[])
     for block in blocks:
@@ -302,7 +299,7 @@ def compact_range(
     caller. `pending`/`complete` are for `snapshot` (default: the current entry_count). Deletes the
     range's nap claim, whoever held it (SPEC §4 Claims: claims are advisory).
     """
-    locked = _lock(store)
+    locked = lock_store(store)
     if locked.archived_at is not None:
         raise StoreArchived()
     if block.end >= locked.entry_count:
@@ -358,7 +355,7 @@ def forget_range(*, store: Store, actor: User, block: tree.Block, generation: in
     Always increments `generation`; `summary_count` drops by the number invalidated; every nap claim of
     the store is deleted (the jobs handed out are stale now). The caller has checked the owner right.
     """
-    locked = _lock(store)
+    locked = lock_store(store)
     if locked.archived_at is not None:
         raise StoreArchived()
     if block.end >= locked.entry_count:
@@ -423,7 +420,7 @@ def redact_entry(*, store: Store, actor: User, seq: int, reason: object, request
     (memories.api.serializers), as the REST view does; an MCP tool is the same three lines.
     """
     reason = audit.clean_reason(reason)
-    locked = _lock(store)
+    locked = lock_store(store)
     if seq >= locked.entry_count:
         raise EntryNotFound(
             f"Entry {seq} not found; the store has {locked.entry_count} entries.",

@@ -15,14 +15,29 @@ from django.utils import timezone
 from accounts.models import Project, Section, User, Visibility
 from config.errors import InvalidRequest
 from stores import validation
-from stores.errors import MembershipGoverned, StaleConfirmation, StoreArchived, StoreAttached, SubjectNotFound
+from stores.errors import (
+    MembershipGoverned,
+    StaleConfirmation,
+    StoreArchived,
+    StoreAttached,
+    StoreNotFound,
+    SubjectNotFound,
+)
 from stores.models import ReaderGrant, Scope, Store
 
 UNSET: Any = object()
 
 
-def _lock(store: Store) -> Store:
-    return Store.objects.select_for_update(of=("self",)).get(pk=store.pk)
+def lock_store(store: Store) -> Store:
+    """Lock `store`'s row (``SELECT … FOR UPDATE OF``) inside the caller's transaction; return it fresh.
+
+    The one lock helper of every write service (stores, versions, memories). A store deleted after the
+    caller's access check (a write racing `DELETE`) raises `StoreNotFound` (404, SPEC §2), never a 500.
+    """
+    locked = Store.objects.select_for_update(of=("self",)).filter(pk=store.pk).first()
+    if locked is None:
+        raise StoreNotFound()
+    return locked
 
 
 def default_name(*, scope: str, user: User | None = None, project: Project | None = None, section=None) -> str:
@@ -113,7 +128,7 @@ def update_store(
     limits. visibility: user stores only (400 otherwise). `updated_at` moves only when something changes.
     Raises StoreArchived (409), InvalidRequest (400).
     """
-    locked = _lock(store)
+    locked = lock_store(store)
     if locked.archived_at is not None:
         raise StoreArchived()
     changed: list[str] = []
@@ -159,7 +174,7 @@ def archive_store(*, store: Store) -> tuple[Store, bool]:
 
     Locks the store row; bumps `updated_at` when it archives (SPEC §3, MEMORY_STORES_API §6.9).
     """
-    locked = _lock(store)
+    locked = lock_store(store)
     if locked.archived_at is not None:
         return locked, False
     now = timezone.now()
@@ -190,7 +205,7 @@ def delete_store(*, store: Store, expected_entry_count: int | None = None, gener
     equal the locked store's values, else StaleConfirmation (409 `stale_confirmation`) and nothing is
     deleted. Archived stores may be deleted. Raises StoreAttached while a live session holds it.
     """
-    locked = _lock(store)
+    locked = lock_store(store)
     confirming = expected_entry_count is not None or generation is not None
     if confirming and (expected_entry_count != locked.entry_count or generation != locked.generation):
         raise StaleConfirmation(details={"entry_count": locked.entry_count, "generation": locked.generation})
@@ -207,7 +222,7 @@ def set_reader(*, store: Store, handle: object, active: bool, granted_by: User) 
     the owner cannot grant themselves (400). Idempotent: revoking someone who holds no grant stores nothing
     and returns an unsaved inactive grant.
     """
-    locked = _lock(store)
+    locked = lock_store(store)
     if locked.scope != Scope.USER:
         raise MembershipGoverned()
     if locked.archived_at is not None:

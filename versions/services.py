@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from stores.errors import StoreArchived
 from stores.models import Store
+from stores.services import lock_store
 from versions.actors import Actor
 from versions.errors import (
     MemoryLimitReached,
@@ -43,17 +44,13 @@ Fence = Callable[[], datetime]
 
 def _lock_and_fence(store: Store, fence: Fence | None) -> tuple[Store, datetime]:
     """Lock the store row, then pass the fence (if any); return the store and the write's timestamp."""
-    locked = _lock_store(store)
+    locked = lock_store(store)
     return locked, (fence() if fence is not None else timezone.now())
 
 
 def content_digest(content: str) -> str:
     """Lowercase hex SHA-256 of `content`'s UTF-8 bytes (no normalisation of any kind)."""
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
-
-
-def _lock_store(store: Store) -> Store:
-    return Store.objects.select_for_update(of=("self",)).get(pk=store.pk)
 
 
 def _lock_memory(store: Store, memory_id: object) -> Memory:

@@ -34,6 +34,7 @@ from memories.exchange.verify import Header
 from memories.models import ImportStatus, StoreImport, Summary
 from stores.models import ReaderGrant, Scope, Store
 from stores.selectors import Subject
+from stores.services import lock_store
 from versions.models import Version
 
 
@@ -129,7 +130,7 @@ def prepare_into(*, store: Store, header: Header, users: dict[str, str]) -> Stor
     and generation come from the file. Raises StoreNotEmpty (409) when it holds any entry, summary,
     file version or reader grant, or is itself being imported.
     """
-    locked = Store.objects.select_for_update(of=("self",)).get(pk=store.pk)
+    locked = lock_store(store)
     occupied = (
         locked.importing
         or locked.entry_count

@@ -1,0 +1,107 @@
+"""Writes racing the deletion of their store are 404, never 500 (issue 15 defect 1, SPEC §2).
+
+Real parallel clients on PostgreSQL: a transaction deletes the store and holds its row lock; every write
+is sent over HTTP while it is held, passes its access check (the store still reads as present) and queues
+on the store lock inside `stores.services.lock_store`. Once every write is seen waiting in
+`pg_stat_activity`, the deletion commits: each write must then answer the domain 404, not a 500.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from django.db import connection, connections, transaction
+
+from accounts import services as account_services
+from stores.models import Store
+from tests.factories import StoreFactory, UserFactory
+from tests.log.conftest import fill, put_summary
+from versions import services as version_services
+from versions.actors import Actor
+from versions.models import Version
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def writes(store, memory, old_version) -> dict[str, tuple[str, str, dict | None]]:
+    """Each racing write: name → (method, path, json body)."""
+    log = f"/api/v1/memories/{store.pk}"
+    files = f"/api/v1/memory_stores/{store.pk}"
+    return {
+        "update_store (memories)": ("PATCH", log, {"name": "renamed"}),
+        "update_store (memory_stores)": ("POST", files, {"name": "renamed"}),
+        "archive_store": ("POST", f"{files}/archive", None),
+        "set_reader": ("POST", f"{log}/share", {"handle": "race-reader"}),
+        "create_memory": ("POST", f"{files}/memories", {"path": "/new.md", "content": "new"}),
+        "update_memory": ("POST", f"{files}/memories/{memory.pk}", {"content": "changed"}),
+        "delete_memory": ("DELETE", f"{files}/memories/{memory.pk}", None),
+        "redact_version": ("POST", f"{files}/memory_versions/{old_version.pk}/redact", None),
+        "compact_range": (
+            "POST",
+            f"{log}/compact",
+            {"range": "2-3", "generation": 1, "source_digest": "a" * 64, "summary_md": "s", "model": "m"},
+        ),
+        "forget_range": ("POST", f"{log}/forget", {"range": "0-1", "generation": 1}),
+        "note (already 404 before)": ("POST", f"{log}/note", {"body_md": "late"}),
+    }
+
+
+def waiting_on_locks() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
+def test_every_write_racing_the_deletion_of_its_store_is_a_404(live_server):
+    owner = UserFactory(handle="race-owner")
+    UserFactory(handle="race-reader")
+    store = fill(StoreFactory(owner=owner), 4, author=owner)
+    put_summary(store, "0-1")
+    actor = Actor.user(owner.pk)
+    created = version_services.create_memory(store=store, actor=actor, path="/a.md", content="one")
+    memory = created.memory
+    old_version = Version.objects.filter(memory_id=memory.pk).order_by("created_at").first()
+    version_services.update_memory(store=store, memory_id=memory.pk, actor=actor, content="two")
+    secret = account_services.issue_token(user=owner, scopes=account_services.ALL_SCOPES).secret
+    requests = writes(store, memory, old_version)
+
+    deleting, release = threading.Event(), threading.Event()
+
+    def delete_and_hold() -> None:
+        try:
+            with transaction.atomic():
+                Store.objects.get(pk=store.pk).delete()
+                deleting.set()
+                release.wait(60)
+        finally:
+            connections.close_all()
+
+    def send(item):
+        name, (method, path, body) = item
+        with httpx.Client(base_url=live_server.url, timeout=60) as http:
+            response = http.request(method, path, json=body, headers={"Authorization": f"Bearer {secret}"})
+        return name, response.status_code, response.json()
+
+    with ThreadPoolExecutor(len(requests) + 1) as pool:
+        deleter = pool.submit(delete_and_hold)
+        assert deleting.wait(30)
+        answers = [pool.submit(send, item) for item in requests.items()]
+        deadline = time.monotonic() + 60
+        while waiting_on_locks() < len(requests) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        blocked = waiting_on_locks()
+        release.set()
+        deleter.result()
+        results = [answer.result() for answer in answers]
+
+    assert blocked >= len(requests), f"only {blocked} of {len(requests)} writes queued on the store lock"
+    for name, status, body in results:
+        assert status == 404, (name, status, body)
+        assert body["error"]["type"] == "not_found_error", (name, body)
+    assert not Store.objects.filter(pk=store.pk).exists()
