@@ -5,12 +5,30 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from config.text import first_forbidden_char, utf8_len
+# The strict field classes live in config/fields.py; re-exported here for the serializers that import them.
+from config.fields import (  # noqa: F401
+    JsonIntegerField,
+    QueryBooleanField,
+    SignedTokenField,
+    StrictBooleanField,
+    StrictIntegerField,
+    Utf8TextField,
+)
+
+
+def reject_body(request) -> None:
+    """For writes that take no request body (archive, redact a version, DELETEs): the body must be absent,
+    empty or the empty JSON object ``{}``. Malformed JSON or bad UTF-8 is a 400 and another media type a
+    415 (`config.parsers.StrictJSONParser`); any field is a 400 naming it. Nothing is changed then."""
+    data = request.data
+    if data in ({}, None):
+        return
+    if not isinstance(data, dict):
+        raise serializers.ValidationError({"body": ["This endpoint takes no request body (send none, or {})."]})
+    raise serializers.ValidationError({name: ["Unknown field."] for name in sorted(data)})
 
 
 def envelope(data: Any, meta: dict[str, Any] | None = None, *, status: int = 200, headers=None) -> Response:
@@ -40,92 +58,40 @@ class StrictSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+_QUERY_INTEGER = re.compile(r"-?[0-9]{1,20}")
+
+
 class StrictQuerySerializer(StrictSerializer):
-    """Validates `request.query_params`; unknown parameters are rejected like unknown body fields."""
+    """Validates `request.query_params` with one set of rules for every endpoint (SPEC §2):
+
+    - unknown parameters are rejected like unknown body fields (400 naming them);
+    - a parameter given twice is a 400 naming it (never "the last one wins"), list fields aside;
+    - an integer parameter is ASCII decimal digits only (``40.0``, `` 40``, ``٤٠``, ``４０`` are 400);
+    - a boolean parameter is exactly ``true`` or ``false`` (``yes``, ``1``, ``True`` are 400).
+    """
 
     def __init__(self, *args, data=None, **kwargs):
-        if data is not None and hasattr(data, "dict"):
+        self._repeated: list[str] = []
+        if data is not None and hasattr(data, "getlist"):
+            self._repeated = sorted(key for key in data if len(data.getlist(key)) > 1)
             data = data.dict()
         super().__init__(*args, data=data, **kwargs)
 
-
-class Utf8TextField(serializers.CharField):
-    """A CharField measured in UTF-8 **bytes**, not characters, and kept exactly as sent.
-
-    `max_bytes`/`min_bytes`: byte bounds. Whitespace is never trimmed (``trim_whitespace=False``).
-    NUL and lone surrogates are rejected (the JSON parser also screens them).
-    """
-
-    def __init__(self, *, max_bytes: int | None = None, min_bytes: int = 0, **kwargs):
-        kwargs.setdefault("trim_whitespace", False)
-        kwargs.setdefault("allow_blank", min_bytes == 0)
-        self.max_bytes = max_bytes
-        self.min_bytes = min_bytes
-        super().__init__(**kwargs)
-
     def to_internal_value(self, data):
-        if not isinstance(data, str):
-            raise serializers.ValidationError("Must be a string.")
-        value = super().to_internal_value(data)
-        problem = first_forbidden_char(value)
-        if problem:
-            raise serializers.ValidationError(f"Text {problem}.")
-        size = utf8_len(value)
-        if self.max_bytes is not None and size > self.max_bytes:
-            raise serializers.ValidationError(f"Text is {size} UTF-8 bytes; the limit is {self.max_bytes} bytes.")
-        if size < self.min_bytes:
-            raise serializers.ValidationError(f"Text must be at least {self.min_bytes} UTF-8 byte(s).")
-        return value
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """A JSON boolean only: `true`/`false`; strings and numbers are 400 (DRF would coerce "yes", 1, …)."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, bool):
-            raise serializers.ValidationError("Must be a JSON boolean (true or false).")
-        return data
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """An integer written as one: never a JSON boolean or float, never `"1.0"` or `" 7"` in a query string.
-
-    (DRF's IntegerField would accept `true`, `1.0` and `"1.000"`.)
-    """
-
-    _DIGITS = re.compile(r"-?[0-9]{1,20}")
-
-    def to_internal_value(self, data):
-        if isinstance(data, (bool, float)) or (isinstance(data, str) and not self._DIGITS.fullmatch(data)):
-            raise serializers.ValidationError("A valid integer is required.")
+        errors = {
+            name: ["Given more than once; send it once."]
+            for name in self._repeated
+            if not isinstance(self.fields.get(name), serializers.ListField)  # `statuses[]` may repeat
+        }
+        if isinstance(data, dict):
+            for name, value in data.items():
+                field = self.fields.get(name)
+                if not isinstance(value, str) or field is None:
+                    continue
+                if isinstance(field, serializers.IntegerField) and not _QUERY_INTEGER.fullmatch(value):
+                    errors[name] = ["A valid integer is required (ASCII digits)."]
+                elif isinstance(field, serializers.BooleanField) and value not in ("true", "false"):
+                    errors[name] = ["Must be true or false."]
+        if errors:
+            raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
-
-
-class JsonIntegerField(serializers.IntegerField):
-    """An integer that must be a JSON number without a fraction: strings, floats and booleans are 400."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            raise serializers.ValidationError("Must be an integer.")
-        return super().to_internal_value(data)
-
-
-@extend_schema_field(OpenApiTypes.BOOL)
-class QueryBooleanField(serializers.Field):
-    """A boolean query parameter written exactly ``true`` or ``false`` (``yes``, ``1``, ``True`` are 400).
-
-    OpenAPI (and so the MCP input schema, which is derived from it) documents it as a boolean; MCP passes
-    a JSON boolean, which `config.mcp_tools` writes into the query string as ``true``/``false``.
-    """
-
-    default_error_messages = {"invalid": "Must be true or false."}
-
-    def to_internal_value(self, data) -> bool:
-        if isinstance(data, bool):  # internal callers (and MCP) may hand a JSON boolean over directly
-            return data
-        if data not in ("true", "false"):
-            self.fail("invalid")
-        return data == "true"
-
-    def to_representation(self, value) -> bool:
-        return bool(value)

@@ -40,6 +40,18 @@ def _bad_bytes(raw: bytes) -> str | None:
     return problem
 
 
+def _path_problem(request) -> str | None:
+    """Why the request's path is not strict UTF-8 without NUL, or None.
+
+    Django hands the path over as text (`PATH_INFO`, WSGI and ASGI alike): decoded from UTF-8, with any
+    byte that is not UTF-8 put back as a percent-escape. So the text is encoded as UTF-8 again, then
+    percent-decoded, and those bytes are checked (``é`` passes; ``%C3%28`` and ``%00`` do not).
+    """
+    text = request.META.get("PATH_INFO", "")
+    raw = text.encode("utf-8", "surrogatepass")
+    return _bad_bytes(raw) or _bad_bytes(unquote_to_bytes(raw))
+
+
 class HostileInputMiddleware:
     """Reject oversized bodies (413) and NUL / lone surrogates / bad UTF-8 in the path or query (400).
 
@@ -65,10 +77,7 @@ class HostileInputMiddleware:
             too_large = self._buffer_chunked_body(request)
             if too_large:
                 return too_large
-        raw_path = request.META.get("PATH_INFO", "").encode("latin-1", "replace")
-        # Servers hand PATH_INFO over decoded; some (and Django's test client for invalid UTF-8) leave
-        # percent-escapes in place, so both forms are checked.
-        problem = _bad_bytes(raw_path) or _bad_bytes(unquote_to_bytes(raw_path))
+        problem = _path_problem(request)
         if problem:
             return error_response(request, status=400, type="invalid_request_error", message=f"URL path {problem}.")
         query = request.META.get("QUERY_STRING", "")

@@ -22,6 +22,16 @@ def _bounded_int(digits: str) -> int:
     return int(digits)
 
 
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads` object hook: a key given twice is an error (never "the last one wins")."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise ValueError(f"the key {key!r} appears more than once in one object")
+        data[key] = value
+    return data
+
+
 def find_forbidden(value: Any, path: str = "") -> tuple[str, str] | None:
     """Walk parsed JSON; return ``(field_path, reason)`` for the first bad string or key, else None."""
     if isinstance(value, str):
@@ -44,7 +54,8 @@ def find_forbidden(value: Any, path: str = "") -> tuple[str, str] | None:
 
 
 class StrictJSONParser(BaseParser):
-    """Parse `application/json` bodies strictly (UTF-8 only, no NaN/Infinity, no NUL, no lone surrogates).
+    """Parse `application/json` bodies strictly (UTF-8 only, no NaN/Infinity, no NUL, no lone surrogates,
+    no key twice in one object).
 
     Raises ParseError (→ 400 invalid_request_error) with a message naming the field.
     """
@@ -60,7 +71,9 @@ class StrictJSONParser(BaseParser):
         except UnicodeDecodeError:
             raise ParseError("Request body is not valid UTF-8.") from None
         try:
-            data = json.loads(text, parse_constant=_reject_constant, parse_int=_bounded_int)
+            data = json.loads(
+                text, parse_constant=_reject_constant, parse_int=_bounded_int, object_pairs_hook=_no_duplicate_keys
+            )
         except RecursionError:
             raise ParseError("Request body is nested too deeply.") from None
         except ValueError as exc:

@@ -1,6 +1,27 @@
-"""OpenAPI post-processing: every operation documents SPEC §2's error object for its error statuses."""
+"""OpenAPI generation: the shared AutoSchema and the post-processing hooks (SPEC §2).
+
+`ApiAutoSchema` (every DRF view's schema class) expresses anonymous reads in `security`; the hooks add
+SPEC §2's error object to every error status the server really sends, the `Request-Id` header of every
+response, and `additionalProperties: false` to strict request bodies.
+"""
 
 from __future__ import annotations
+
+from drf_spectacular.openapi import AutoSchema
+
+
+class ApiAutoSchema(AutoSchema):
+    """drf-spectacular's AutoSchema plus the anonymous alternative `{}` in `security` for safe methods of
+    views with ``allow_anonymous_reads = True`` (`accounts.permissions.ScopedAccess` lets those through;
+    a store the anonymous caller cannot read is then a 404, identical to a missing one)."""
+
+    def get_auth(self):
+        auth = super().get_auth()
+        anonymous = getattr(self.view, "allow_anonymous_reads", False) and self.method in ("GET", "HEAD")
+        if anonymous and {} not in auth:
+            auth = [*auth, {}]
+        return auth
+
 
 ERROR_SCHEMA = {
     "type": "object",
@@ -27,7 +48,25 @@ _DESCRIPTIONS = {
     "403": "Missing scope or right (permission_error).",
     "404": "Not found, or not readable by the caller (not_found_error).",
     "409": "Conflict (conflict_error with details.reason, or a memory_* error).",
+    "406": "No acceptable representation for the `Accept` header (invalid_request_error).",
     "413": "Request body too large (request_too_large).",
+    "414": "Request line (path and query) over 8 KiB (invalid_request_error), answered by the HTTP layer.",
+    "415": "Request body is not `application/json` (invalid_request_error).",
+    "503": "Database unavailable or overloaded (overloaded_error); retry after `Retry-After` seconds.",
+}
+
+REQUEST_ID_HEADER = {
+    "description": "The request's id (`req_…`), also in every error body; quote it when reporting a problem.",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^req_[0-9a-f]{24}$"},
+}
+NO_RETRY_HEADER = {
+    "description": "`false` on 409 and 412: the anthropic SDK must not retry (SPEC §5).",
+    "schema": {"type": "string", "enum": ["false"]},
+}
+RETRY_AFTER_HEADER = {
+    "description": "Whole seconds to wait before retrying.",
+    "schema": {"type": "string", "pattern": "^[0-9]+$"},
 }
 
 
@@ -40,13 +79,19 @@ def add_error_responses(result, generator, request, public):
             if method not in {"get", "post", "put", "patch", "delete"}:
                 continue
             responses = operation.setdefault("responses", {})
-            wanted = ["400", "401", "403", "404", "413"] if method != "get" else ["400", "401", "403", "404"]
+            wanted = ["400", "401", "403", "404", "406", "413", "414", "503"]
             if method in {"post", "patch", "put", "delete"}:
-                wanted.append("409")
+                wanted += ["409", "415"]
             for status in wanted:
-                responses.setdefault(
-                    status, {"description": _DESCRIPTIONS[status], "content": {"application/json": {"schema": ref}}}
-                )
+                content = {"application/json": {"schema": ref}}
+                responses.setdefault(status, {"description": _DESCRIPTIONS[status], "content": content})
+            for status, response in responses.items():
+                headers = response.setdefault("headers", {})
+                headers.setdefault("Request-Id", REQUEST_ID_HEADER)
+                if status in ("409", "412"):
+                    headers.setdefault("x-should-retry", NO_RETRY_HEADER)
+                if status in ("429", "503"):
+                    headers.setdefault("Retry-After", RETRY_AFTER_HEADER)
     return result
 
 

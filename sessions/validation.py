@@ -179,9 +179,10 @@ def clean_resources(value: object, *, field: str = "resources") -> list[dict[str
     return cleaned
 
 
-def reject_unsupported(value: object, *, field: str, why: str) -> None:
-    """Refuse a field this service cannot honour (budget, initial events, vaults) unless it is null/empty."""
-    if value is None or value == [] or value == {}:
+def reject_unsupported(value: object, *, field: str, why: str, empty: object = None) -> None:
+    """Refuse a field this service cannot honour (budget, initial events, vaults) unless it is null or
+    `empty` (``[]`` for the list fields `initial_events` and `vault_ids`; an object is not a list)."""
+    if value is None or (empty is not None and type(value) is type(empty) and value == empty):
         return
     raise InvalidRequest(f"{field}: not supported — {why}")
 

@@ -15,6 +15,7 @@ from django.utils.dateparse import parse_datetime
 from accounts.models import Posting, Project, ProjectMembership, Role, Section, SectionMembership, User, Visibility
 from config.compiled import CompiledQuery
 from config.errors import AuthenticationError, InvalidRequest
+from config.fields import canonical_uuid
 from stores.errors import StoreNotFound, StoreOwnerRequired, StoreWriteForbidden, SubjectNotFound, SubjectWriteForbidden
 from stores.models import SEARCH_CONFIG, SEARCH_VECTOR, ReaderGrant, Scope, Store, public_q
 
@@ -23,13 +24,12 @@ ME = "me"
 
 
 def parse_store_id(value: object) -> uuid.UUID:
-    """Parse a store id; anything that is not a UUID raises StoreNotFound (same as a missing store)."""
-    if isinstance(value, uuid.UUID):
-        return value
-    try:
-        return uuid.UUID(str(value))
-    except (TypeError, ValueError, AttributeError):
-        raise StoreNotFound() from None
+    """Parse a store id; anything but a canonical UUID (`config.fields.canonical_uuid`) raises StoreNotFound
+    (the same 404 as a missing store)."""
+    pk = canonical_uuid(value)
+    if pk is None:
+        raise StoreNotFound()
+    return pk
 
 
 def _authenticated(user) -> bool:

@@ -46,7 +46,8 @@ def clean_description(value: object, *, field: str = "description") -> str:
 
 
 def clean_metadata(value: object, *, field: str = "metadata") -> dict[str, str]:
-    """Return valid metadata: at most 16 string pairs, keys 1–64 chars, values at most 512 chars.
+    """Return valid metadata: at most 16 string pairs, keys 1–64 chars, values at most 512 chars; neither
+    keys nor values may hold control (Cc) characters or lone surrogates (the rule of store names).
 
     Raises InvalidRequest with ``details.error_code = "invalid_metadata"`` (what the anthropic SDK maps).
     """
@@ -65,8 +66,10 @@ def clean_metadata(value: object, *, field: str = "metadata") -> dict[str, str]:
             raise bad(f"value of {key!r} must be a string.")
         if len(item) > METADATA_VALUE_MAX_CHARS:
             raise bad(f"value of {key!r} must be at most {METADATA_VALUE_MAX_CHARS} characters.")
-        if first_forbidden_char(key) or first_forbidden_char(item):
-            raise bad("keys and values must not contain NUL or lone surrogates.")
+        if first_forbidden_char(key) or _has_control(key):
+            raise bad("keys must not contain control characters or lone surrogates.")
+        if first_forbidden_char(item) or _has_control(item):
+            raise bad(f"value of {key!r} must not contain control characters or lone surrogates.")
     return dict(value)
 
 

@@ -16,19 +16,19 @@ from django.db.models.functions import Collate, Concat, StrIndex, Substr
 from django.db.models.lookups import Exact
 
 from config.errors import NotFound
+from config.fields import canonical_uuid
 from stores.models import Store
 from versions.errors import MemoryNotFound, VersionNotFound
 from versions.models import Memory, Version
 
 
 def parse_id(value: object, error: type[NotFound]) -> uuid.UUID:
-    """Parse a UUID from a URL; anything else raises `error` (a 404, same as a missing object)."""
-    if isinstance(value, uuid.UUID):
-        return value
-    try:
-        return uuid.UUID(str(value))
-    except (TypeError, ValueError, AttributeError):
-        raise error() from None
+    """Parse a canonical UUID from a URL (`config.fields.canonical_uuid`); anything else raises `error`
+    (a 404, same as a missing object)."""
+    pk = canonical_uuid(value)
+    if pk is None:
+        raise error()
+    return pk
 
 
 # --- stores -------------------------------------------------------------------------------------------

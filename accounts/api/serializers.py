@@ -247,11 +247,26 @@ class NewTokenSerializer(TokenSerializer):
     token = serializers.CharField(help_text="The secret (`mem_…`). Shown once; only its SHA-256 is stored.")
 
 
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {"type": "string", "enum": list(services.ALL_SCOPES)},
+        "minItems": 1,
+        "maxItems": len(services.ALL_SCOPES),
+        "uniqueItems": True,
+        # memories:write needs agent:read (TokenCreateSerializer.validate_scopes): the allowed sets, each order.
+        "enum": [["agent:read"], ["agent:read", "memories:write"], ["memories:write", "agent:read"]],
+    }
+)
+class ScopeListField(serializers.ListField):
+    """A token's scopes: `agent:read`, optionally with `memories:write` (never that alone)."""
+
+
 class TokenCreateSerializer(StrictSerializer):
     """POST /me/tokens: `{name, scopes, expires_in_days?}`; scopes at most the calling token's."""
 
     name = TokenNameField()
-    scopes = serializers.ListField(
+    scopes = ScopeListField(
         child=serializers.ChoiceField(choices=services.ALL_SCOPES), min_length=1, max_length=len(services.ALL_SCOPES)
     )
     expires_in_days = JsonIntegerField(

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from accounts import selectors, services
 from accounts.api import serializers as s
 from accounts.errors import StaffRequired
-from config.api import envelope
+from config.api import envelope, reject_body
 from stores import selectors as store_selectors
 from stores.api.pagination import decode_cursor, take_page
 
@@ -354,5 +354,6 @@ class TokenDetailView(APIView):
         "Someone else's token is a 404, like an unknown id. Revoking the token you call with is allowed.",
     )
     def delete(self, request, pk):
+        reject_body(request)
         token = services.revoke_token(token=selectors.get_token_for(request.user, pk))
         return envelope(s.TokenSerializer(token, context={"caller": request.auth}).data)

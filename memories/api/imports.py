@@ -15,7 +15,7 @@ from rest_framework import serializers
 from rest_framework.parsers import BaseParser
 from rest_framework.views import APIView
 
-from config.api import StrictQuerySerializer, envelope
+from config.api import StrictQuerySerializer, envelope, reject_body
 from memories.exchange import services as imports
 from memories.exchange.format import ACCEPTED_MEDIA_TYPES
 from stores.api.serializers import StoreSerializer
@@ -153,6 +153,7 @@ class ImportDetailView(APIView):
         description="Abandon an open import: its hidden store and everything sent so far are deleted.",
     )
     def delete(self, request, import_id):
+        reject_body(request)
         pk = imports.abort_upload(actor=request.user, import_id=import_id)
         return envelope({"id": str(pk), "deleted": True})
 

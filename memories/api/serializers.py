@@ -13,11 +13,13 @@ from rest_framework import serializers
 from backoffice.models import REASON_MAX_CHARS
 from config.api import JsonIntegerField, QueryBooleanField, StrictQuerySerializer, StrictSerializer, Utf8TextField
 from config.errors import InvalidRequest
+from config.fields import SignedTokenField
 from memories import tree
 from memories.models import BODY_MAX_BYTES, MODEL_MAX_CHARS, NONCE_MAX_CHARS, SUMMARY_MAX_BYTES
 from memories.nap import NAP_MAX_LIMIT
+from memories.selectors import RECALL_MAX_PATTERN_CHARS as PATTERN_MAX_CHARS
 
-_DIGEST_RE = re.compile(r"[0-9a-fA-F]{64}")
+_DIGEST_RE = re.compile(r"[0-9a-f]{64}")
 
 
 class RangeField(serializers.CharField):
@@ -79,7 +81,13 @@ class NoteRequestSerializer(StrictSerializer):
 class CompactRequestSerializer(StrictSerializer):
     range = RangeField(allow_entry=False, help_text="Aligned range 'a-b' of size 2^k, k ≥ 1.")
     generation = JsonIntegerField(min_value=1, max_value=tree.MAX_SEQ)
-    source_digest = serializers.CharField(max_length=64, min_length=64, help_text="From the nap job (hex SHA-256).")
+    source_digest = serializers.RegexField(
+        r"^[0-9a-f]{64}$",
+        max_length=64,
+        min_length=64,
+        trim_whitespace=False,
+        help_text="From the nap job (64 lowercase hex characters, a SHA-256), sent back as given.",
+    )
     summary_md = Utf8TextField(min_bytes=1, max_bytes=SUMMARY_MAX_BYTES)
     model = Utf8TextField(min_bytes=1, max_length=MODEL_MAX_CHARS, help_text="Self-declared model id, 1..200 chars.")
     snapshot = JsonIntegerField(
@@ -88,8 +96,8 @@ class CompactRequestSerializer(StrictSerializer):
 
     def validate_source_digest(self, value: str) -> str:
         if not _DIGEST_RE.fullmatch(value):
-            raise serializers.ValidationError("Must be 64 hexadecimal characters (a SHA-256).")
-        return value.lower()
+            raise serializers.ValidationError("Must be 64 lowercase hexadecimal characters (a SHA-256).")
+        return value
 
 
 class RedactRequestSerializer(StrictSerializer):
@@ -133,12 +141,14 @@ class ExportQuerySerializer(StrictQuerySerializer):
 
 class RecallQuerySerializer(StrictQuerySerializer):
     pattern = serializers.CharField(
-        trim_whitespace=False, max_length=4096, help_text="RE2 pattern, ≤200 characters, ≤1,024 instructions."
+        trim_whitespace=False,
+        max_length=PATTERN_MAX_CHARS,
+        help_text="RE2 pattern, ≤200 characters, ≤1,024 instructions.",
     )
     case_sensitive = QueryBooleanField(
         default=False, required=False, help_text="Match case exactly (default: case-insensitive)."
     )
-    cursor = serializers.CharField(max_length=4096, required=False, help_text="meta.next_cursor of the last page.")
+    cursor = SignedTokenField(max_length=4096, help_text="meta.next_cursor of the last page.")
     limit = serializers.IntegerField(min_value=1, max_value=100, default=100, required=False)
 
 

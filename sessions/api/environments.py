@@ -10,6 +10,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.api import reject_body
 from sessions import selectors
 from sessions.api import inputs, objects
 from sessions.api.common import ENVIRONMENT_ID, KEY_ID, keyset_page, validated
@@ -99,6 +100,7 @@ class EnvironmentDetailView(APIView):
         "while a session that is not archived uses it.",
     )
     def delete(self, request, environment_id):
+        reject_body(request)
         environment = selectors.get_environment_for(request.user, environment_id)
         services.delete_environment(environment=environment)
         return Response({"id": str(environment.pk), "type": "environment_deleted"})
@@ -117,6 +119,7 @@ class EnvironmentArchiveView(APIView):
         "archived environment returns it unchanged.",
     )
     def post(self, request, environment_id):
+        reject_body(request)
         environment = selectors.get_environment_for(request.user, environment_id)
         validated(inputs.EmptyBody, request.data)
         environment, _changed = services.archive_environment(environment=environment)
@@ -173,6 +176,7 @@ class EnvironmentKeyDetailView(APIView):
         description="Revoke the key (it authenticates nobody from now on); revoking again returns it unchanged.",
     )
     def delete(self, request, environment_id, key_id):
+        reject_body(request)
         environment = selectors.get_environment_for(request.user, environment_id)
         key = services.revoke_environment_key(key=selectors.get_environment_key(environment, key_id))
         return objects.body(objects.EnvironmentKeySerializer, key)

@@ -15,6 +15,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config.api import StrictQuerySerializer, StrictSerializer
+from config.fields import SignedTokenField
 from sessions.api.schema import ClosedSerializer
 from sessions.models import (
     INSTRUCTIONS_MAX_CHARS,
@@ -130,7 +131,7 @@ class RawKeyNameField(RawField):
             "properties": {
                 "type": {"type": "string", "enum": ["agent"]},
                 "id": {"type": "string", "minLength": 1, "maxLength": 200},
-                "version": {"type": "integer", "minimum": 1},
+                "version": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1, "nullable": True},
             },
             "required": ["type", "id"],
             "additionalProperties": False,
@@ -211,7 +212,7 @@ class EnvironmentKeyCreateRequestSerializer(StrictBody):
 
 class PageQuery(StrictQuerySerializer):
     limit = StrictIntegerField(min_value=1, max_value=100, required=False, default=20)
-    page = serializers.CharField(required=False, max_length=PAGE_MAX_CHARS, trim_whitespace=False)
+    page = SignedTokenField(max_length=PAGE_MAX_CHARS)
 
 
 class EnvironmentListQuerySerializer(PageQuery):
@@ -285,7 +286,7 @@ class SessionResourceListQuerySerializer(StrictQuerySerializer):
     """GET /sessions/{id}/resources: `limit` 1–1000 (all when absent), `page`."""
 
     limit = StrictIntegerField(min_value=1, max_value=1000, required=False)
-    page = serializers.CharField(required=False, max_length=PAGE_MAX_CHARS, trim_whitespace=False)
+    page = SignedTokenField(max_length=PAGE_MAX_CHARS)
 
 
 # --- work -----------------------------------------------------------------------------------------

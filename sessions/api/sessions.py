@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.api import reject_body
 from sessions import selectors, validation
 from sessions.api import inputs, objects
 from sessions.api.common import SESSION_ID, keyset_page, validated
@@ -67,12 +68,12 @@ class SessionCollectionView(APIView):
     )
     def post(self, request):
         incoming = validated(inputs.SessionCreateRequestSerializer, request.data)
-        for field, why in (
-            ("budget", f"{NOT_HERE}, so there is nothing to budget."),
-            ("initial_events", "sessions here carry no event stream; the agent runs on your own worker."),
-            ("vault_ids", "this service keeps no credential vaults."),
+        for field, why, empty in (
+            ("budget", f"{NOT_HERE}, so there is nothing to budget.", {}),
+            ("initial_events", "sessions here carry no event stream; the agent runs on your own worker.", []),
+            ("vault_ids", "this service keeps no credential vaults.", []),
         ):
-            validation.reject_unsupported(incoming.get(field), field=field, why=why)
+            validation.reject_unsupported(incoming.get(field), field=field, why=why, empty=empty)
         agent = validation.clean_agent(incoming["agent"])
         resources = validation.clean_resources(incoming.get("resources"))
         metadata = store_validation.clean_metadata(incoming.get("metadata", {}))
@@ -116,8 +117,8 @@ class SessionDetailView(APIView):
     def post(self, request, session_id):
         session = selectors.get_session_for(request.user, session_id)
         incoming = validated(inputs.SessionUpdateRequestSerializer, request.data)
-        for field in ("agent", "budget", "vault_ids"):
-            validation.reject_unsupported(incoming.get(field), field=field, why=f"{NOT_HERE}.")
+        for field, empty in (("agent", {}), ("budget", {}), ("vault_ids", [])):
+            validation.reject_unsupported(incoming.get(field), field=field, why=f"{NOT_HERE}.", empty=empty)
         services.update_session(
             session=session, title=incoming.get("title", UNSET), metadata_patch=incoming.get("metadata", UNSET)
         )
@@ -132,6 +133,7 @@ class SessionDetailView(APIView):
         "working). Versions it wrote keep their session_actor.",
     )
     def delete(self, request, session_id):
+        reject_body(request)
         session = selectors.get_session_for(request.user, session_id)
         services.delete_session(session=session)
         return Response({"id": str(session.pk), "type": "session_deleted"})
@@ -150,6 +152,7 @@ class SessionArchiveView(APIView):
         "stores can be deleted again. Archiving again returns it unchanged.",
     )
     def post(self, request, session_id):
+        reject_body(request)
         session = selectors.get_session_for(request.user, session_id)
         validated(inputs.EmptyBody, request.data)
         services.archive_session(session=session)

@@ -126,7 +126,7 @@ class PublicDirectoryView(APIView):
     @extend_schema(
         operation_id="public_memories_directory",
         tags=["directory"],
-        parameters=[s.StoreListQuerySerializer],
+        parameters=[s.DirectoryQuerySerializer],
         responses={
             (200, "text/markdown"): OpenApiTypes.STR,
             (200, "application/json"): s.PublicDirectorySerializer,
@@ -136,7 +136,7 @@ class PublicDirectoryView(APIView):
         "JSON or YAML by `Accept` or by the `/memories.json`, `/memories.yaml` (and `/memories.md`) URLs.",
     )
     def get(self, request, format=None):
-        query = s.StoreListQuerySerializer(data=request.query_params)
+        query = s.DirectoryQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         scope = query.validated_data.get("scope")
         limit = query.validated_data["limit"]

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import uuid
+import re
 
+from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.models import HANDLE_RE, Visibility
 from config.api import StrictBooleanField, StrictIntegerField, StrictQuerySerializer, StrictSerializer, Utf8TextField
+from config.fields import NO_CONTROL_PATTERN, UUID_PATTERN, SignedTokenField, canonical_uuid
 from stores import validation
 from stores.api.pagination import DEFAULT_LIMIT, MAX_LIMIT
-from stores.models import Scope, Store
+from stores.models import DESCRIPTION_MAX_CHARS, NAME_MAX_CHARS, Scope, Store
 from stores.selectors import permissions_of
 
 SUBJECT_MAX_CHARS = 64  # handles and slugs are ≤64 ASCII characters, UUIDs 36
@@ -20,11 +22,11 @@ SEARCH_TEXT_MAX_CHARS = 256
 BIGINT_MAX = 2**63 - 1
 
 
-class CursorField(serializers.CharField):
+class CursorField(SignedTokenField):
     """An opaque cursor exactly as `meta.next_cursor` returned it (checked by `stores.api.pagination`)."""
 
     def __init__(self, **kwargs):
-        super().__init__(required=False, max_length=CURSOR_MAX_CHARS, trim_whitespace=False, **kwargs)
+        super().__init__(max_length=CURSOR_MAX_CHARS, **kwargs)
 
 
 # --- rendering --------------------------------------------------------------------------------------
@@ -175,6 +177,13 @@ class StoreListQuerySerializer(StrictQuerySerializer):
     limit = StrictIntegerField(required=False, min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT)
 
 
+class DirectoryQuerySerializer(StoreListQuerySerializer):
+    """GET /memories (the public directory): the list parameters and `format`, which DRF's content
+    negotiation reads (`md`, `json`, `yaml`; it overrides `Accept`)."""
+
+    format = serializers.ChoiceField(choices=["md", "json", "yaml"], required=False)
+
+
 class ReaderListQuerySerializer(StrictQuerySerializer):
     """GET /api/v1/memories/{id}/readers: `cursor`, `limit` (1–100, default 20)."""
 
@@ -194,7 +203,9 @@ class StoreResolveQuerySerializer(StrictQuerySerializer):
 
     scope = serializers.ChoiceField(choices=Scope.choices, required=False)
     subject = SubjectField(required=False)
-    ref = Utf8TextField(required=False, max_length=64, help_text="`^` followed by a store UUID.")
+    ref = serializers.RegexField(
+        "^\\^" + UUID_PATTERN[1:], required=False, trim_whitespace=False, help_text="`^` followed by a store UUID."
+    )
 
     def validate(self, attrs):
         if "ref" in attrs:
@@ -203,10 +214,9 @@ class StoreResolveQuerySerializer(StrictQuerySerializer):
             raw = attrs["ref"]
             if not raw.startswith("^"):
                 raise serializers.ValidationError({"ref": "Must be '^' followed by a store UUID."})
-            try:
-                attrs["ref"] = uuid.UUID(raw[1:])
-            except ValueError:
-                raise serializers.ValidationError({"ref": "Must be '^' followed by a store UUID."}) from None
+            attrs["ref"] = canonical_uuid(raw[1:])
+            if attrs["ref"] is None:
+                raise serializers.ValidationError({"ref": "Must be '^' followed by a store UUID."})
             return attrs
         attrs.setdefault("scope", Scope.USER)
         attrs.setdefault("subject", "me")
@@ -218,8 +228,14 @@ class StoreEnsureSerializer(StrictSerializer):
 
     scope = serializers.ChoiceField(choices=Scope.choices, required=False, default=Scope.USER)
     subject = SubjectField(required=False, default="me")
-    name = Utf8TextField(required=False)
-    description_md = Utf8TextField(required=False)
+    name = Utf8TextField(
+        required=False,
+        min_bytes=1,
+        min_length=1,
+        max_length=NAME_MAX_CHARS,
+        validators=[RegexValidator(NO_CONTROL_PATTERN, message="Must not contain control characters.")],
+    )
+    description_md = Utf8TextField(required=False, max_length=DESCRIPTION_MAX_CHARS)
 
     def validate_name(self, value: str) -> str:
         return validation.clean_name(value)
@@ -231,8 +247,14 @@ class StoreEnsureSerializer(StrictSerializer):
 class StoreUpdateSerializer(StrictSerializer):
     """PATCH /api/v1/memories/{id}: `name`, `description_md`, and `visibility` (user stores only)."""
 
-    name = Utf8TextField(required=False)
-    description_md = Utf8TextField(required=False)
+    name = Utf8TextField(
+        required=False,
+        min_bytes=1,
+        min_length=1,
+        max_length=NAME_MAX_CHARS,
+        validators=[RegexValidator(NO_CONTROL_PATTERN, message="Must not contain control characters.")],
+    )
+    description_md = Utf8TextField(required=False, max_length=DESCRIPTION_MAX_CHARS)
     visibility = serializers.ChoiceField(choices=Visibility.choices, required=False)
 
     def validate_name(self, value: str) -> str:
@@ -261,11 +283,19 @@ class ShareSerializer(StrictSerializer):
         return super().to_internal_value(data)
 
 
+KINDS_PATTERN = r"^memories(,memories)*$"
+
+
+@extend_schema_field({"type": "string", "pattern": KINDS_PATTERN, "maxLength": 200, "default": "memories"})
+class KindsField(serializers.CharField):
+    """`kinds`: comma-separated kinds to search (only `memories` exists)."""
+
+
 class SearchQuerySerializer(StrictQuerySerializer):
     """GET /api/v1/search: `q` (1–256 characters), `kinds` (comma-separated; only `memories`), `cursor`, `limit`."""
 
     q = Utf8TextField(min_bytes=1, max_length=SEARCH_TEXT_MAX_CHARS)
-    kinds = serializers.CharField(required=False, default="memories", max_length=200)
+    kinds = KindsField(required=False, default="memories", max_length=200, trim_whitespace=False)
     cursor = CursorField()
     limit = StrictIntegerField(required=False, min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT)
 
@@ -285,4 +315,6 @@ class SearchQuerySerializer(StrictQuerySerializer):
             )
         if not kinds:
             raise serializers.ValidationError(f"Name at least one kind: {', '.join(self.KNOWN_KINDS)}.")
+        if not re.fullmatch(KINDS_PATTERN, value):
+            raise serializers.ValidationError("Kinds are separated by single commas, without spaces.")
         return sorted(set(kinds))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
-from config.api import envelope
+from config.api import envelope, reject_body
 from stores import selectors, services
 from stores.api import serializers as s
 from stores.api.pagination import decode_cursor, take_page
@@ -151,6 +151,7 @@ class StoreDetailView(APIView):
         "(else 409 `stale_confirmation`, nothing deleted). Deletes entries, summaries, files and versions.",
     )
     def delete(self, request, pk):
+        reject_body(request)
         store = selectors.get_store_for(request.user, pk, need="owner")
         query = s.StoreDeleteQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)

@@ -17,11 +17,20 @@ from rest_framework import serializers
 
 from config.api import StrictQuerySerializer, StrictSerializer
 from config.errors import InvalidRequest
+from config.fields import (
+    MEMORY_PATH_PATTERN,
+    NO_CONTROL_PATTERN,
+    PATH_PREFIX_PATTERN,
+    QueryBooleanField,
+    SignedTokenField,
+)
 from stores import validation as store_validation
+from stores.models import DESCRIPTION_MAX_CHARS, METADATA_MAX_PAIRS, METADATA_VALUE_MAX_CHARS, NAME_MAX_CHARS
 from versions import validation
-from versions.models import VIEW_FULL_MAX_ITEMS, Operation
+from versions.models import CONTENT_MAX_BYTES, PATH_MAX_BYTES, VIEW_FULL_MAX_ITEMS, Operation
 
 VIEWS = ("basic", "full")
+PAGE_MAX_CHARS = 4400
 
 
 # --- building blocks ----------------------------------------------------------------------------------
@@ -62,6 +71,11 @@ class RawField(serializers.Field):
         return value
 
 
+def raw(**schema: Any) -> type[RawField]:
+    """A `RawField` subclass documented in OpenAPI as `schema` (as strict as the validator behind it)."""
+    return extend_schema_field(schema)(type("Raw", (RawField,), {}))
+
+
 @extend_schema_field({"type": "string"})
 class RawStringField(RawField):
     pass
@@ -72,14 +86,27 @@ class RawNullableStringField(RawField):
     pass
 
 
-@extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
-class RawMetadataField(RawField):
-    pass
-
-
-@extend_schema_field({"type": "object", "additionalProperties": {"type": "string", "nullable": True}})
-class RawMetadataPatchField(RawField):
-    pass
+# Metadata (stores.validation.clean_metadata): ≤16 pairs; values ≤512 characters without control characters.
+_METADATA_VALUE = {"type": "string", "maxLength": METADATA_VALUE_MAX_CHARS, "pattern": NO_CONTROL_PATTERN}
+RawMetadataField = raw(type="object", maxProperties=METADATA_MAX_PAIRS, additionalProperties=_METADATA_VALUE)
+_METADATA_PATCH = {
+    "type": "object",
+    "maxProperties": METADATA_MAX_PAIRS,
+    "additionalProperties": {**_METADATA_VALUE, "nullable": True},
+}
+RawMetadataPatchField = raw(**_METADATA_PATCH)
+_NAME = {"type": "string", "minLength": 1, "maxLength": NAME_MAX_CHARS, "pattern": NO_CONTROL_PATTERN}
+_DESCRIPTION = {"type": "string", "maxLength": DESCRIPTION_MAX_CHARS}
+# A memory path (versions.validation.clean_path): "/" then segments; ≤1,024 UTF-8 bytes (≤1,024 characters).
+_PATH = {
+    "type": "string",
+    "minLength": 2,
+    "maxLength": PATH_MAX_BYTES,
+    "pattern": MEMORY_PATH_PATTERN,
+    "description": "'/' then 1–20 segments: no '.' or '..' segment, no control or format characters, in "
+    "Unicode NFC, ≤1,024 UTF-8 bytes, case-sensitive.",
+}
+SHA256_SCHEMA = {"type": "string", "pattern": "^[0-9a-f]{64}$", "minLength": 64, "maxLength": 64}
 
 
 # --- request bodies -----------------------------------------------------------------------------------
@@ -88,8 +115,8 @@ class RawMetadataPatchField(RawField):
 class MemoryStoreCreateRequestSerializer(StrictSerializer):
     """Body of POST /memory_stores: `name` 1–255 chars, `description` ≤1,024 chars, `metadata` ≤16 pairs."""
 
-    name = RawStringField()
-    description = RawStringField(required=False)
+    name = raw(**_NAME)()
+    description = raw(**_DESCRIPTION)(required=False)
     metadata = RawMetadataField(required=False)
 
     def validate_name(self, value: Any) -> str:
@@ -106,9 +133,9 @@ class MemoryStoreUpdateRequestSerializer(StrictSerializer):
     """Body of POST /memory_stores/{id}: each field optional; null = unchanged; `metadata` is a patch
     whose null values delete keys; ``description: ""`` clears the description."""
 
-    name = RawNullableStringField(required=False, allow_null=True)
-    description = RawNullableStringField(required=False, allow_null=True)
-    metadata = RawMetadataPatchField(required=False, allow_null=True)
+    name = raw(**_NAME, nullable=True)(required=False, allow_null=True)
+    description = raw(**_DESCRIPTION, nullable=True)(required=False, allow_null=True)
+    metadata = raw(**_METADATA_PATCH, nullable=True)(required=False, allow_null=True)
 
     def validate_name(self, value: Any) -> str | None:
         return None if value is None else store_validation.clean_name(value)
@@ -125,23 +152,26 @@ class MemoryStoreUpdateRequestSerializer(StrictSerializer):
 class MemoryCreateRequestSerializer(StrictSerializer):
     """Body of POST /memory_stores/{id}/memories: `path` (SPEC §5 rules) and `content` (≤102,400 bytes)."""
 
-    path = RawStringField()
-    content = RawNullableStringField(allow_null=True)
+    path = raw(**_PATH)()
+    content = raw(type="string", maxLength=CONTENT_MAX_BYTES)()
 
     def validate_path(self, value: Any) -> str:
         return validation.clean_path(value)
 
     def validate_content(self, value: Any) -> str:
-        if value is None:
-            raise InvalidRequest('content: must be a string; use "" for an empty memory.')
         return validation.clean_content(value)
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and "content" in data and data["content"] is None:
+            raise InvalidRequest('content: must be a string; use "" for an empty memory.')
+        return super().to_internal_value(data)
 
 
 class PreconditionRequestSerializer(StrictSerializer):
     """``{"type": "content_sha256", "content_sha256": "<64 lowercase hex>"}`` — the current content's hash."""
 
     type = serializers.ChoiceField(choices=["content_sha256"])
-    content_sha256 = RawStringField()
+    content_sha256 = raw(**SHA256_SCHEMA)()
 
     def validate_content_sha256(self, value: Any) -> str:
         return validation.clean_sha256(value, field="precondition.content_sha256")
@@ -151,8 +181,8 @@ class MemoryUpdateRequestSerializer(StrictSerializer):
     """Body of POST /memory_stores/{id}/memories/{memory_id}: new `content` and/or `path` (null or absent =
     unchanged) and an optional `precondition` on the current content."""
 
-    content = RawNullableStringField(required=False, allow_null=True)
-    path = RawNullableStringField(required=False, allow_null=True)
+    content = raw(type="string", maxLength=CONTENT_MAX_BYTES, nullable=True)(required=False, allow_null=True)
+    path = raw(**_PATH, nullable=True)(required=False, allow_null=True)
     precondition = PreconditionRequestSerializer(required=False, allow_null=True)
 
     def validate_content(self, value: Any) -> str | None:
@@ -173,8 +203,9 @@ class ViewQuerySerializer(StrictQuerySerializer):
 
 class PageQueryMixin(serializers.Serializer):
     limit = serializers.IntegerField(min_value=1, max_value=100, required=False, default=20)
-    # A memory-list token carries a path of up to 1,024 bytes (JSON-escaped, signed): a few KiB at most.
-    page = serializers.CharField(required=False, max_length=8192, trim_whitespace=False)
+    # A memory-list token carries a path of up to 1,024 bytes (JSON-escaped, compressed, signed): at most
+    # about 4.2 KiB, so 4,400 characters, which leaves room for the rest of an 8 KiB request line.
+    page = SignedTokenField(max_length=PAGE_MAX_CHARS)
 
 
 class CreatedAtRangeMixin(serializers.Serializer):
@@ -190,13 +221,15 @@ class CreatedAtRangeMixin(serializers.Serializer):
 class MemoryStoreListQuerySerializer(CreatedAtRangeMixin, PageQueryMixin, StrictQuerySerializer):
     """GET /memory_stores: `include_archived` (default false), created_at bounds, `limit` 1–100, `page`."""
 
-    include_archived = serializers.BooleanField(required=False, default=False)
+    include_archived = QueryBooleanField(required=False, default=False)
 
 
 class MemoryListQuerySerializer(PageQueryMixin, StrictQuerySerializer):
     """GET /memory_stores/{id}/memories: `path_prefix` (ends with ``/``), `depth` 0|1, `view` (basic)."""
 
-    path_prefix = serializers.CharField(required=False, trim_whitespace=False, max_length=4096)
+    path_prefix = raw(type="string", minLength=1, maxLength=PATH_MAX_BYTES + 1, pattern=PATH_PREFIX_PATTERN)(
+        required=False
+    )
     depth = serializers.ChoiceField(choices=[0, 1], required=False, default=0)
     view = serializers.ChoiceField(choices=VIEWS, required=False, default="basic")
 
@@ -215,7 +248,7 @@ class MemoryListQuerySerializer(PageQueryMixin, StrictQuerySerializer):
 class MemoryDeleteQuerySerializer(StrictQuerySerializer):
     """DELETE /memory_stores/{id}/memories/{memory_id}: optional `expected_content_sha256`."""
 
-    expected_content_sha256 = serializers.CharField(required=False, trim_whitespace=False)
+    expected_content_sha256 = raw(**SHA256_SCHEMA)(required=False)
 
     def validate_expected_content_sha256(self, value: str) -> str:
         return validation.clean_sha256(value, field="expected_content_sha256")
@@ -231,7 +264,7 @@ class MemoryVersionListQuerySerializer(CreatedAtRangeMixin, PageQueryMixin, Stri
     # name anything here filters to an empty list, never a 400 (`versions.selectors.versions`).
     api_key_id = serializers.CharField(required=False, max_length=200, trim_whitespace=False, allow_blank=True)
     session_id = serializers.CharField(required=False, max_length=200, trim_whitespace=False, allow_blank=True)
-    service_account_id = serializers.CharField(required=False, max_length=200)
+    service_account_id = serializers.CharField(required=False, max_length=200, trim_whitespace=False, allow_blank=True)
     view = serializers.ChoiceField(choices=VIEWS, required=False, default="basic")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

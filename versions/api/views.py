@@ -15,6 +15,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
+from config.api import reject_body
 from sessions.selectors import store_for_request
 from sessions.services.work import fence_for_request
 from stores import services as store_services
@@ -162,6 +163,7 @@ class MemoryStoreDetailView(APIView):
         description="Owner only. Deletes the store with its memories, versions and log; allowed when archived.",
     )
     def delete(self, request, store_id):
+        reject_body(request)
         store = store_for_request(request, store_id, need="owner")
         store_services.delete_store(store=store)
         return responses.store_deleted_body(store.pk)
@@ -181,6 +183,7 @@ class MemoryStoreArchiveView(APIView):
         description="Owner only. One-way; archiving an archived store returns it unchanged.",
     )
     def post(self, request, store_id):
+        reject_body(request)
         store = store_for_request(request, store_id, need="owner")
         store, _changed = store_services.archive_store(store=store)
         return responses.store_body(store)
@@ -300,6 +303,7 @@ class MemoryDetailView(APIView):
         description="Appends a `deleted` version; allowed on archived stores.",
     )
     def delete(self, request, store_id, memory_id):
+        reject_body(request)
         store = store_for_request(request, store_id, need="write")
         query = _validated(MemoryDeleteQuerySerializer, request.query_params)
         version = services.delete_memory(
@@ -391,6 +395,7 @@ class MemoryVersionRedactView(APIView):
         "cannot be redacted (409 version_is_current). Allowed on archived stores.",
     )
     def post(self, request, store_id, version_id):
+        reject_body(request)
         store = store_for_request(request, store_id, need="write")
         version = services.redact_version(
             store=store, version_id=version_id, actor=actor_for_request(request), fence=fence_for_request(request)

@@ -1,0 +1,148 @@
+"""Strict DRF field classes shared by every API (SPEC §2): text measured in UTF-8 bytes, JSON booleans and
+integers that are really booleans and integers, query-string booleans and integers written one way only,
+and opaque signed tokens (cursors, page tokens) with the shape `/openapi.yaml` documents.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from django.core.validators import RegexValidator
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from config.text import first_forbidden_char, utf8_len
+
+
+class Utf8TextField(serializers.CharField):
+    """A CharField measured in UTF-8 **bytes**, not characters, and kept exactly as sent.
+
+    `max_bytes`/`min_bytes`: byte bounds. Whitespace is never trimmed (``trim_whitespace=False``).
+    NUL and lone surrogates are rejected (the JSON parser also screens them).
+    """
+
+    def __init__(self, *, max_bytes: int | None = None, min_bytes: int = 0, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        kwargs.setdefault("allow_blank", min_bytes == 0)
+        self.max_bytes = max_bytes
+        self.min_bytes = min_bytes
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string.")
+        value = super().to_internal_value(data)
+        problem = first_forbidden_char(value)
+        if problem:
+            raise serializers.ValidationError(f"Text {problem}.")
+        size = utf8_len(value)
+        if self.max_bytes is not None and size > self.max_bytes:
+            raise serializers.ValidationError(f"Text is {size} UTF-8 bytes; the limit is {self.max_bytes} bytes.")
+        if size < self.min_bytes:
+            raise serializers.ValidationError(f"Text must be at least {self.min_bytes} UTF-8 byte(s).")
+        return value
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean only: `true`/`false`; strings and numbers are 400 (DRF would coerce "yes", 1, …)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            raise serializers.ValidationError("Must be a JSON boolean (true or false).")
+        return data
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer written as one: never a JSON boolean or float, never `"1.0"` or `" 7"` in a query string.
+
+    (DRF's IntegerField would accept `true`, `1.0` and `"1.000"`.)
+    """
+
+    _DIGITS = re.compile(r"-?[0-9]{1,20}")
+
+    def to_internal_value(self, data):
+        if isinstance(data, (bool, float)) or (isinstance(data, str) and not self._DIGITS.fullmatch(data)):
+            raise serializers.ValidationError("A valid integer is required.")
+        return super().to_internal_value(data)
+
+
+class JsonIntegerField(serializers.IntegerField):
+    """An integer that must be a JSON number without a fraction: strings, floats and booleans are 400."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise serializers.ValidationError("Must be an integer.")
+        return super().to_internal_value(data)
+
+
+@extend_schema_field(OpenApiTypes.BOOL)
+class QueryBooleanField(serializers.Field):
+    """A boolean query parameter written exactly ``true`` or ``false`` (``yes``, ``1``, ``True`` are 400).
+
+    OpenAPI (and so the MCP input schema, which is derived from it) documents it as a boolean; MCP passes
+    a JSON boolean, which `config.mcp_tools` writes into the query string as ``true``/``false``.
+    """
+
+    default_error_messages = {"invalid": "Must be true or false."}
+
+    def to_internal_value(self, data) -> bool:
+        if isinstance(data, bool):  # internal callers (and MCP) may hand a JSON boolean over directly
+            return data
+        if data not in ("true", "false"):
+            self.fail("invalid")
+        return data == "true"
+
+    def to_representation(self, value) -> bool:
+        return bool(value)
+
+
+# Every id in a URL is a UUID in its canonical spelling: lowercase, hyphenated (what the API returns).
+# Any other spelling (uppercase, braces, `urn:uuid:`, no hyphens) names nothing: 404, like a missing id.
+UUID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+_UUID_RE = re.compile(UUID_PATTERN)
+
+
+def canonical_uuid(value: object) -> uuid.UUID | None:
+    """Return the UUID `value` spells canonically (a `uuid.UUID` passes through), else None."""
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, str) and _UUID_RE.match(value):
+        return uuid.UUID(value)
+    return None
+
+
+# Text without control characters (Unicode Cc: U+0000–U+001F, U+007F–U+009F), as names and metadata are.
+NO_CONTROL_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f]*$"
+
+# A memory path (versions.validation.clean_path): "/" then segments free of "/", control (Cc) and format
+# (Cf, those of the Basic Multilingual Plane) characters and U+2028/U+2029. What a pattern cannot say
+# (NFC, no "."/".." segment, ≤20 segments, ≤1,024 UTF-8 bytes) is in the field's description.
+_PATH_SEGMENT = (
+    r"[^/\u0000-\u001f\u007f-\u009f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    r"\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]+"
+)
+MEMORY_PATH_PATTERN = rf"^(/{_PATH_SEGMENT})+$"
+PATH_PREFIX_PATTERN = rf"^/({_PATH_SEGMENT}/)*$"
+
+# `django.core.signing.dumps(..., compress=True)`: an optional "." (compressed), URL-safe base64 of the
+# payload, ":" the timestamp, ":" and the URL-safe base64 HMAC: the shape of every cursor and page token.
+SIGNED_VALUE_PATTERN = r"^\.?[A-Za-z0-9_-]+(?::[A-Za-z0-9_-]+){1,2}$"
+
+
+class SignedTokenField(serializers.CharField):
+    """An opaque cursor or page token exactly as the server handed it out (ASCII, signed).
+
+    The shape (`SIGNED_VALUE_PATTERN`, documented as the OpenAPI `pattern`) and `max_length` are checked
+    here; the signature and binding are checked by the list that decodes it (400 when tampered with or
+    foreign). `max_length` must leave room in an 8 KiB request line.
+    """
+
+    def __init__(self, *, max_length: int, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(max_length=max_length, **kwargs)
+        self.validators.append(
+            RegexValidator(SIGNED_VALUE_PATTERN, message="Not a token this API hands out; pass it on as returned.")
+        )
