@@ -118,13 +118,13 @@ NO_CONTROL_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f]*$"
 
 # A memory path (versions.validation.clean_path): "/" then segments free of "/", control (Cc) and format
 # (Cf, those of the Basic Multilingual Plane) characters and U+2028/U+2029. What a pattern cannot say
-# (NFC, no "."/".." segment, ≤20 segments, ≤1,024 UTF-8 bytes) is in the field's description.
+# (NFC, no "."/".." segment, ≤1,024 UTF-8 bytes) is in the field's description.
 _PATH_SEGMENT = (
     r"[^/\u0000-\u001f\u007f-\u009f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
     r"\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]+"
 )
-MEMORY_PATH_PATTERN = rf"^(/{_PATH_SEGMENT})+$"
-PATH_PREFIX_PATTERN = rf"^/({_PATH_SEGMENT}/)*$"
+MEMORY_PATH_PATTERN = rf"^(/{_PATH_SEGMENT}){{1,20}}$"
+PATH_PREFIX_PATTERN = rf"^/({_PATH_SEGMENT}/){{0,20}}$"
 
 # `django.core.signing.dumps(..., compress=True)`: an optional "." (compressed), URL-safe base64 of the
 # payload, ":" the timestamp, ":" and the URL-safe base64 HMAC: the shape of every cursor and page token.

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from config.api import StrictQuerySerializer, envelope, reject_body
 from memories.exchange import services as imports
 from memories.exchange.format import ACCEPTED_MEDIA_TYPES
-from stores.api.serializers import StoreSerializer
+from stores.api.serializers import StoreSerializer, SubjectField
 from stores.models import Scope
 from stores.selectors import get_store_for, subject_for_import
 
@@ -48,9 +48,7 @@ def _body(request) -> bytes:
 
 class ImportStartQuerySerializer(StrictQuerySerializer):
     scope = serializers.ChoiceField(choices=Scope.values, required=False, help_text="Default: the file's.")
-    subject = serializers.CharField(
-        max_length=200, required=False, help_text="Handle ('me'), project or section UUID/slug; default: the file's."
-    )
+    subject = SubjectField(required=False, help_text="Handle ('me'), project or section UUID/slug; default: the file's.")
 
 
 class ImportLinesQuerySerializer(StrictQuerySerializer):

@@ -15,7 +15,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config.api import StrictQuerySerializer, StrictSerializer
-from config.fields import SignedTokenField
+from config.fields import NO_CONTROL_PATTERN, SignedTokenField
 from sessions.api.schema import ClosedSerializer
 from sessions.models import (
     INSTRUCTIONS_MAX_CHARS,
@@ -61,17 +61,17 @@ def _schema(**schema: Any):
 
 STRING_MAP = {
     "type": "object",
-    "additionalProperties": {"type": "string", "maxLength": METADATA_VALUE_MAX_CHARS},
+    "additionalProperties": {"type": "string", "maxLength": METADATA_VALUE_MAX_CHARS, "pattern": NO_CONTROL_PATTERN},
     "maxProperties": METADATA_MAX_PAIRS,
 }
 
 
-@_schema(type="string", minLength=1, maxLength=NAME_MAX_CHARS)
+@_schema(type="string", minLength=1, maxLength=NAME_MAX_CHARS, pattern=NO_CONTROL_PATTERN)
 class RawNameField(RawField):
     pass
 
 
-@_schema(type="string", minLength=1, maxLength=NAME_MAX_CHARS, nullable=True)
+@_schema(type="string", minLength=1, maxLength=NAME_MAX_CHARS, pattern=NO_CONTROL_PATTERN, nullable=True)
 class RawNullableNameField(RawField):
     pass
 
@@ -93,7 +93,12 @@ class RawMetadataField(RawField):
 
 METADATA_PATCH = {
     "type": "object",
-    "additionalProperties": {"type": "string", "maxLength": METADATA_VALUE_MAX_CHARS, "nullable": True},
+    "additionalProperties": {
+        "type": "string",
+        "maxLength": METADATA_VALUE_MAX_CHARS,
+        "pattern": NO_CONTROL_PATTERN,
+        "nullable": True,
+    },
 }
 
 
@@ -160,7 +165,7 @@ class RawResourcesField(RawField):
     pass
 
 
-@_schema(type="string", maxLength=TITLE_MAX_CHARS, nullable=True)
+@_schema(type="string", maxLength=TITLE_MAX_CHARS, pattern=NO_CONTROL_PATTERN, nullable=True)
 class RawTitleField(RawField):
     pass
 

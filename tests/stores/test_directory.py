@@ -130,10 +130,18 @@ def test_the_directory_ignores_who_is_asking(make_client, owner, staff, director
 
 
 @pytest.mark.parametrize(
-    "params", [{"limit": 0}, {"limit": 101}, {"cursor": "nope"}, {"scope": "team"}, {"q": "x"}, {"format": "json"}]
+    "params", [{"limit": 0}, {"limit": 101}, {"cursor": "nope"}, {"scope": "team"}, {"q": "x"}, {"format": "xml"}]
 )
 def test_bad_directory_queries_are_400(anon_client, params):
     assert_error(anon_client.get("/memories", params), 400, "invalid_request_error")
+
+
+@pytest.mark.parametrize(("fmt", "media_type"), [("json", "application/json"), ("yaml", "application/yaml")])
+def test_the_documented_format_parameter_picks_the_representation(anon_client, directory_world, fmt, media_type):
+    # issue 15 #3: `format` is documented on GET /memories, so it must not be an unknown parameter.
+    response = anon_client.get("/memories", {"format": fmt})
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith(media_type)
 
 
 def test_scope_filter(anon_client, directory_world):
