@@ -48,7 +48,7 @@ def _body(request) -> bytes:
 
 class ImportStartQuerySerializer(StrictQuerySerializer):
     scope = serializers.ChoiceField(choices=Scope.values, required=False, help_text="Default: the file's.")
-    subject = SubjectField(required=False, help_text="Handle ('me'), project or section UUID/slug; default: the file's.")
+    subject = SubjectField(required=False, help_text="Handle ('me'), project or section UUID/slug; default: file's.")
 
 
 class ImportLinesQuerySerializer(StrictQuerySerializer):
