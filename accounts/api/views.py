@@ -354,6 +354,7 @@ class TokenDetailView(APIView):
         "Someone else's token is a 404, like an unknown id. Revoking the token you call with is allowed.",
     )
     def delete(self, request, pk):
+        token = selectors.get_token_for(request.user, pk)
         reject_body(request)
-        token = services.revoke_token(token=selectors.get_token_for(request.user, pk))
+        token = services.revoke_token(token=token)
         return envelope(s.TokenSerializer(token, context={"caller": request.auth}).data)

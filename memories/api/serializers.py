@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from backoffice.models import REASON_MAX_CHARS
@@ -139,12 +140,14 @@ class ExportQuerySerializer(StrictQuerySerializer):
     """The export takes no parameters; any is a 400."""
 
 
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": PATTERN_MAX_CHARS})
+class RecallPatternField(serializers.CharField):
+    """The recall pattern; its length (≤200 characters) is checked by `memories.selectors.recall`, whose
+    400 names the length found."""
+
+
 class RecallQuerySerializer(StrictQuerySerializer):
-    pattern = serializers.CharField(
-        trim_whitespace=False,
-        max_length=PATTERN_MAX_CHARS,
-        help_text="RE2 pattern, ≤200 characters, ≤1,024 instructions.",
-    )
+    pattern = RecallPatternField(trim_whitespace=False, help_text="RE2 pattern, ≤200 characters, ≤1,024 instructions.")
     case_sensitive = QueryBooleanField(
         default=False, required=False, help_text="Match case exactly (default: case-insensitive)."
     )

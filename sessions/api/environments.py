@@ -100,8 +100,8 @@ class EnvironmentDetailView(APIView):
         "while a session that is not archived uses it.",
     )
     def delete(self, request, environment_id):
-        reject_body(request)
         environment = selectors.get_environment_for(request.user, environment_id)
+        reject_body(request)
         services.delete_environment(environment=environment)
         return Response({"id": str(environment.pk), "type": "environment_deleted"})
 
@@ -119,7 +119,6 @@ class EnvironmentArchiveView(APIView):
         "archived environment returns it unchanged.",
     )
     def post(self, request, environment_id):
-        reject_body(request)
         environment = selectors.get_environment_for(request.user, environment_id)
         validated(inputs.EmptyBody, request.data)
         environment, _changed = services.archive_environment(environment=environment)
@@ -176,7 +175,7 @@ class EnvironmentKeyDetailView(APIView):
         description="Revoke the key (it authenticates nobody from now on); revoking again returns it unchanged.",
     )
     def delete(self, request, environment_id, key_id):
-        reject_body(request)
         environment = selectors.get_environment_for(request.user, environment_id)
+        reject_body(request)
         key = services.revoke_environment_key(key=selectors.get_environment_key(environment, key_id))
         return objects.body(objects.EnvironmentKeySerializer, key)

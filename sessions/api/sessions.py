@@ -133,8 +133,8 @@ class SessionDetailView(APIView):
         "working). Versions it wrote keep their session_actor.",
     )
     def delete(self, request, session_id):
-        reject_body(request)
         session = selectors.get_session_for(request.user, session_id)
+        reject_body(request)
         services.delete_session(session=session)
         return Response({"id": str(session.pk), "type": "session_deleted"})
 
@@ -152,7 +152,6 @@ class SessionArchiveView(APIView):
         "stores can be deleted again. Archiving again returns it unchanged.",
     )
     def post(self, request, session_id):
-        reject_body(request)
         session = selectors.get_session_for(request.user, session_id)
         validated(inputs.EmptyBody, request.data)
         services.archive_session(session=session)

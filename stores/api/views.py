@@ -151,8 +151,8 @@ class StoreDetailView(APIView):
         "(else 409 `stale_confirmation`, nothing deleted). Deletes entries, summaries, files and versions.",
     )
     def delete(self, request, pk):
-        reject_body(request)
         store = selectors.get_store_for(request.user, pk, need="owner")
+        reject_body(request)
         query = s.StoreDeleteQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         services.delete_store(

@@ -194,9 +194,11 @@ def test_compact_with_a_wrong_digest_is_stale_digest(owner_client, filled_store)
     assert response.json()["error"]["details"]["reason"] == "stale_digest"
 
 
-def test_compact_accepts_an_uppercase_digest(owner_client, filled_store):
+def test_compact_refuses_an_uppercase_digest(owner_client, filled_store):
+    # issue 15 #12: SHA-256 values are 64 lowercase hex characters everywhere (preconditions too).
     job = nap(owner_client, filled_store)["data"]["job"]
-    assert submit(owner_client, filled_store, job, source_digest=job["source_digest"].upper()).status_code == 201
+    response = submit(owner_client, filled_store, job, source_digest=job["source_digest"].upper())
+    assert response.status_code == 400 and response.json()["error"]["message"].startswith("source_digest:")
 
 
 def test_compact_accepts_1024_bytes_and_rejects_1025(owner_client, filled_store):

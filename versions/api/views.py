@@ -163,8 +163,8 @@ class MemoryStoreDetailView(APIView):
         description="Owner only. Deletes the store with its memories, versions and log; allowed when archived.",
     )
     def delete(self, request, store_id):
-        reject_body(request)
         store = store_for_request(request, store_id, need="owner")
+        reject_body(request)
         store_services.delete_store(store=store)
         return responses.store_deleted_body(store.pk)
 
@@ -183,8 +183,8 @@ class MemoryStoreArchiveView(APIView):
         description="Owner only. One-way; archiving an archived store returns it unchanged.",
     )
     def post(self, request, store_id):
-        reject_body(request)
         store = store_for_request(request, store_id, need="owner")
+        reject_body(request)
         store, _changed = store_services.archive_store(store=store)
         return responses.store_body(store)
 
@@ -303,8 +303,8 @@ class MemoryDetailView(APIView):
         description="Appends a `deleted` version; allowed on archived stores.",
     )
     def delete(self, request, store_id, memory_id):
-        reject_body(request)
         store = store_for_request(request, store_id, need="write")
+        reject_body(request)
         query = _validated(MemoryDeleteQuerySerializer, request.query_params)
         version = services.delete_memory(
             store=store,
@@ -395,8 +395,8 @@ class MemoryVersionRedactView(APIView):
         "cannot be redacted (409 version_is_current). Allowed on archived stores.",
     )
     def post(self, request, store_id, version_id):
-        reject_body(request)
         store = store_for_request(request, store_id, need="write")
+        reject_body(request)
         version = services.redact_version(
             store=store, version_id=version_id, actor=actor_for_request(request), fence=fence_for_request(request)
         )

@@ -1,0 +1,184 @@
+"""One regression test per defect of issue 15 that a fuzzing run found (the race of #1 and the document of
+#2, #4, #5 and #10 have their own modules; #3 is in tests/stores/test_directory.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.factories import StoreFactory
+from tests.log.conftest import fill, put_summary
+from versions import services as version_services
+from versions.actors import Actor
+from versions.models import Version
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def store(owner):
+    store = fill(StoreFactory(owner=owner), 4, author=owner)
+    put_summary(store, "0-1")
+    return store
+
+
+@pytest.fixture
+def files(owner, store):
+    """A memory with two versions: (memory, its first, no longer current, version)."""
+    actor = Actor.user(owner.pk)
+    memory = version_services.create_memory(store=store, path="/a.md", content="one", actor=actor).memory
+    first = Version.objects.get(memory_id=memory.pk)
+    version_services.update_memory(store=store, memory_id=memory.pk, content="two", actor=actor)
+    return memory, first
+
+
+def error_of(response, status: int) -> str:
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert body["type"] == "error"
+    return body["error"]["message"]
+
+
+# --- #6 loose integers and booleans, repeated parameters -----------------------------------------------
+
+
+@pytest.mark.parametrize("budget", ["40.0", " 40", "40 ", "+40", "٤٠", "４０", "0x28", "4e1"])
+def test_an_integer_parameter_is_ascii_digits_only(owner_client, store, budget):
+    message = error_of(owner_client.get(f"/api/v1/memories/{store.pk}/wake", {"budget": budget}), 400)
+    assert message.startswith("budget:")
+
+
+@pytest.mark.parametrize(
+    ("path", "params"),
+    [
+        ("nap", {"snapshot": "5.0"}),
+        ("nap", {"limit": "٢"}),
+        ("recall", {"pattern": "entry", "limit": "5.0"}),
+        ("zoom", {"range": "0", "snapshot": "４"}),
+    ],
+)
+def test_integers_of_the_log_reads_are_strict(owner_client, store, path, params):
+    error_of(owner_client.get(f"/api/v1/memories/{store.pk}/{path}", params), 400)
+
+
+@pytest.mark.parametrize("params", [{"limit": "5.0"}, {"limit": "٥"}, {"include_archived": "yes"}])
+def test_memory_stores_list_parameters_are_strict(owner_client, store, params):
+    error_of(owner_client.get("/api/v1/memory_stores", params), 400)
+
+
+def test_well_formed_integers_and_booleans_still_work(owner_client, store):
+    assert owner_client.get(f"/api/v1/memories/{store.pk}/wake", {"budget": "40"}).status_code == 200
+    assert owner_client.get("/api/v1/memory_stores", {"limit": "5", "include_archived": "true"}).status_code == 200
+
+
+def test_a_repeated_query_parameter_is_a_400_naming_it(owner_client, store):
+    message = error_of(owner_client.get(f"/api/v1/memories/{store.pk}/wake?budget=40&budget=50"), 400)
+    assert message.startswith("budget:")
+    assert "more than once" in message
+
+
+# --- #8 body-less writes ---------------------------------------------------------------------------------
+
+
+def bodyless_writes(store, memory, version):
+    files = f"/api/v1/memory_stores/{store.pk}"
+    return [
+        ("post", f"{files}/archive"),
+        ("post", f"{files}/memory_versions/{version.pk}/redact"),
+        ("delete", f"{files}/memories/{memory.pk}"),
+        ("delete", files),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status"),
+    [
+        (b"{bad", "application/json", 400),
+        (b'{"x": \xff}', "application/json", 400),
+        (b'{"\\u0000": 1}', "application/json", 400),
+        (b'{"reason": "why"}', "application/json", 400),
+        (b"[]", "application/json", 400),
+        (b"a=b", "application/x-www-form-urlencoded", 415),
+    ],
+)
+def test_bodyless_writes_refuse_a_body_and_change_nothing(owner_client, store, files, body, content_type, status):
+    memory, version = files
+    for method, path in bodyless_writes(store, memory, version):
+        response = getattr(owner_client, method)(path, data=body, content_type=content_type)
+        assert response.status_code == status, (method, path, response.content)
+    store.refresh_from_db()
+    assert store.archived_at is None
+    version.refresh_from_db()
+    assert version.redacted_at is None
+
+
+def test_bodyless_writes_take_no_body_or_an_empty_object(owner_client, store, files):
+    _memory, version = files
+    files_url = f"/api/v1/memory_stores/{store.pk}"
+    assert owner_client.post(f"{files_url}/memory_versions/{version.pk}/redact").status_code == 200
+    assert owner_client.post(f"{files_url}/archive", data=b"{}", content_type="application/json").status_code == 200
+
+
+# --- #9 control characters in metadata -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("metadata", [{"k\x1b": "v"}, {"k": "v\x07"}, {"k": "\x85"}])
+def test_metadata_keys_and_values_refuse_control_characters_like_names(owner_client, metadata):
+    response = owner_client.post("/api/v1/memory_stores", {"name": "x", "metadata": metadata}, format="json")
+    assert error_of(response, 400).startswith("metadata:")
+    assert response.json()["error"]["details"]["error_code"] == "invalid_metadata"
+
+
+# --- #11 version filters by ids that name nothing --------------------------------------------------------
+
+
+@pytest.mark.parametrize("params", [{"session_id": "sesn_011CZkZ"}, {"api_key_id": "apikey_01Xyz"}, {"session_id": ""}])
+def test_version_filters_by_foreign_ids_are_an_empty_list(owner_client, store, files, params):
+    response = owner_client.get(f"/api/v1/memory_stores/{store.pk}/memory_versions", params)
+    assert response.status_code == 200, response.content
+    assert response.json()["data"] == []
+
+
+# --- #12 one rule each: ids, digests, duplicate keys ---------------------------------------------------
+
+
+def spellings(pk) -> list[str]:
+    text = str(pk)
+    return [text.upper(), "{" + text + "}", "urn:uuid:" + text, text.replace("-", "")]
+
+
+def test_only_the_canonical_spelling_of_an_id_names_anything(owner_client, store, files):
+    memory, version = files
+    files_url = f"/api/v1/memory_stores/{store.pk}"
+    assert owner_client.get(f"/api/v1/memories/{store.pk}").status_code == 200
+    for other in spellings(store.pk):
+        error_of(owner_client.get(f"/api/v1/memories/{other}"), 404)
+        error_of(owner_client.get(f"/api/v1/memory_stores/{other}"), 404)
+    for other in spellings(memory.pk):
+        error_of(owner_client.get(f"{files_url}/memories/{other}"), 404)
+    for other in spellings(version.pk):
+        error_of(owner_client.get(f"{files_url}/memory_versions/{other}"), 404)
+    error_of(owner_client.get("/api/v1/memories/resolve", {"ref": "^" + str(store.pk).upper()}), 400)
+
+
+def test_sha256_values_are_lowercase_hex_everywhere(owner_client, store, files):
+    memory, _ = files
+    body = {"range": "2-3", "generation": 1, "source_digest": "A" * 64, "summary_md": "s", "model": "m"}
+    assert error_of(owner_client.post(f"/api/v1/memories/{store.pk}/compact", body, format="json"), 400).startswith(
+        "source_digest:"
+    )
+    update = {"content": "x", "precondition": {"type": "content_sha256", "content_sha256": "A" * 64}}
+    url = f"/api/v1/memory_stores/{store.pk}/memories/{memory.pk}"
+    error_of(owner_client.post(url, update, format="json"), 400)
+
+
+def test_a_key_given_twice_in_one_json_object_is_a_400(owner_client):
+    response = owner_client.post(
+        "/api/v1/memory_stores", data=b'{"name": "a", "name": "b"}', content_type="application/json"
+    )
+    assert "more than once" in error_of(response, 400)
+
+
+def test_redact_refuses_unknown_body_fields(owner_client, store):
+    url = f"/api/v1/memories/{store.pk}/entries/1/redact"
+    response = owner_client.post(url, {"reason": "secret", "extra": 1}, format="json")
+    assert error_of(response, 400).startswith("extra:")
