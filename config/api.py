@@ -58,7 +58,7 @@ class StrictSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
-_QUERY_INTEGER = re.compile(r"-?[0-9]{1,20}")
+_QUERY_INTEGER = re.compile(r"-?[0-9]+")
 
 
 class StrictQuerySerializer(StrictSerializer):
