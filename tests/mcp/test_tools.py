@@ -42,7 +42,8 @@ def _cursor_payload(cursor: str | None):
 def same_as_rest(result, response, *, ignore: tuple[str, ...] = ()) -> dict:
     """Assert the tool result equals the REST body (optionally ignoring `data` keys); return it.
 
-    Signed cursors (`meta.next_cursor`) are compared by their payload, not their timestamped text.
+    Signed cursors (`meta.next_cursor`) are compared by their payload, not their timestamped text; a nap
+    job's `claimed_until` is not compared (the second nap renewed the claim).
     """
     assert response.status_code < 300, response.text
     mine, theirs = body_of(result), response.json()
@@ -50,6 +51,12 @@ def same_as_rest(result, response, *, ignore: tuple[str, ...] = ()) -> dict:
         mine["data"].pop(key, None)
         theirs["data"].pop(key, None)
     compared_mine, compared_theirs = json.loads(json.dumps(mine)), json.loads(json.dumps(theirs))
+    for body in (compared_mine, compared_theirs):  # each nap renews its claims: the lapse time moves on
+        data = body.get("data")
+        if isinstance(data, dict):
+            for job in [data.get("job"), *(data.get("jobs") or [])]:
+                if isinstance(job, dict):
+                    job.pop("claimed_until", None)
     if isinstance(mine.get("meta"), dict) and mine["meta"].get("next_cursor"):  # signed and timestamped
         for body in (compared_mine, compared_theirs):
             body["meta"]["next_cursor"] = _cursor_payload(body["meta"]["next_cursor"])
