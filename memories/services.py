@@ -18,6 +18,7 @@ from accounts.models import User
 from backoffice import services as audit
 from backoffice.models import AuditAction
 from config.compiled import prepared_cursor
+from config.constraints import violates
 from memories import tree
 from memories.errors import (
     EntryNotFound,
@@ -112,11 +113,6 @@ def _run_append(params: dict) -> tuple | None:
         return cursor.fetchone()
 
 
-def _is_nonce_violation(exc: IntegrityError) -> bool:
-    diag = getattr(exc.__cause__, "diag", None)
-    return getattr(diag, "constraint_name", None) == NONCE_CONSTRAINT
-
-
 def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str | None = None) -> Appended:
     """Append one entry to `store`'s log (SPEC §4 Entries); one SQL statement in autocommit mode.
 
@@ -144,7 +140,7 @@ def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str 
                 row = _run_append(params)
             break
         except IntegrityError as exc:
-            if client_nonce is None or not _is_nonce_violation(exc):
+            if client_nonce is None or not violates(exc, NONCE_CONSTRAINT):
                 raise
             # A concurrent retry of the same nonce committed first: decide from the original.
             original = (

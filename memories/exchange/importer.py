@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection
 from psycopg.types.json import Jsonb
 
 from memories import tree
@@ -25,6 +25,8 @@ from memories.exchange.errors import ImportInvalid
 from memories.exchange.format import Chain
 from memories.exchange.verify import SECTION_OF_TYPE, SECTIONS, Header
 from memories.models import Entry, Summary
+from stores import selectors as stores_selectors
+from stores import services as stores_services
 from stores.models import ReaderGrant, Scope, Store
 from versions.actors import ID_KEYS
 from versions.models import Memory, Operation, Version
@@ -524,16 +526,13 @@ class Importer:
         }
         Store.objects.filter(pk=self.store.pk).update(**updates)
         if self.store.importing and self.s["canonical"]:
-            try:
-                with transaction.atomic():  # one canonical store per subject (partial unique constraint)
-                    Store.objects.filter(pk=self.store.pk).update(canonical=True)
-            except IntegrityError:
-                existing = Store.objects.filter(canonical=True, scope=self.store.scope).filter(
-                    owner_id=self.store.owner_id, project_id=self.store.project_id, section_id=self.store.section_id
-                )
+            store = Store.objects.get(pk=self.store.pk)
+            if stores_services.claim_canonical(store):  # one canonical store per subject (CanonicalStore)
+                Store.objects.filter(pk=self.store.pk).update(canonical=True)
+            else:
+                existing = stores_selectors.canonical_store_id(scope=store.scope, subject_id=store.subject_id)
                 self.s["warnings"].append(
-                    "The subject already has a canonical store "
-                    f"({', '.join(str(pk) for pk in existing.values_list('pk', flat=True))}); "
+                    f"The subject already has a canonical store ({existing}); "
                     "this import is an ordinary (non-canonical) store of the same subject."
                 )
         if not self.s["keep_ids"] and self.store.importing and str(self.store.pk) != self.s["source_id"]:

@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Lower, Now
 
 from accounts.models import Project, Section, User
+from config.constraints import violates
 from memories.exchange import verify
 from memories.exchange.errors import (
     ImportCommitted,
@@ -117,8 +118,9 @@ def create_pending_store(*, header: Header, users: dict[str, str], subject: Subj
         try:
             with transaction.atomic():
                 return Store.objects.create(id=wanted, **fields), True
-        except IntegrityError:  # a parallel import of the same file took the id first
-            pass
+        except IntegrityError as exc:  # a parallel import of the same file took the id first
+            if not violates(exc, "stores_store_pkey"):
+                raise
     return Store.objects.create(id=uuid.uuid4(), **fields), False
 
 
