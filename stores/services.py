@@ -272,3 +272,19 @@ def set_reader(*, store: Store, handle: object, active: bool, granted_by: User) 
         grant.updated_at = timezone.now()
         grant.save(update_fields=["active", "granted_by", "updated_at"])
     return grant
+
+
+def lock_stores_in_order(store_ids) -> dict:
+    """Lock the store rows `store_ids` (UUIDs) FOR UPDATE, one statement per store in id order; return
+    ``{id: Store}`` of those that exist (inside the caller's transaction).
+
+    One statement per store, not one `pk IN (…)`: on Citus a locking read must stay on one shard (Citus
+    runs `SELECT … FOR UPDATE` only as a single-shard query). Id order keeps concurrent multi-store writers
+    free of deadlocks, as the single `ORDER BY pk` did (issue 21, docs/scaling.md).
+    """
+    locked = {}
+    for pk in sorted(set(store_ids)):
+        store = Store.objects.select_for_update(of=("self",)).filter(pk=pk).first()
+        if store is not None:
+            locked[pk] = store
+    return locked

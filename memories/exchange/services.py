@@ -287,10 +287,13 @@ def get_upload(*, actor: User, import_id: object, lock: bool = False) -> StoreIm
         pk = uuid.UUID(str(import_id))
     except ValueError:
         raise ImportNotFound() from None
+    # The import's store first (a plain read), then the import by (store, id): on Citus a locking read
+    # must name the shard (docs/scaling.md).
+    store_id = StoreImport.objects.filter(pk=pk, created_by=actor).values_list("store_id", flat=True).first()
     uploads = StoreImport.objects.select_related("store")
     if lock:
         uploads = uploads.select_for_update(of=("self",))
-    upload = uploads.filter(pk=pk, created_by=actor).first()
+    upload = None if store_id is None else uploads.filter(store_id=store_id, pk=pk, created_by=actor).first()
     if upload is None:
         raise ImportNotFound()
     return upload
