@@ -77,6 +77,9 @@ def rekey(table: str, columns: tuple[str, ...], old: tuple[str, ...] = ("id",)) 
 # ------------------------------------------------------------------------------ manage.py citus_distribute
 
 SAVED_FK_TABLE = "citus_distribute_saved_fk"
+# Foreign-key DDL on distributed tables that reference reference tables must not run over parallel
+# connections inside one transaction (Citus refuses); plain PostgreSQL accepts the setting as a no-op.
+SEQUENTIAL = "SET LOCAL citus.multi_shard_modify_mode TO 'sequential'"
 
 
 @dataclass(frozen=True)
@@ -134,14 +137,14 @@ def _quote(value: str) -> str:
 
 
 def _fk_steps(fks: list[ForeignKey], saved: list[ForeignKey]) -> tuple[list[str], list[str]]:
-    save = [f"CREATE TABLE IF NOT EXISTS {SAVED_FK_TABLE} (name text, table_name text, definition text NOT NULL, "
-            "PRIMARY KEY (table_name, name))"]  # fmt: skip
+    save = [SEQUENTIAL, f"CREATE TABLE IF NOT EXISTS {SAVED_FK_TABLE} (name text, table_name text, "
+            "definition text NOT NULL, PRIMARY KEY (table_name, name))"]  # fmt: skip
     for fk in fks:
         values = ", ".join(_quote(v) for v in (fk.name, fk.table, fk.definition))  # catalog text, quoted
         save.append(f"INSERT INTO {SAVED_FK_TABLE} VALUES ({values}) ON CONFLICT DO NOTHING")  # noqa: S608
         save.append(fk.drop())
     every = {(fk.table, fk.name): fk for fk in [*saved, *fks]}
-    restore = [fk.add() for _, fk in sorted(every.items())]
+    restore = [SEQUENTIAL, *(fk.add() for _, fk in sorted(every.items()))]
     restore.append(f"DROP TABLE {SAVED_FK_TABLE}")
     return save, restore
 
@@ -163,8 +166,13 @@ def distribute_plan(cursor, state: dict[str, str], shard_count: int | None = Non
     if not todo_reference and not todo_distributed and not saved:
         return plan
     plan.save_and_drop, plan.restore = _fk_steps(foreign_keys(cursor, [*REFERENCE, *DISTRIBUTED]), saved)
+    # A plan table already in Citus's metadata as a local table (pulled in by a foreign key to a reference
+    # table) goes back to plain; Citus may have done so itself once the keys were dropped, hence the check.
     plan.reference = [
-        f"SELECT undistribute_table({_quote(t)})" for t in [*REFERENCE, *DISTRIBUTED] if state.get(t) == "local"
+        f"DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = {_quote(t)}::regclass) "  # noqa: S608 - our table names
+        f"THEN PERFORM undistribute_table({_quote(t)}); END IF; END $$"
+        for t in [*REFERENCE, *DISTRIBUTED]
+        if state.get(t) == "local"
     ]
     plan.reference += [f"SELECT create_reference_table({_quote(t)})" for t in todo_reference]
     if shard_count is not None and todo_distributed:

@@ -153,3 +153,15 @@ def test_an_interrupted_run_loses_no_foreign_key_and_the_next_run_finishes(stubb
     assert _run()[-1] == "Distributed by store."
     assert _fks() == before
     assert "distributed stores_readergrant by store_id with stores_store" in _calls()
+
+
+def test_a_table_citus_pulled_in_as_local_goes_back_to_plain_before_anything_else(monkeypatch):
+    """The trial's failure: `memories_entry` became a Citus local table (a key to `accounts_user`)."""
+    monkeypatch.setattr(distribution, "citus_installed", lambda cursor: True)
+    monkeypatch.setattr(distribution, "citus_state", lambda cursor: {"memories_entry": "local"})
+    lines = _run("--dry-run")
+    undo = next(i for i, line in enumerate(lines) if "undistribute_table('memories_entry')" in line)
+    assert "pg_dist_partition" in lines[undo]  # only if Citus has not undone it itself
+    assert max(i for i, line in enumerate(lines) if "DROP CONSTRAINT" in line) < undo
+    assert undo < min(i for i, line in enumerate(lines) if "create_reference_table" in line)
+    assert "SELECT create_distributed_table('memories_entry', 'store_id', colocate_with => 'stores_store');" in lines

@@ -145,3 +145,24 @@ def test_the_check_catches_a_statement_without_the_store(private_store):
         list(Version.objects.filter(pk=uuid.uuid4()))
         list(Version.objects.filter(store_id=private_store.pk, pk=uuid.uuid4()))
     assert len(_offenders(recorder, private_store.pk)) == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "query"),
+    [
+        ("/api/v1/memories", {}),
+        ("/api/v1/memories", {"scope": "user"}),
+        ("/api/v1/memory_stores", {}),
+        ("/api/v1/search", {"q": "notes"}),
+    ],
+)
+def test_cross_store_queries_read_only_the_store_table(owner_client, private_store, path, query):
+    """The named cross-store queries (lists, search) are multi-shard on Citus, but they fan out over the
+    store rows only: no statement of theirs reads entries, summaries, files or versions without a store."""
+    fill(private_store, 3)
+    recorder, _ = _record(owner_client, "get", path, query)
+    unrouted = _offenders(recorder, private_store.pk)
+    content = set(DISTRIBUTED) - {"stores_store", "stores_readergrant"}
+    for sql in unrouted:
+        touched = {table for table in _TABLES.findall(sql)}
+        assert not touched & content, (path, sql)
