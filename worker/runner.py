@@ -89,7 +89,7 @@ class ItemSummary:
     final_sync: bool = False
     conflicts: list[dict] = field(default_factory=list)
     unsynced: list[dict] = field(default_factory=list)
-    refused_late_writes: int = 0
+    refused_lease_expired: int = 0
     work_stopped: bool = False
     error: str | None = None
 
@@ -106,14 +106,15 @@ class _HeartbeatWork:
 
 
 class _LateWrites:
-    """Counts writes the server refused because the lease had ended (409 `lease_expired`): reported, never
-    retried (the engine drops a refused push; the file is then kept under `.memory-unsynced`)."""
+    """Counts requests the server refused because the lease had ended (409 `lease_expired`; reads too, since
+    the credential is dead): reported, never retried — the engine drops a refused push and the file is then
+    kept under `.memory-unsynced`."""
 
     def __init__(self) -> None:
         self.count = 0
 
     async def __call__(self, response: httpx.Response) -> None:
-        if response.status_code != 409 or response.request.method == "GET":
+        if response.status_code != 409:
             return
         await response.aread()
         with contextlib.suppress(ValueError):
@@ -121,7 +122,7 @@ class _LateWrites:
             if details.get("reason") == "lease_expired":
                 self.count += 1
                 log.warning(
-                    "late write refused: the lease has ended (409 lease_expired) %s %s",
+                    "refused: the lease has ended (409 lease_expired) %s %s",
                     response.request.method,
                     response.request.url.path,
                 )
@@ -249,7 +250,7 @@ async def handle_item(opts: Options, item, stop: Stop) -> ItemSummary:
         if lease.lost:
             summary.outcome = "lease_lost"
     finally:
-        summary.refused_late_writes = late.count
+        summary.refused_lease_expired = late.count
         if lease.lost:
             log.info("lease lost; released work_id=%s without stopping it (it belongs to the queue)", item.id)
         else:
@@ -319,12 +320,17 @@ async def _run_agent(opts, summary, stores, env, workdir, stop, lease) -> None:
     # Its own process group: a terminal's Ctrl-C reaches the worker, which then stops the agent itself.
     process = subprocess.Popen(opts.agent_cmd, cwd=workdir, env=env, start_new_session=True)  # noqa: S603
     log.info("agent started pid=%d", process.pid)
+    passes = 0
     try:
         while process.poll() is None and not stop.event.is_set() and not lease.ended:
             await anyio.sleep(0.2)
             if process.poll() is None and not stop.event.is_set() and not lease.ended:
+                before = stores.last_sync
                 await stores.sync_if_due()
-                await stores.after_sync()
+                if stores.last_sync != before:
+                    passes += 1
+                    await stores.after_sync()
+                    log.info("sync pass %d done", passes)
     finally:
         if process.poll() is None:
             await _terminate(process, opts.grace)

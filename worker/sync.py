@@ -100,6 +100,11 @@ class WorkerMemoryStores(SessionMemoryStores):
     def _slug(self, store) -> str:
         return self._slugs.get(store.memory_store_id, store.memory_store_id)
 
+    @property
+    def last_sync(self) -> float:
+        """The engine's monotonic time of its last completed sync (changes when `sync_if_due` ran one)."""
+        return self._last_sync
+
     async def after_sync(self) -> None:
         """Make the files of read-only roots read-only again (a pull replaces files with fresh ones)."""
         for root in self.read_only_roots:
