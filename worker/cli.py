@@ -3,8 +3,8 @@
 `memories-worker run --environment ENV [options] -- AGENT_CMD …` claims work and runs `AGENT_CMD` once per
 item (the environment key comes from `MEMORIES_ENVIRONMENT_KEY`, never from the command line, so it stays out
 of `ps`). Prints one JSON summary line per item on stdout; logs go to stderr. Exit status: 0 when the worker
-stopped normally (after `--once`'s item, or SIGTERM/SIGINT), 1 when it could not go on (bad key, server
-unreachable), 2 on a usage error.
+stopped normally (after `--once`'s item, or SIGTERM/SIGINT), 1 when the poll was refused for good (a bad key
+or environment: 4xx), 2 on a usage error. An unreachable server is retried with backoff (the SDK poller's).
 
 `memories-worker tools` serves the agent's file tools (read, write, edit, glob, grep, bash) over MCP stdio.
 """

@@ -160,7 +160,8 @@ def _client(opts: Options, token: str, hooks: list | None = None) -> AsyncAnthro
 async def run(opts: Options) -> int:
     """Poll the environment and run one agent per claimed item until SIGTERM/SIGINT (or one item with
     `once`). Returns the process exit status: 0 when every claimed item ended (whatever its outcome — see
-    the summary lines), 1 when the worker itself could not go on (bad key, unreachable server)."""
+    the summary lines), 1 when the poll was refused for good (bad key or environment; an unreachable
+    server is retried with the SDK poller's backoff)."""
     stop = Stop()
     loop_signals = []
     loop = asyncio.get_running_loop()
