@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -12,6 +13,7 @@ from django.db.models.expressions import RawSQL
 
 from sessions.models import Work
 from tests.factories import StoreFactory
+from tests.worker.conftest import WORKER
 from versions import services as version_services
 from versions.actors import Actor
 from versions.models import Memory, Version
@@ -259,3 +261,31 @@ def test_a_wiped_folder_deletes_nothing_and_a_single_delete_waits_for_a_corrobor
     assert run.wait_for("journal") == '["journal/a.md", "journal/b.md", "journal/c/d.md"]'
     assert contents(journal) == {"/a.md": "a", "/b.md": "b", "/c/d.md": "d"}
     assert session_versions(session) == [("deleted", "/old.md")]
+
+
+def test_a_refused_key_exits_1_and_sigterm_while_idle_exits_0(live_server, environment, env_key, tmp_path):
+    args = [str(WORKER), "run", "--environment", str(environment.pk), "--api-url", live_server.url]
+    args += ["--mount-root", str(tmp_path / "mnt"), "--workdir", str(tmp_path / "work"), "--once", "--", "true"]
+    refused = subprocess.run(
+        args, env={**os.environ, "MEMORIES_ENVIRONMENT_KEY": "menv_not_a_key"}, capture_output=True, timeout=60
+    )
+    assert refused.returncode == 1, refused.stderr
+    assert b"poll failed permanently" in refused.stderr
+    missing = subprocess.run(
+        args,
+        env={k: v for k, v in os.environ.items() if k != "MEMORIES_ENVIRONMENT_KEY"},
+        capture_output=True,
+        timeout=60,
+    )
+    assert missing.returncode == 2 and b"MEMORIES_ENVIRONMENT_KEY" in missing.stderr
+
+    # Nothing queued: the worker polls until told to stop, then exits 0 without having claimed anything.
+    idle = subprocess.Popen(
+        args, env={**os.environ, "MEMORIES_ENVIRONMENT_KEY": env_key.secret}, stderr=subprocess.PIPE
+    )
+    time.sleep(3)
+    assert idle.poll() is None
+    idle.send_signal(signal.SIGTERM)
+    _out, err = idle.communicate(timeout=30)
+    assert idle.returncode == 0, err
+    assert b"SIGTERM received" in err
