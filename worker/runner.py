@@ -79,7 +79,7 @@ class ItemSummary:
 
     outcome: `completed` (agent exited 0), `agent_failed` (non-zero or killed), `interrupted` (the worker got
     SIGTERM/SIGINT), `lease_lost`, `work_stopped` (stopped or archived from outside), `session_terminated`,
-    `download_failed`, `failed` (anything else; `error` says what).
+    `download_failed`, `skipped` (not a session item), `failed` (anything else; `error` says what).
     """
 
     work_id: str
@@ -174,13 +174,13 @@ async def run(opts: Options) -> int:
         async with anyio.create_task_group() as tg:
 
             async def poll_items() -> None:
-                async for item in aiter_work(
-                    work, environment_id=opts.environment_id, worker_id=opts.worker_id, auto_stop=False
-                ):
-                    summary = await handle_item(opts, item, stop)
-                    print(json.dumps(asdict(summary)), flush=True)
-                    if opts.once or stop.signal_name:
-                        break
+                items = aiter_work(work, environment_id=opts.environment_id, worker_id=opts.worker_id, auto_stop=False)
+                async with contextlib.aclosing(items):
+                    async for item in items:
+                        summary = await handle_item(opts, item, stop)
+                        print(json.dumps(asdict(summary)), flush=True)
+                        if opts.once or stop.signal_name:
+                            break
                 tg.cancel_scope.cancel()
 
             async def stop_when_idle() -> None:
@@ -219,9 +219,13 @@ async def handle_item(opts: Options, item, stop: Stop) -> ItemSummary:
     item's own failures; cancellation still propagates)."""
     summary = ItemSummary(work_id=item.id, session_id=item.data.id)
     token = _sessions_token_from_secret(getattr(item, "secret", None))
+    if item.data.type != "session":  # the SDK's queue also knows "healthcheck" items; nothing to run
+        summary.outcome = "skipped"
+        await _stop_with_key(opts, item, summary)
+        return summary
     if token is None:
         summary.outcome, summary.error = "download_failed", "the work item carried no per-work credential"
-        await _stop_work(_client(opts, opts.environment_key), item, summary)
+        await _stop_with_key(opts, item, summary)
         return summary
     late = _LateWrites()
     client = _client(opts, token, hooks=[late])
@@ -259,6 +263,14 @@ async def handle_item(opts: Options, item, stop: Stop) -> ItemSummary:
         await client.close()
         _running.value = False
     return summary
+
+
+async def _stop_with_key(opts: Options, item, summary: ItemSummary) -> None:
+    client = _client(opts, opts.environment_key)
+    try:
+        await _stop_work(client, item, summary)
+    finally:
+        await client.close()
 
 
 async def _stop_work(client: AsyncAnthropic, item, summary: ItemSummary) -> None:
@@ -319,7 +331,10 @@ def _agent_env(opts, item, session, context: str, stores: WorkerMemoryStores) ->
 
 async def _run_agent(opts, summary, stores, env, workdir, stop, lease) -> None:
     # Its own process group: a terminal's Ctrl-C reaches the worker, which then stops the agent itself.
-    process = subprocess.Popen(opts.agent_cmd, cwd=workdir, env=env, start_new_session=True)  # noqa: S603
+    # Its output goes to the worker's stderr: stdout carries only the summary lines.
+    process = subprocess.Popen(  # noqa: S603
+        opts.agent_cmd, cwd=workdir, env=env, start_new_session=True, stdout=sys.stderr.fileno()
+    )
     log.info("agent started pid=%d", process.pid)
     passes = 0
     try:

@@ -144,7 +144,10 @@ def test_sigterm_to_the_worker_flushes_the_agents_file_within_the_bound(worker, 
     session = make_session(notes_store)
     run = worker(
         """
+        import signal
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a stubborn agent: the worker must SIGKILL it
         (MOUNTS / "team-notes" / "note.md").write_text("written before SIGTERM")
+        print("the agent's output goes to the worker's stderr")
         say("written")
         time.sleep(600)
         """,
@@ -158,6 +161,8 @@ def test_sigterm_to_the_worker_flushes_the_agents_file_within_the_bound(worker, 
     summary = run.finish(timeout=30)
     assert time.monotonic() - sent < 2 + 10 + 5  # grace + flush bound + start-up slack
     assert summary["outcome"] == "interrupted" and summary["final_sync"] is False
+    assert summary["agent_exit"] == -signal.SIGKILL and "SIGKILL" in run.log()
+    assert "the agent's output goes to the worker's stderr" in run.log()
     assert contents(notes_store) == {"/note.md": "written before SIGTERM"}
     assert session_versions(session) == [("created", "/note.md")]
     assert work_state(session) == "stopped"
@@ -289,3 +294,37 @@ def test_a_refused_key_exits_1_and_sigterm_while_idle_exits_0(live_server, envir
     _out, err = idle.communicate(timeout=30)
     assert idle.returncode == 0, err
     assert b"SIGTERM received" in err
+
+
+def test_syncs_run_on_a_cadence_while_the_agent_runs(worker, owner_token, notes_store, make_session):
+    seed(notes_store, owner_token, {"/shared.md": "v1"})
+    session = make_session(notes_store)
+    run = worker(
+        """
+        notes = MOUNTS / "team-notes"
+        (notes / "progress.md").write_text("step 1")
+        say("written")
+        deadline = time.monotonic() + 60
+        while (notes / "shared.md").read_text() != "v2":  # a remote edit arrives while the agent runs
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        say("pulled")
+        wait("go")
+        """
+    )
+    run.wait_for("written")
+    deadline = time.monotonic() + 30
+    while "/progress.md" not in contents(notes_store):  # pushed by a cadence sync, the agent still running
+        assert time.monotonic() < deadline, run.log()
+        time.sleep(0.2)
+    assert run.process.poll() is None
+    memory = Memory.objects.get(store=notes_store, path="/shared.md")
+    version_services.update_memory(
+        store=notes_store, memory_id=memory.pk, content="v2", actor=Actor.api(owner_token.token.pk)
+    )
+    run.wait_for("pulled")
+    run.tell("go")
+    summary = run.finish()
+    assert summary["outcome"] == "completed" and summary["conflicts"] == [] and summary["unsynced"] == []
+    assert contents(notes_store) == {"/shared.md": "v2", "/progress.md": "step 1"}
+    assert session_versions(session) == [("created", "/progress.md")]
