@@ -309,6 +309,9 @@ async def _serve(opts, item, client, summary, stop, lease) -> None:
         await stores.after_sync()
         context = system_context(resources)
         (workdir / CONTEXT_FILE).write_text(context, encoding="utf-8")
+        if stop.event.is_set() or lease.ended:  # a signal or a lost lease during the download: no agent
+            summary.outcome = "lease_lost" if lease.lost else "interrupted" if stop.signal_name else "work_stopped"
+            return
         env = _agent_env(opts, item, session, context, stores)
         await _run_agent(opts, summary, stores, env, workdir, stop, lease)
     finally:
