@@ -205,11 +205,20 @@ def test_a_lost_lease_stops_the_agent_and_no_later_write_lands(worker, owner_tok
     )
     agent_pid = int(run.wait_for("pid"))
     run.wait_log("sync pass 1 done")  # a write with the live lease has landed (or been tried)
-    expired = Work.objects.filter(session=session).update(
-        lease_expires_at=RawSQL("statement_timestamp() - interval '1 millisecond'", [])
-    )
-    assert expired == 1
-    forced_at = Work.objects.get(session=session).lease_expires_at
+    # Force the lease to lapse (database time). A heartbeat committing just after would extend it again, so
+    # force it again whenever it moved forward, until the worker reports the loss; the fence must hold from
+    # the last forcing on.
+    forced_at = None
+    deadline = time.monotonic() + 60
+    while "lease lost" not in run.log():
+        assert time.monotonic() < deadline, run.log()
+        current = Work.objects.get(session=session).lease_expires_at
+        if forced_at is None or (current is not None and current > forced_at):
+            Work.objects.filter(session=session).update(
+                lease_expires_at=RawSQL("statement_timestamp() - interval '1 millisecond'", [])
+            )
+            forced_at = Work.objects.get(session=session).lease_expires_at
+        time.sleep(0.1)
     summary = run.finish(timeout=60)
 
     assert summary["outcome"] == "lease_lost" and summary["final_sync"] is False
