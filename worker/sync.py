@@ -9,7 +9,8 @@ on here). Two extensions, both at the engine's own decision points:
   `<workdir>/.memory-conflicts/<slug>/<path>~<UTC time>` and records the conflict.
 - **Nothing is lost when a mount is removed.** `preserve_unsynced` copies every file whose content the server
   does not hold (the flush could not push it: lost lease, refusal, time bound, read-only root) to
-  `<workdir>/.memory-unsynced/<slug>/<path>` before `dispose` removes the mounts.
+  `<workdir>/.memory-unsynced/<slug>/<path>` (`<path>~<UTC time>` when an earlier item left a different copy
+  there) before `dispose` removes the mounts.
 
 Everything else — SHA-256 preconditions, read-only roots pulled and never pushed, corroborated deletes, wipe
 recovery, the trust marker — is the engine's, unchanged.
@@ -132,6 +133,9 @@ class WorkerMemoryStores(SessionMemoryStores):
                         continue
                     slug = self._slug(store)
                     target = self._work_path / UNSYNCED_DIR / slug / rel
+                    if target.exists() and target.read_bytes() != data:
+                        # An earlier item's copy of the same path (a reused work directory): keep both.
+                        target = target.with_name(f"{target.name}~{utc_stamp()}")
                     _write_copy(target, data)
                     kept.append(KeptFile(slug=slug, path=rel, kept_at=str(target)))
                     log.warning("unsynced: %s/%s did not reach the server; kept at %s", slug, rel, target)

@@ -339,3 +339,25 @@ def test_syncs_run_on_a_cadence_while_the_agent_runs(worker, owner_token, notes_
     assert summary["outcome"] == "completed" and summary["conflicts"] == [] and summary["unsynced"] == []
     assert contents(notes_store) == {"/shared.md": "v2", "/progress.md": "step 1"}
     assert session_versions(session) == [("created", "/progress.md")]
+
+
+def test_a_reused_work_directory_keeps_every_unsynced_copy(worker, owner, owner_token, make_session):
+    prefs = StoreFactory(owner=owner, canonical=False, name="Prefs")
+    seed(prefs, owner_token, {"/editor.md": "vim"})
+    kept = []
+    for text in ("emacs", "nano"):
+        make_session((prefs, "read_only"))
+        run = worker(
+            f"""
+            target = MOUNTS / "prefs" / "editor.md"
+            target.chmod(0o644)  # bash can do what the file tools refuse; the worker still never pushes it
+            target.write_text({text!r})
+            """
+        )
+        summary = run.finish()
+        assert summary["outcome"] == "completed"
+        kept += [k["kept_at"] for k in summary["unsynced"]]
+    folder = run.workdir / ".memory-unsynced" / "prefs"
+    assert sorted(p.read_text() for p in folder.iterdir()) == ["emacs", "nano"]
+    assert kept[0] == str(folder / "editor.md") and kept[1].startswith(str(folder / "editor.md~"))
+    assert contents(prefs) == {"/editor.md": "vim"}
