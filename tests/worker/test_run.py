@@ -361,3 +361,28 @@ def test_a_reused_work_directory_keeps_every_unsynced_copy(worker, owner, owner_
     assert sorted(p.read_text() for p in folder.iterdir()) == ["emacs", "nano"]
     assert kept[0] == str(folder / "editor.md") and kept[1].startswith(str(folder / "editor.md~"))
     assert contents(prefs) == {"/editor.md": "vim"}
+
+
+def test_a_stop_from_outside_ends_the_agent_and_the_flush_window_still_pushes(
+    worker, key_sdk, environment, notes_store, make_session
+):
+    session = make_session(notes_store)
+    run = worker(
+        """
+        (MOUNTS / "team-notes" / "note.md").write_text("written before the stop")
+        say("written")
+        time.sleep(600)
+        """,
+        sync_interval=60,
+        lease_ttl=10,  # heartbeats every 5 s: the next one hears the stop
+        grace=2,
+    )
+    run.wait_for("written")
+    work = Work.objects.get(session=session)
+    key_sdk.beta.environments.work.stop(str(work.pk), environment_id=str(environment.pk))  # no force: stopping
+    summary = run.finish(timeout=60)
+    assert summary["outcome"] == "work_stopped" and summary["final_sync"] is False
+    assert contents(notes_store) == {"/note.md": "written before the stop"}  # pushed while stopping: still leased
+    assert session_versions(session) == [("created", "/note.md")]
+    assert work_state(session) == "stopped" and summary["work_stopped"] is True
+    assert list(run.mounts.iterdir()) == []
