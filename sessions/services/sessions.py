@@ -9,10 +9,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import User
-from sessions.errors import EnvironmentArchived, EnvironmentNotFound, SessionArchived
+from sessions.errors import EnvironmentArchived, EnvironmentNotFound, SessionArchived, SessionNotFound
 from sessions.models import Attachment, Environment, Session, Work
 from sessions.selectors import StoreToAttach
-from sessions.services.common import UNSET, db_now, patch_metadata
+from sessions.services.common import UNSET, db_now, lock_row, patch_metadata
 from sessions.services.work import stop_for_good
 from sessions.validation import clean_title, mount_paths
 from stores import services as stores_services
@@ -80,7 +80,7 @@ def create_session(
 
 
 def _lock(session: Session) -> Session:
-    return Session.objects.select_for_update(of=("self",)).get(pk=session.pk)
+    return lock_row(session, SessionNotFound)
 
 
 @transaction.atomic
