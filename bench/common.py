@@ -291,6 +291,38 @@ class LoadResult:
         return self.requests / self.seconds
 
 
+class HttpHealth(HttpJob):
+    """The floor of any request: GET /healthz (the serving stack + Django middleware; no DRF, no database)."""
+
+    def call(self, i: int) -> None:
+        self.request("GET", "/healthz", None, {}, 200)
+
+
+def measured_load(server: Server, jobs: list[Job], *, duration: float, warmup: int = 20) -> tuple[LoadResult, float]:
+    """`run_load(jobs)` against `server`; returns (result, server CPU milliseconds per request).
+
+    Server CPU is user + system time of gunicorn's master and workers (/proc) over the window, warm-up
+    included in neither the count nor (approximately) the time; a busy machine disturbs it far less than
+    wall-clock latency.
+    """
+    before = server.cpu_seconds()
+    result = run_load(jobs, duration=duration, warmup=warmup)
+    return result, (server.cpu_seconds() - before) * 1000 / max(result.requests + warmup * len(jobs), 1)
+
+
+def floor_line(server: Server, *, clients: int, duration: float, reference_rps: float | None, what: str) -> str:
+    """Measure the framework floor (GET /healthz, `clients` clients) on `server`; return its report line.
+
+    `reference_rps` (the raw SQL figure of the same run) adds a "= N % of <what>" ratio.
+    """
+    floor, cpu_ms = measured_load(server, [HttpHealth(server.port) for _ in range(clients)], duration=duration)
+    line = (
+        f"floor: GET /healthz (no DRF, no database) at {clients} clients: {floor.rps:,.0f} req/s, "
+        f"p50 {floor.p50_ms:.2f} ms, {cpu_ms:.2f} ms server CPU/req"
+    )
+    return line + (f" = {floor.rps / reference_rps:.0%} of {what}" if reference_rps else "")
+
+
 def _client(job: Job, warmup: int, barrier, start_at, duration: float, out) -> None:
     try:
         job.open()

@@ -31,9 +31,11 @@ from bench.common import (
     ServerConfig,
     bench_database,
     django_setup,
+    floor_line,
     gunicorn,
     machine_line,
     make_owners,
+    measured_load,
     pg_params,
     run_load,
     table,
@@ -174,11 +176,11 @@ def main() -> None:
         print(machine_line())
         owners = {"http": make_owners(16, "bench-files-http"), "raw": make_owners(16, "bench-files-raw")}
         params = pg_params()
-        rows, ratios = [], {}
+        rows, ratios, raw_rps = [], {}, {}
         with gunicorn(db_name, ServerConfig()) as server:
             for mode in ("create", "update"):
                 for n in clients:
-                    results = {}
+                    results, cpu_ms = {}, 0.0
                     for kind in ("raw", "http"):
                         jobs = []
                         for c in range(n):
@@ -186,8 +188,12 @@ def main() -> None:
                             tag = f"{kind}{next(run)}"
                             job = HttpFiles(server.port, mine, tag, mode) if kind == "http" else None
                             jobs.append(job or RawFiles(params, mine, tag, mode))
-                        results[kind] = run_load(jobs, duration=args.duration, warmup=5)
+                        if kind == "http":
+                            results[kind], cpu_ms = measured_load(server, jobs, duration=args.duration, warmup=5)
+                        else:
+                            results[kind] = run_load(jobs, duration=args.duration, warmup=5)
                     raw, web = results["raw"], results["http"]
+                    raw_rps[(mode, n)] = raw.rps
                     ratios[(mode, n)] = web.rps / raw.rps
                     rows.append(
                         [
@@ -199,17 +205,37 @@ def main() -> None:
                             f"{web.p50_ms:.2f}",
                             f"{web.p99_ms:.2f}",
                             f"{web.rps / raw.rps:.0%}",
+                            f"{cpu_ms:.2f}",
                         ]
                     )
                     print(f"  {mode} clients={n}: raw {raw.rps:,.0f}/s, HTTP {web.rps:,.0f}/s", flush=True)
+            floor_clients = 4 if 4 in clients else clients[0]
+            floor = floor_line(
+                server,
+                clients=floor_clients,
+                duration=args.duration,
+                reference_rps=raw_rps.get(("create", floor_clients)),
+                what="the raw create",
+            )
     print()
     print(
         table(
-            ["operation", "clients", "raw req/s", "raw p50 ms", "HTTP req/s", "HTTP p50 ms", "HTTP p99 ms", "HTTP/raw"],
+            [
+                "operation",
+                "clients",
+                "raw req/s",
+                "raw p50 ms",
+                "HTTP req/s",
+                "HTTP p50 ms",
+                "HTTP p99 ms",
+                "HTTP/raw",
+                "server CPU ms/req",
+            ],
             rows,
         )
     )
     print()
+    print(floor)
     for mode in ("create", "update"):
         worst = min(ratios[(mode, n)] for n in clients)
         print(

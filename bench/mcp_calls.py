@@ -1,11 +1,11 @@
 """Benchmark `/mcp` tool calls against the REST call they run, on the mounts we considered (issue 14).
 
-    .venv/bin/python bench/mcp_calls.py [--duration 2] [--clients 1,4] [--mounts view-gthread,view-asgi,sdk-asgi]
+    .venv/bin/python bench/mcp_calls.py [--duration 2] [--clients 1,4] [--mounts view-front,view-gthread,sdk-asgi]
 
 Mounts (each gunicorn with config/gunicorn.conf.py, 2 workers; ours is the first):
-- ``view-gthread``: `/mcp` as an async Django view driving the SDK's stateless transport per request,
-  under today's gthread workers (config.wsgi) — what `bin/serve` runs;
-- ``view-asgi``: the same view under gunicorn's ASGI worker (config.asgi);
+- ``view-front``: `/mcp` as a Django view driving the SDK's stateless transport per request, under the
+  serving stack `bin/serve` runs (config/server.py's ASGI worker + config.asgi's front, Django on threads);
+- ``view-gthread``: the same view under gunicorn's plain gthread workers (config.wsgi);
 - ``sdk-asgi``: the SDK's session manager mounted beside Django by a path-dispatching ASGI app
   (bench/mcp_composition.py): no Django middleware on `/mcp`, one manager per process.
 

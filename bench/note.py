@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import (
     STACKS,
+    HttpHealth,
     HttpJob,
     PgJob,
     ServerConfig,
@@ -78,13 +79,6 @@ class HttpNote(HttpJob):
         path, headers = self.prepared[i % len(self.prepared)]
         body = json.dumps({"body_md": BODY, "client_nonce": f"{self.tag}-{i}"}).encode()
         self.request("POST", path, body, headers, 201)
-
-
-class HttpHealth(HttpJob):
-    """The floor of any request: GET /healthz (Django + middleware + gunicorn; no DRF, no database)."""
-
-    def call(self, i: int) -> None:
-        self.request("GET", "/healthz", None, {}, 200)
 
 
 class RawNote(PgJob):

@@ -27,6 +27,7 @@ from bench.common import (
     ServerConfig,
     bench_database,
     django_setup,
+    floor_line,
     gunicorn,
     load_log,
     machine_line,
@@ -114,16 +115,20 @@ def main() -> None:
                 over_http()
                 in_process()
             clock = time.perf_counter
+            http_cpu = 0.0
             for _ in range(args.rounds):
+                cpu_before = server.cpu_seconds()
                 for _ in range(args.per_round):
                     t0 = clock()
                     over_http()
                     http_times.append(clock() - t0)
+                http_cpu += server.cpu_seconds() - cpu_before
                 for _ in range(args.per_round):
                     t0 = clock()
                     in_process()
                     local_times.append(clock() - t0)
             conn.close()
+            floor = floor_line(server, clients=1, duration=2.0, reference_rps=None, what="")
         pg.close()
     http_times.sort()
     local_times.sort()
@@ -132,23 +137,26 @@ def main() -> None:
     print(f"one page: {SCAN} entries examined of {n:,}, {matches} matches, pattern {PATTERN!r} (case-insensitive)")
     print(
         table(
-            ["side", "requests", "p50 ms", "p99 ms"],
+            ["side", "requests", "p50 ms", "p99 ms", "server CPU ms/req"],
             [
                 [
                     "HTTP recall",
                     len(http_times),
                     f"{percentile(http_times, 50) * 1000:.2f}",
                     f"{percentile(http_times, 99) * 1000:.2f}",
+                    f"{http_cpu * 1000 / len(http_times):.2f}",
                 ],
                 [
                     "in-process fetch + RE2",
                     len(local_times),
                     f"{percentile(local_times, 50) * 1000:.2f}",
                     f"{percentile(local_times, 99) * 1000:.2f}",
+                    "",
                 ],
             ],
         )
     )
+    print(floor)
     print()
     print(f"goal: HTTP recall p50 ≤ 2× in-process: {ratio:.2f}× — {verdict(ratio <= 2.0)}")
 

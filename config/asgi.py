@@ -96,6 +96,11 @@ async def _probe(path: str, send: Callable) -> None:
 async def _django(scope: dict, receive: Callable, send: Callable) -> None:
     loop = asyncio.get_running_loop()
     body = b""
+    declared = _declared_length(scope["headers"])
+    if declared is not None and declared > settings.MAX_REQUEST_BYTES:  # refused before a byte of it is read
+        message = f"Request body is {declared} bytes; the limit is {settings.MAX_REQUEST_BYTES} bytes."
+        await _send_error(send, 413, "request_too_large", message, {"Connection": "close"})
+        return
     if _has_body(scope["headers"]):
         try:
             body = await _read_body(receive, loop.time() + settings.BODY_TIMEOUT, settings.MAX_REQUEST_BYTES + 1)
@@ -133,6 +138,16 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
         return
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": content})
+
+
+def _declared_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    """The request's Content-Length in bytes, or None when absent (gunicorn has already refused a malformed
+    one with 400, so a value here is ASCII digits)."""
+    for name, value in headers:
+        if name == b"content-length":
+            text = value.strip()
+            return int(text) if text.isdigit() else None
+    return None
 
 
 def _has_body(headers: list[tuple[bytes, bytes]]) -> bool:

@@ -102,6 +102,12 @@ class Protocol(ASGIProtocol):
     def _send_error_response(self, status, message, extra_headers=()):
         from config.errors import new_request_id
 
+        if self._closed:
+            # The client went away (e.g. mid-body) and the application had nobody to answer: gunicorn would
+            # log a 500 for what is not a fault of ours, and no one could read the response anyway.
+            logger.info("%s not sent: the client closed the connection before the response", status)
+            return
+
         request_id = new_request_id()
         body = protocol_error_body(status, str(message), request_id)
         reason = _REASON_PHRASES.get(status)

@@ -30,8 +30,8 @@ from accounts.models import User, Visibility
 from legacy.models import ArchivedAssessment, ArchivedRecord, ArchivedRevision, Assessment, Record, Revision
 from legacy.splitting import ENTRY_MAX_BYTES, split_document
 from memories.models import Entry
-from stores.models import ReaderGrant, Scope, Store
-from stores.services import ensure_canonical_store
+from stores.models import CanonicalStore, ReaderGrant, Scope, Store
+from stores.services import ensure_canonical_store, lock_stores_in_order
 
 NONCE_PREFIX = "legacy-0041"
 DEFAULT_BATCH_SIZE = 2000
@@ -137,10 +137,8 @@ def _canonical_stores(author_ids: set, *, create: bool) -> tuple[dict[Any, Store
     be) created; without `create` a missing store maps to None (dry run). An existing store is used as
     it is (its name, description, metadata and visibility are kept).
     """
-    stores: dict[Any, Store | None] = {
-        store.owner_id: store
-        for store in Store.objects.filter(scope=Scope.USER, canonical=True, owner_id__in=author_ids)
-    }
+    canonical = CanonicalStore.objects.filter(scope=Scope.USER, subject_id__in=author_ids).values("store_id")
+    stores: dict[Any, Store | None] = {store.owner_id: store for store in Store.objects.filter(pk__in=canonical)}
     missing = [author_id for author_id in author_ids if author_id not in stores]
     created: set = set()
     if missing and not create:
@@ -169,10 +167,11 @@ def _import_batch(batch: list[dict[str, Any]], summary: ImportSummary, *, dry_ru
         store_ids = sorted(store.pk for store in stores.values() if store is not None)
         # Lock first, then read counters, sharing state and existing nonces: all exact under the lock.
         # A dry run only reads (no lock), so it never waits for or blocks live writers.
-        candidates = Store.objects.filter(pk__in=store_ids).order_by("pk")
-        if not dry_run:
-            candidates = candidates.select_for_update(of=("self",))
-        locked = {store.pk: store for store in candidates}
+        locked = (
+            {store.pk: store for store in Store.objects.filter(pk__in=store_ids)}
+            if dry_run
+            else lock_stores_in_order(store_ids)
+        )
         shared = set(ReaderGrant.objects.filter(store_id__in=store_ids, active=True).values_list("store_id", flat=True))
         done = _imported_nonces(
             [

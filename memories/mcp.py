@@ -48,9 +48,13 @@ TOOLS = [
             "summaries, with their text), the store's `generation`, a `source_digest` and a `prompt`. "
             "Summarise the two children with your own model into at most 1,024 UTF-8 bytes as the prompt "
             "says, then submit with compact_memories (range, generation, source_digest, summary_md, model). "
-            "`data.complete` true means there is nothing to summarise. The server never calls a model."
+            "`data.complete` true means there is nothing to summarise. The server never calls a model. "
+            "With write access the job is claimed for you (`claimed_until`), so parallel agents never get "
+            "the same job; calling again returns your own claim. Pass `limit` (1–16) to claim up to that "
+            "many jobs at once in `data.jobs` and summarise them in one model call. When every ready job "
+            "is claimed by others, `data.job` is null, `data.complete` false and `meta.retry_after` "
+            "(seconds) says when to try again; a claim you abandon simply lapses."
         ),
-        read_only=True,
         idempotent=True,
         argument_help={"id": STORE_ID_HELP},
     ),

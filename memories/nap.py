@@ -340,6 +340,12 @@ def _claim(
     return claimed, lost
 
 
+# How many times one nap reads the frontier again after concurrent naps won its candidates. Each attempt is
+# a few statements and happens only under contention; 16 agents napping one store at the same instant
+# (tests/log/test_claims_parallel.py) need more than three on a loaded machine.
+NAP_ATTEMPTS = 6
+
+
 @dataclass(frozen=True)
 class _Attempt:
     chosen: list[tree.Block]
@@ -441,7 +447,7 @@ def nap(*, store: Store, claimant: str | None, snapshot: int | None = None, limi
     # Concurrent naps can win candidates this nap wanted, or a concurrent forget take a chosen job's
     # child away, between our queries: look again (bounded). A new attempt keeps what the last one
     # claimed: the caller's own claims come first among its candidates.
-    for _attempt in range(3):
+    for _attempt in range(NAP_ATTEMPTS):
         if pending == 0:
             break
         attempt = _pick(store, n, pending, claimant, limit)

@@ -18,6 +18,7 @@ from accounts.models import User
 from backoffice import services as audit
 from backoffice.models import AuditAction
 from config.compiled import prepared_cursor
+from config.constraints import violates
 from memories import tree
 from memories.errors import (
     EntryNotFound,
@@ -113,11 +114,6 @@ def _run_append(params: dict) -> tuple | None:
         return cursor.fetchone()
 
 
-def _is_nonce_violation(exc: IntegrityError) -> bool:
-    diag = getattr(exc.__cause__, "diag", None)
-    return getattr(diag, "constraint_name", None) == NONCE_CONSTRAINT
-
-
 def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str | None = None) -> Appended:
     """Append one entry to `store`'s log (SPEC §4 Entries); one SQL statement in autocommit mode.
 
@@ -145,7 +141,7 @@ def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str 
                 row = _run_append(params)
             break
         except IntegrityError as exc:
-            if client_nonce is None or not _is_nonce_violation(exc):
+            if client_nonce is None or not violates(exc, NONCE_CONSTRAINT):
                 raise
             # A concurrent retry of the same nonce committed first: decide from the original.
             original = (
@@ -327,7 +323,7 @@ def compact_range(
         if existing_text != summary_md:
             raise SummaryConflict(details={"range": block.label})
         _release_claims(locked, block)  # the range has its summary: whoever claimed it is done
-        summary = Summary.objects.select_related("author").get(pk=existing_id)
+        summary = Summary.objects.select_related("author").get(store_id=locked.pk, pk=existing_id)
         return Compacted(summary=summary, created=False, snapshot=n, pending=pending_at(store=locked, snapshot=n))
     summary = Summary(
         store=locked,
@@ -375,7 +371,7 @@ def forget_range(*, store: Store, actor: User, block: tree.Block, generation: in
             .values_list("pk", "start", "end")
         )
         if hits:
-            Summary.objects.filter(pk__in=[pk for pk, _, _ in hits]).update(
+            Summary.objects.filter(store_id=locked.pk, pk__in=[pk for pk, _, _ in hits]).update(
                 invalidated_at=timezone.now(), invalidated_by=actor
             )
         invalidated = sorted((tree.Block(start, end - start + 1) for _, start, end in hits), key=lambda b: b.size)
@@ -435,7 +431,8 @@ def redact_entry(*, store: Store, actor: User, seq: int, reason: object, request
     entry.body_md = None
     entry.redacted_at = now
     entry.redacted_by = actor
-    entry.save(update_fields=["body_md", "redacted_at", "redacted_by"])
+    # By (store, seq), not by id alone: one shard on Citus (tests/scaling/test_hot_paths.py).
+    Entry.objects.filter(store_id=locked.pk, seq=seq).update(body_md=None, redacted_at=now, redacted_by=actor)
     # Every summary row of the ~log2(N) ranges containing seq (index summary_by_level), live or not.
     candidates = list(tree.ranges_containing(tree.Block(seq, 1), locked.entry_count))
     in_ranges = Q(pk__in=[])
@@ -452,10 +449,12 @@ def redact_entry(*, store: Store, actor: User, seq: int, reason: object, request
     )
     live = [(pk, start, end) for pk, start, end, invalidated_at, _ in rows if invalidated_at is None]
     if live:
-        Summary.objects.filter(pk__in=[pk for pk, _, _ in live]).update(invalidated_at=now, invalidated_by=actor)
+        Summary.objects.filter(store_id=locked.pk, pk__in=[pk for pk, _, _ in live]).update(
+            invalidated_at=now, invalidated_by=actor
+        )
     unredacted = [pk for pk, _, _, _, redacted_at in rows if redacted_at is None]
     if unredacted:
-        Summary.objects.filter(pk__in=unredacted).update(summary_md=None, redacted_at=now)
+        Summary.objects.filter(store_id=locked.pk, pk__in=unredacted).update(summary_md=None, redacted_at=now)
     invalidated = sorted((tree.Block(start, end - start + 1) for _, start, end in live), key=lambda b: b.size)
     locked.generation += 1
     locked.summary_count -= len(live)

@@ -264,8 +264,21 @@ def stores_to_attach(user: User, resources: list[dict[str, Any]]) -> list[StoreT
 
 
 def store_is_attached(store_id: uuid.UUID) -> bool:
-    """True while a session that is not terminated (archived) has the store attached (SPEC §3 delete)."""
-    return Attachment.objects.filter(store_id=store_id, session__archived_at__isnull=True).exists()
+    """True while a session that is not terminated (archived) has the store attached and the session's
+    owner can still read the store (SPEC §3 delete; docs/agent-access.md "The delete guard").
+
+    An attachment whose owner lost read access is dead — its credential already answers 404 for the store —
+    so it cannot veto the owner's delete: otherwise anyone who could read a store once (a public store, a
+    project member later removed) could keep it from ever being deleted. One query for the owners, one per
+    distinct owner (a store is attached to few live sessions).
+    """
+    owner_ids = (
+        Attachment.objects.filter(store_id=store_id, session__archived_at__isnull=True)
+        .values_list("session__owner_id", flat=True)
+        .distinct()
+    )
+    owners = User.objects.filter(pk__in=list(owner_ids), is_active=True)
+    return any(Store.objects.readable_by(owner).filter(pk=store_id).exists() for owner in owners)
 
 
 # --- stores through a per-work credential ---------------------------------------------------------

@@ -195,15 +195,6 @@ class Store(models.Model):
                     )
                 ),
             ),
-            models.UniqueConstraint(
-                "owner", condition=Q(scope=Scope.USER, canonical=True), name="store_one_canonical_per_user"
-            ),
-            models.UniqueConstraint(
-                "project", condition=Q(scope=Scope.PROJECT, canonical=True), name="store_one_canonical_per_project"
-            ),
-            models.UniqueConstraint(
-                "section", condition=Q(scope=Scope.BOARD, canonical=True), name="store_one_canonical_per_section"
-            ),
             models.CheckConstraint(
                 name="store_name_length",
                 condition=Q(name__length__gte=1, name__length__lte=NAME_MAX_CHARS),
@@ -226,6 +217,11 @@ class Store(models.Model):
         return f"{self.name} ({self.scope})"
 
     @property
+    def subject_id(self):
+        """The id of the store's subject: the owner's (user scope), the project's or the section's (a UUID)."""
+        return {Scope.USER: self.owner_id, Scope.PROJECT: self.project_id, Scope.BOARD: self.section_id}[self.scope]
+
+    @property
     def is_archived(self) -> bool:
         return self.archived_at is not None
 
@@ -237,6 +233,29 @@ class Store(models.Model):
         if self.scope == Scope.BOARD:
             return self.section.visibility
         return self.visibility
+
+
+class CanonicalStore(models.Model):
+    """The one canonical store of a subject (SPEC §3, §4 ensure), keyed by the subject (issue 21).
+
+    The rule "at most one canonical store per user, project or section" used to be three partial unique
+    indexes on `stores_store`; a store table distributed by its id (Citus) cannot enforce a uniqueness over
+    another column across shards, so the rule lives here, keyed by (scope, subject_id): a small platform
+    table (a Citus reference table, copied to every node). A row is written in the same transaction as the
+    store it names (`stores.services.claim_canonical`) and deleted with it (`delete_store`); `Store.canonical`
+    mirrors it for reads. `store_id` is a plain UUID (a reference table cannot reference a distributed one).
+    """
+
+    pk = models.CompositePrimaryKey("scope", "subject_id")
+    scope = models.CharField(max_length=8, choices=Scope.choices)
+    subject_id = models.UUIDField()
+    store_id = models.UUIDField(unique=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(name="canonical_scope_valid", condition=Q(scope__in=Scope.values))]
+
+    def __str__(self) -> str:
+        return f"canonical {self.scope} store of {self.subject_id}: {self.store_id}"
 
 
 class ReaderGrant(models.Model):

@@ -17,7 +17,7 @@ from config.compiled import CompiledQuery
 from config.errors import AuthenticationError, InvalidRequest
 from config.fields import canonical_uuid
 from stores.errors import StoreNotFound, StoreOwnerRequired, StoreWriteForbidden, SubjectNotFound, SubjectWriteForbidden
-from stores.models import SEARCH_CONFIG, SEARCH_VECTOR, ReaderGrant, Scope, Store, public_q
+from stores.models import SEARCH_CONFIG, SEARCH_VECTOR, CanonicalStore, ReaderGrant, Scope, Store, public_q
 
 Need = Literal["read", "write", "owner"]
 ME = "me"
@@ -143,6 +143,11 @@ class Subject:
     project: Project | None = None
     section: Section | None = None
 
+    @property
+    def subject_id(self):
+        """The subject's id (UUID): the user's, project's or section's."""
+        return (self.user or self.project or self.section).pk
+
     def store_filter(self) -> dict:
         """Keyword filter selecting this subject's stores."""
         return {
@@ -150,6 +155,13 @@ class Subject:
             Scope.PROJECT: {"project": self.project},
             Scope.BOARD: {"section": self.section},
         }[self.scope]
+
+
+def canonical_store_id(*, scope: str, subject_id):
+    """The id (UUID) of the canonical store of the subject `subject_id` (a user, project or section id) in
+    `scope`, or None. One lookup on the subject-keyed `CanonicalStore` (a reference table on Citus, read
+    on the node that serves the request); the store itself is then fetched by id (one shard)."""
+    return CanonicalStore.objects.filter(scope=scope, subject_id=subject_id).values_list("store_id", flat=True).first()
 
 
 def _me(user) -> User:
@@ -201,10 +213,13 @@ def resolve_store(user, *, scope: str, subject: str) -> Store:
     found = find_subject(user, scope=scope, subject=subject)
     if found is None:
         raise StoreNotFound()
+    store_id = canonical_store_id(scope=scope, subject_id=found.subject_id)
     store = (
-        Store.objects.with_permissions(user)
+        None
+        if store_id is None
+        else Store.objects.with_permissions(user)
         .select_related("owner", "project", "section")
-        .filter(scope=scope, canonical=True, **found.store_filter())
+        .filter(pk=store_id)
         .first()
     )
     if store is None:

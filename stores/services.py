@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.models import Project, Section, User, Visibility
+from config.constraints import violates
 from config.errors import InvalidRequest
 from stores import validation
 from stores.errors import (
@@ -23,9 +24,13 @@ from stores.errors import (
     StoreNotFound,
     SubjectNotFound,
 )
-from stores.models import ReaderGrant, Scope, Store
+from stores.models import CanonicalStore, ReaderGrant, Scope, Store
+from stores.selectors import canonical_store_id
 
 UNSET: Any = object()
+
+# The primary key of `stores_canonicalstore` (scope, subject_id): the one-canonical-store-per-subject rule.
+CANONICAL_KEY = "stores_canonicalstore_pkey"
 
 
 def lock_store(store: Store) -> Store:
@@ -62,13 +67,15 @@ def ensure_canonical_store(
     """Return the canonical store of one subject, creating it if absent (SPEC §4 ensure).
 
     Exactly one of `user`/`project`/`section` matches `scope`. Returns ``(store, created)``; an
-    existing store is returned untouched (name/description arguments are ignored then). The partial
-    unique constraint makes concurrent ensures safe: the loser of the race reads the winner's row.
+    existing store is returned untouched (name/description arguments are ignored then). The key of the
+    subject-keyed `CanonicalStore`, written in the store's transaction, makes concurrent ensures safe: the
+    loser of the race rolls its store back and reads the winner's.
     The caller has already checked the write right on the subject. Raises InvalidRequest for a bad
     name/description.
     """
     subject = {"user": {"owner": user}, "project": {"project": project}, "board": {"section": section}}[scope]
-    existing = Store.objects.filter(scope=scope, canonical=True, **subject).first()
+    subject_id = (user or project or section).pk
+    existing = _canonical_of(scope, subject_id)
     if existing is not None:
         return existing, False
     name = (
@@ -88,9 +95,37 @@ def ensure_canonical_store(
                 created_by=created_by,
                 **subject,
             )
-    except IntegrityError:
-        return Store.objects.get(scope=scope, canonical=True, **subject), False
+            if not claim_canonical(store):
+                raise _CanonicalTaken()  # roll the store back: a racing ensure created the subject's store
+    except _CanonicalTaken:
+        return _canonical_of(scope, subject_id), False
     return store, True
+
+
+class _CanonicalTaken(Exception):
+    pass
+
+
+def _canonical_of(scope: str, subject_id) -> Store | None:
+    store_id = canonical_store_id(scope=scope, subject_id=subject_id)
+    return None if store_id is None else Store.objects.filter(pk=store_id).first()
+
+
+def claim_canonical(store: Store) -> bool:
+    """Record `store` as its subject's canonical store, inside the caller's transaction (issue 21).
+
+    Returns True when recorded, False (nothing written, the caller's transaction still usable) when the
+    subject already has a canonical store — a racing writer's insert waits for the first to commit, then
+    fails on the key. The caller sets or keeps `Store.canonical` accordingly. Other integrity errors raise.
+    """
+    try:
+        with transaction.atomic():
+            CanonicalStore.objects.create(scope=store.scope, subject_id=store.subject_id, store_id=store.pk)
+    except IntegrityError as exc:
+        if not violates(exc, CANONICAL_KEY):
+            raise
+        return False
+    return True
 
 
 def create_store(
@@ -100,16 +135,21 @@ def create_store(
 
     name: 1–255 chars; description: ≤1,024 chars; metadata: ≤16 string pairs. Raises InvalidRequest.
     """
-    return Store.objects.create(
-        scope=Scope.USER,
-        owner=owner,
-        canonical=canonical,
-        name=validation.clean_name(name),
-        description=validation.clean_description(description if description is not None else ""),
-        metadata=validation.clean_metadata(metadata if metadata is not None else {}),
-        visibility=Visibility.PRIVATE,
-        created_by=owner,
-    )
+    with transaction.atomic():
+        store = Store.objects.create(
+            scope=Scope.USER,
+            owner=owner,
+            canonical=canonical,
+            name=validation.clean_name(name),
+            description=validation.clean_description(description if description is not None else ""),
+            metadata=validation.clean_metadata(metadata if metadata is not None else {}),
+            visibility=Visibility.PRIVATE,
+            created_by=owner,
+        )
+        if canonical and not claim_canonical(store):  # the owner has one already: this one is ordinary
+            Store.objects.filter(pk=store.pk).update(canonical=False)
+            store.canonical = False
+    return store
 
 
 @transaction.atomic
@@ -210,6 +250,7 @@ def delete_store(*, store: Store, expected_entry_count: int | None = None, gener
     if confirming and (expected_entry_count != locked.entry_count or generation != locked.generation):
         raise StaleConfirmation(details={"entry_count": locked.entry_count, "generation": locked.generation})
     _check_not_attached(locked)
+    CanonicalStore.objects.filter(store_id=locked.pk).delete()  # the subject may ensure a new one
     locked.delete()
 
 
@@ -246,3 +287,19 @@ def set_reader(*, store: Store, handle: object, active: bool, granted_by: User) 
         grant.updated_at = timezone.now()
         grant.save(update_fields=["active", "granted_by", "updated_at"])
     return grant
+
+
+def lock_stores_in_order(store_ids) -> dict:
+    """Lock the store rows `store_ids` (UUIDs) FOR UPDATE, one statement per store in id order; return
+    ``{id: Store}`` of those that exist (inside the caller's transaction).
+
+    One statement per store, not one `pk IN (…)`: on Citus a locking read must stay on one shard (Citus
+    runs `SELECT … FOR UPDATE` only as a single-shard query). Id order keeps concurrent multi-store writers
+    free of deadlocks, as the single `ORDER BY pk` did (issue 21, docs/scaling.md).
+    """
+    locked = {}
+    for pk in sorted(set(store_ids)):
+        store = Store.objects.select_for_update(of=("self",)).filter(pk=pk).first()
+        if store is not None:
+            locked[pk] = store
+    return locked

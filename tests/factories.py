@@ -64,6 +64,7 @@ class StoreFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = Store
+        skip_postgeneration_save = True
 
     scope = Scope.USER
     owner = factory.SubFactory(UserFactory)
@@ -71,6 +72,14 @@ class StoreFactory(factory.django.DjangoModelFactory):
     name = factory.Sequence(lambda n: f"Store {n}")
     description = ""
     visibility = Visibility.PRIVATE
+
+    @factory.post_generation
+    def claim(store, create, extracted, **kwargs):
+        """A canonical store is recorded in CanonicalStore, as `stores.services` does (issue 21)."""
+        if create and store.canonical:
+            from stores.models import CanonicalStore
+
+            CanonicalStore.objects.create(scope=store.scope, subject_id=store.subject_id, store_id=store.pk)
 
 
 class ReaderGrantFactory(factory.django.DjangoModelFactory):

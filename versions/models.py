@@ -111,9 +111,14 @@ class Memory(models.Model):
     content = models.TextField(blank=True)
     content_sha256 = models.CharField(max_length=64)
     content_size_bytes = models.IntegerField()
-    # DO_NOTHING: versions are only ever removed together with their store, which removes this row in
-    # the same transaction (PostgreSQL checks the deferred foreign key at commit).
-    current_version = models.OneToOneField(Version, on_delete=models.DO_NOTHING, related_name="head_of")
+    # The database's foreign key is (store_id, current_version_id) → versions_version (store_id, id),
+    # deferred (migration versions/0002): both tables are keyed by store first, so they can be distributed
+    # by store (issue 21); Django sees a plain reference without a constraint of its own. DO_NOTHING:
+    # versions are only ever removed together with their store, which removes this row in the same
+    # transaction (PostgreSQL checks the deferred foreign key at commit).
+    current_version = models.ForeignKey(
+        Version, on_delete=models.DO_NOTHING, related_name="+", db_constraint=False, db_index=False
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -121,6 +126,7 @@ class Memory(models.Model):
         verbose_name_plural = "memories"
         constraints = [
             models.UniqueConstraint("store", "path", name="memory_store_path_unique"),
+            models.UniqueConstraint("store", "current_version", name="memory_store_current_version_unique"),
             models.CheckConstraint(
                 name="memory_content_size_range",
                 condition=Q(content_size_bytes__gte=0, content_size_bytes__lte=CONTENT_MAX_BYTES),

@@ -199,8 +199,14 @@ def update_memory(
     memory.content_size_bytes = version.content_size_bytes
     memory.current_version = version
     memory.updated_at = now
-    memory.save(
-        update_fields=["path", "content", "content_sha256", "content_size_bytes", "current_version", "updated_at"]
+    # By (store, id), not by id alone: one shard on Citus (tests/scaling/test_hot_paths.py).
+    Memory.objects.filter(store_id=locked.pk, pk=memory.pk).update(
+        path=new_path,
+        content=new_content,
+        content_sha256=version.content_sha256,
+        content_size_bytes=version.content_size_bytes,
+        current_version=version,
+        updated_at=now,
     )
     return memory
 
@@ -228,7 +234,7 @@ def delete_memory(
         actor=actor,
         now=now,
     )
-    memory.delete()
+    Memory.objects.filter(store_id=locked.pk, pk=memory.pk).delete()
     locked.memory_count -= 1
     locked.save(update_fields=["memory_count"])
     return version
@@ -250,12 +256,17 @@ def redact_version(*, store: Store, version_id: object, actor: Actor, fence: Fen
         raise VersionNotFound()
     if version.redacted_at is not None:
         return version
-    if Memory.objects.filter(current_version=version).exists():
+    if Memory.objects.filter(store_id=locked.pk, current_version=version).exists():
         raise VersionIsCurrent()
     version.path = version.content = version.content_sha256 = version.content_size_bytes = None
     version.redacted_at = now
     version.redacted_by = actor.as_json()
-    version.save(
-        update_fields=["path", "content", "content_sha256", "content_size_bytes", "redacted_at", "redacted_by"]
+    Version.objects.filter(store_id=locked.pk, pk=version.pk).update(
+        path=None,
+        content=None,
+        content_sha256=None,
+        content_size_bytes=None,
+        redacted_at=now,
+        redacted_by=version.redacted_by,
     )
     return version

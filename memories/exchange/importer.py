@@ -14,9 +14,11 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection
+from django.utils import timezone
 from psycopg.types.json import Jsonb
 
 from memories import tree
@@ -25,11 +27,20 @@ from memories.exchange.errors import ImportInvalid
 from memories.exchange.format import Chain
 from memories.exchange.verify import SECTION_OF_TYPE, SECTIONS, Header
 from memories.models import Entry, Summary
+from stores import selectors as stores_selectors
+from stores import services as stores_services
 from stores.models import ReaderGrant, Scope, Store
 from versions.actors import ID_KEYS
 from versions.models import Memory, Operation, Version
 
 BATCH_LINES = 2000
+# An HTTP import may not date anything later than now plus this (clock skew between servers).
+FUTURE_SLACK = timedelta(minutes=5)
+UNVOUCHED = (
+    "{handle!r} may not write the target store on this server, so an HTTP import cannot make them its author "
+    "(authors must be users who may write there: you, or the project's members, or the board's posters). "
+    "Add them first, or have an operator run manage.py import_store."
+)
 BATCH_BYTES = 8 * 1024 * 1024
 ANALYZE_EVERY_ROWS = 20_000
 
@@ -88,8 +99,21 @@ class Importer:
 
     @classmethod
     def begin(
-        cls, *, store: Store, header: Header, header_line: bytes, users: dict[str, str], keep_ids: bool
+        cls,
+        *,
+        store: Store,
+        header: Header,
+        header_line: bytes,
+        users: dict[str, str],
+        keep_ids: bool,
+        vouched: list[str] | None = None,
     ) -> Importer:
+        """Start an import of `header` into `store`. `users`: lowercase handle → user id (text).
+
+        vouched: None (the operator's import: any author) or the ids of the users an HTTP import may name as
+        authors, redactors, granters and version actors — the target's writers; such an import also refuses
+        times in the future.
+        """
         chain = Chain()
         chain.update(header_line)
         state = {
@@ -102,6 +126,7 @@ class Importer:
             "canonical": header.store["canonical"],
             "users": users,
             "keep_ids": keep_ids,
+            "vouched": vouched,
             "last": None,
             "live": 0,
             "done": False,
@@ -178,13 +203,30 @@ class Importer:
 
     # ------------------------------------------------------------------------------ per-line checks
 
+    def _vouch(self, number: int, row: dict[str, Any], *handle_keys: str) -> None:
+        """For an HTTP import: each named handle must be a writer of the target, and no time in the future."""
+        vouched = self.s.get("vouched")
+        if vouched is None:
+            return
+        for key in handle_keys:
+            handle = row.get(key)
+            if handle is not None and self.s["users"][handle] not in vouched:
+                raise ImportInvalid(number, f"{key}: {UNVOUCHED.format(handle=handle)}")
+        latest = timezone.now() + FUTURE_SLACK
+        for key, value in row.items():
+            if isinstance(value, datetime) and value > latest:
+                raise ImportInvalid(number, f"{key} is in the future.")
+
     def _check_entries(self, obj, number):
-        return verify.check_entry(obj, number, seq=self.s["seen"]["entries"], handles=self.handles)
+        row = verify.check_entry(obj, number, seq=self.s["seen"]["entries"], handles=self.handles)
+        self._vouch(number, row, "author", "redacted_by")
+        return row
 
     def _check_summaries(self, obj, number):
         row = verify.check_summary(
             obj, number, entries=self.s["counts"]["entries"], generation=self.s["generation"], handles=self.handles
         )
+        self._vouch(number, row, "author", "invalidated_by")
         block = row["block"]
         key = [block.level, block.start, obj["created_at"]]  # fixed-width UTC text: compares as time
         self._order(number, key, "summaries come by level, start, then created_at", strict=False)
@@ -201,16 +243,19 @@ class Importer:
 
     def _check_versions(self, obj, number):
         row = verify.check_version(obj, number)
+        self._vouch(number, row)
         self._order(number, [obj["created_at"], obj["id"]], "versions come by created_at, then id")
         return row
 
     def _check_memories(self, obj, number):
         row = verify.check_memory(obj, number)
+        self._vouch(number, row)
         self._order(number, [row["path"].encode().hex()], "memories come in bytewise path order, each path once")
         return row
 
     def _check_readers(self, obj, number):
         row = verify.check_reader(obj, number, handles=self.handles)
+        self._vouch(number, row, "granted_by")
         if self.store.scope != Scope.USER:
             raise ImportInvalid(number, "explicit readers belong to user stores; this store's access is by membership.")
         if self.s["users"][row["handle"]] == str(self.store.owner_id):
@@ -368,7 +413,37 @@ class Importer:
                 )
             texts[(block.start, block.end)] = row["summary_md"]
 
+    def _check_actors(self, rows) -> None:
+        """For an HTTP import: no version actor may name a token, session or user of this server that belongs
+        to someone outside the target's writers (ids from another server match nothing here and stay as
+        they are). Two or three queries per batch."""
+        vouched = self.s.get("vouched")
+        if vouched is None:
+            return
+        from accounts.models import ApiToken, User
+        from sessions.models import Session
+
+        wanted: dict[str, dict[str, int]] = {key: {} for key in ID_KEYS.values()}
+        for number, row in rows:
+            for actor in (row["created_by"], row["redacted_by"]):
+                if actor is not None:
+                    key = ID_KEYS[actor["type"]]
+                    wanted[key].setdefault(str(actor[key]), number)
+        owners = {
+            "api_key_id": ApiToken.objects.filter(pk__in=list(wanted["api_key_id"])).values_list("pk", "user_id"),
+            "session_id": Session.objects.filter(pk__in=list(wanted["session_id"])).values_list("pk", "owner_id"),
+            "user_id": User.objects.filter(pk__in=list(wanted["user_id"])).values_list("pk", "pk"),
+        }
+        for key, found in owners.items():
+            for pk, user_id in found:
+                if str(user_id) not in vouched:
+                    raise ImportInvalid(
+                        wanted[key][str(pk)],
+                        f"a version actor's {key} {pk} belongs to someone who may not write the target store here.",
+                    )
+
     def _write_versions(self, rows) -> None:
+        self._check_actors(rows)
         ids = [self._new_id(row["id"]) for _, row in rows]
         if len(set(ids)) != len(ids):
             raise ImportInvalid(rows[0][0], "a version id appears twice.")
@@ -524,16 +599,13 @@ class Importer:
         }
         Store.objects.filter(pk=self.store.pk).update(**updates)
         if self.store.importing and self.s["canonical"]:
-            try:
-                with transaction.atomic():  # one canonical store per subject (partial unique constraint)
-                    Store.objects.filter(pk=self.store.pk).update(canonical=True)
-            except IntegrityError:
-                existing = Store.objects.filter(canonical=True, scope=self.store.scope).filter(
-                    owner_id=self.store.owner_id, project_id=self.store.project_id, section_id=self.store.section_id
-                )
+            store = Store.objects.get(pk=self.store.pk)
+            if stores_services.claim_canonical(store):  # one canonical store per subject (CanonicalStore)
+                Store.objects.filter(pk=self.store.pk).update(canonical=True)
+            else:
+                existing = stores_selectors.canonical_store_id(scope=store.scope, subject_id=store.subject_id)
                 self.s["warnings"].append(
-                    "The subject already has a canonical store "
-                    f"({', '.join(str(pk) for pk in existing.values_list('pk', flat=True))}); "
+                    f"The subject already has a canonical store ({existing}); "
                     "this import is an ordinary (non-canonical) store of the same subject."
                 )
         if not self.s["keep_ids"] and self.store.importing and str(self.store.pk) != self.s["source_id"]:

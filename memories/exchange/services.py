@@ -18,8 +18,10 @@ from typing import Any, BinaryIO
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Lower, Now
+from django.utils import timezone
 
 from accounts.models import Project, Section, User
+from config.constraints import violates
 from memories.exchange import verify
 from memories.exchange.errors import (
     ImportCommitted,
@@ -29,10 +31,10 @@ from memories.exchange.errors import (
     StoreNotEmpty,
     UnknownHandles,
 )
-from memories.exchange.importer import BATCH_LINES, Importer
+from memories.exchange.importer import BATCH_LINES, FUTURE_SLACK, UNVOUCHED, Importer
 from memories.exchange.verify import Header
 from memories.models import ImportStatus, StoreImport, Summary
-from stores.models import ReaderGrant, Scope, Store
+from stores.models import ReaderGrant, Scope, Store, write_q
 from stores.selectors import Subject
 from stores.services import lock_store
 from versions.models import Version
@@ -103,6 +105,8 @@ def create_pending_store(*, header: Header, users: dict[str, str], subject: Subj
     """Create the hidden store an import fills: the header's id when it is free (ids kept), else a new one.
 
     Returns ``(store, keep_ids)``. The store stays non-canonical and `importing` until `finish` commits.
+    Keeping ids lets links and agent configurations survive a move; the price is that an importer learns
+    whether an id it already knows is taken (docs/export-import.md "Ids").
     """
     visibility = (header.store["visibility"] or "private") if subject.scope == Scope.USER else None
     fields = {
@@ -118,8 +122,9 @@ def create_pending_store(*, header: Header, users: dict[str, str], subject: Subj
         try:
             with transaction.atomic():
                 return Store.objects.create(id=wanted, **fields), True
-        except IntegrityError:  # a parallel import of the same file took the id first
-            pass
+        except IntegrityError as exc:  # a parallel import of the same file took the id first
+            if not violates(exc, "stores_store_pkey"):
+                raise
     return Store.objects.create(id=uuid.uuid4(), **fields), False
 
 
@@ -258,7 +263,15 @@ def start_upload(*, actor: User, body: bytes, subject: Subject | None = None) ->
     with transaction.atomic():
         users = resolve_handles(header.handles)
         store, keep_ids = create_pending_store(header=header, users=users, subject=subject or _subject_of(header))
-        importer = Importer.begin(store=store, header=header, header_line=lines[0], users=users, keep_ids=keep_ids)
+        vouched = _writers(store, users)
+        creator = header.store["created_by"]
+        if creator and users[creator] not in vouched:
+            raise ImportInvalid(1, f"store.created_by: {UNVOUCHED.format(handle=creator)}")
+        if header.store["created_at"] > timezone.now() + FUTURE_SLACK:
+            raise ImportInvalid(1, "store.created_at is in the future.")
+        importer = Importer.begin(
+            store=store, header=header, header_line=lines[0], users=users, keep_ids=keep_ids, vouched=vouched
+        )
         importer.feed(lines[1:])
         upload = StoreImport.objects.create(
             store=store,
@@ -271,6 +284,20 @@ def start_upload(*, actor: User, body: bytes, subject: Subject | None = None) ->
         )
         upload.refresh_from_db(fields=["created_at", "updated_at"])
     return upload
+
+
+def _writers(store: Store, users: dict[str, str]) -> list[str]:
+    """The ids (text) of the header's users who hold the write right on `store` now (SPEC §3 write column).
+
+    An HTTP import may name only them as authors, redactors, granters or version actors: a user cannot
+    attribute history to someone who could never have written it here (docs/export-import.md "Who may be
+    an author"). One query per distinct user; a header lists few.
+    """
+    writers = []
+    for user in User.objects.filter(pk__in=set(users.values()), is_active=True):
+        if Store.objects.filter(pk=store.pk).filter(write_q(user)).exists():
+            writers.append(str(user.pk))
+    return writers
 
 
 def header_subject(body: bytes) -> tuple[str, str]:
@@ -286,10 +313,13 @@ def get_upload(*, actor: User, import_id: object, lock: bool = False) -> StoreIm
         pk = uuid.UUID(str(import_id))
     except ValueError:
         raise ImportNotFound() from None
+    # The import's store first (a plain read), then the import by (store, id): on Citus a locking read
+    # must name the shard (docs/scaling.md).
+    store_id = StoreImport.objects.filter(pk=pk, created_by=actor).values_list("store_id", flat=True).first()
     uploads = StoreImport.objects.select_related("store")
     if lock:
         uploads = uploads.select_for_update(of=("self",))
-    upload = uploads.filter(pk=pk, created_by=actor).first()
+    upload = None if store_id is None else uploads.filter(store_id=store_id, pk=pk, created_by=actor).first()
     if upload is None:
         raise ImportNotFound()
     return upload

@@ -5,15 +5,28 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connection
 
 from accounts.services import token_digest
-from config.errors import InvalidRequest
+from config.errors import InvalidRequest, NotFound
 from stores import validation as store_validation
 
 UNSET: Any = object()
+M = TypeVar("M")
+
+
+def lock_row(row: M, not_found: type[NotFound]) -> M:
+    """Re-read `row` (an environment, session or work item) with a row lock (``FOR UPDATE OF self``).
+
+    Must run inside a transaction. Raises `not_found` (a 404 domain error) when the row was deleted since
+    it was read — a write racing a delete of its session or environment is a 404, never a 500 (SPEC §2).
+    """
+    locked = type(row).objects.select_for_update(of=("self",)).filter(pk=row.pk).first()
+    if locked is None:
+        raise not_found()
+    return locked
 
 
 def db_now() -> datetime:

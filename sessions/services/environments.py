@@ -10,14 +10,14 @@ from django.utils import timezone
 
 from accounts.models import User
 from sessions import validation
-from sessions.errors import EnvironmentArchived, EnvironmentInUse, InvalidConfigTypeChange
+from sessions.errors import EnvironmentArchived, EnvironmentInUse, EnvironmentNotFound, InvalidConfigTypeChange
 from sessions.models import ENVIRONMENT_KEY_PREFIX, Environment, EnvironmentKey
-from sessions.services.common import UNSET, mint_secret, patch_metadata
+from sessions.services.common import UNSET, lock_row, mint_secret, patch_metadata
 from stores import validation as store_validation
 
 
 def _lock(environment: Environment) -> Environment:
-    return Environment.objects.select_for_update(of=("self",)).get(pk=environment.pk)
+    return lock_row(environment, EnvironmentNotFound)
 
 
 def create_environment(

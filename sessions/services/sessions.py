@@ -9,14 +9,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import User
-from sessions.errors import EnvironmentArchived, EnvironmentNotFound, SessionArchived
+from sessions.errors import EnvironmentArchived, EnvironmentNotFound, SessionArchived, SessionNotFound
 from sessions.models import Attachment, Environment, Session, Work
 from sessions.selectors import StoreToAttach
-from sessions.services.common import UNSET, db_now, patch_metadata
+from sessions.services.common import UNSET, db_now, lock_row, patch_metadata
 from sessions.services.work import stop_for_good
 from sessions.validation import clean_title, mount_paths
+from stores import services as stores_services
 from stores.errors import StoreArchived, StoreNotFound
-from stores.models import Store
 from versions.selectors import parse_id
 
 
@@ -50,7 +50,7 @@ def create_session(
     if environment.archived_at is not None:
         raise EnvironmentArchived()
     ids = [item.store.pk for item in attach]
-    locked = {s.pk: s for s in Store.objects.select_for_update(of=("self",)).filter(pk__in=ids).order_by("pk")}
+    locked = stores_services.lock_stores_in_order(ids)
     for pk in ids:
         if pk not in locked:
             raise StoreNotFound()
@@ -80,7 +80,7 @@ def create_session(
 
 
 def _lock(session: Session) -> Session:
-    return Session.objects.select_for_update(of=("self",)).get(pk=session.pk)
+    return lock_row(session, SessionNotFound)
 
 
 @transaction.atomic

@@ -36,6 +36,7 @@ from sessions.errors import (
     LeaseExpired,
     WorkAlreadyAcknowledged,
     WorkNotClaimed,
+    WorkNotFound,
     WorkStopped,
 )
 from sessions.models import (
@@ -50,7 +51,7 @@ from sessions.models import (
     WorkClaim,
     WorkState,
 )
-from sessions.services.common import UNSET, db_now, mint_secret, patch_metadata, rfc3339
+from sessions.services.common import UNSET, db_now, lock_row, mint_secret, patch_metadata, rfc3339
 from sessions.validation import clamp_ttl
 
 # A blocked poll re-tries its claim this often (seconds); `block_ms` ≤ 999 bounds the whole wait, so a
@@ -62,7 +63,7 @@ POLLER_RESOLUTION_SECONDS = 5
 
 
 def _lock(work: Work) -> Work:
-    return Work.objects.select_for_update(of=("self",)).get(pk=work.pk)
+    return lock_row(work, WorkNotFound)
 
 
 @contextmanager

@@ -191,3 +191,50 @@ def test_parallel_per_work_credentials_reach_their_own_store_and_see_the_other_a
     for store in stores:
         paths = set(Version.objects.filter(store=store).values_list("path", flat=True))
         assert paths and all(p.startswith("/agent") for p in paths)
+
+
+def _delete_heartbeat_stop(owner, worker, key, claimed, env_id: str) -> list:
+    """The three racing calls: the owner deletes the session, the worker heartbeats, the key stops the item."""
+    return [
+        lambda: owner.beta.sessions.delete(claimed.session_id),
+        lambda: worker.beta.environments.work.heartbeat(
+            claimed.work_id, environment_id=env_id, expected_last_heartbeat="NO_HEARTBEAT"
+        ),
+        lambda: key.beta.environments.work.stop(claimed.work_id, environment_id=env_id),
+    ]
+
+
+def test_heartbeat_and_stop_racing_the_sessions_deletion_are_404_or_succeed_never_500(
+    client_for, owner_token, env_key, environment, make_session, notes_store, claim
+):
+    """One client deletes the session while the worker heartbeats (per-work credential) and stops (environment
+    key): each request either wins or answers a 4xx in the §2 shape; nothing is a 500 (SPEC §2)."""
+    statuses: Counter = Counter()
+    for _ in range(6):
+        make_session(notes_store)
+        claimed = claim(heartbeat=False)
+        owner, worker, key = client_for(owner_token.secret), client_for(claimed.token), client_for(env_key.secret)
+        calls = _delete_heartbeat_stop(owner, worker, key, claimed, str(environment.pk))
+        for outcome in race(3, lambda i, calls=calls: calls[i]()):
+            if isinstance(outcome, anthropic.APIStatusError):
+                statuses[outcome.status_code] += 1
+                assert outcome.status_code < 500, outcome
+                assert outcome.body["error"]["type"], outcome.body
+            else:
+                assert not isinstance(outcome, Exception), outcome
+                statuses[200] += 1
+        assert not Work.objects.filter(session_id=claimed.session_id).exists()
+    assert statuses[200] >= 6  # every delete landed
+
+
+def test_a_work_row_deleted_after_it_was_read_is_work_not_found(environment, make_session, notes_store):
+    """The lock helper's own guarantee, made deterministic: the row is read, then deleted, then locked."""
+    from sessions.errors import WorkNotFound
+
+    make_session(notes_store)
+    work, _ = _live_claim(environment)
+    Work.objects.filter(pk=work.pk).delete()
+    with pytest.raises(WorkNotFound):
+        work_services.heartbeat_work(work=work, expected_last_heartbeat=None)
+    with pytest.raises(WorkNotFound):
+        work_services.stop_work(work=work, force=True)

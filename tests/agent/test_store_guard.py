@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from accounts.services import ensure_project_membership, issue_token, set_project_member
 from sessions.models import Attachment
+from sessions.services import environments as environment_services
 from sessions.services import sessions as session_services
 from stores.models import Store
+from tests.agent.conftest import bearer
+from tests.factories import ProjectFactory, UserFactory, project_store
 
 pytestmark = pytest.mark.django_db
 
@@ -52,3 +56,37 @@ def test_a_deleted_session_no_longer_guards_its_stores(owner_api, notes_store, m
     session = make_session(notes_store)
     session_services.delete_session(session=session)
     assert owner_api.delete(f"/api/v1/memory_stores/{notes_store.pk}").status_code == 200
+
+
+def _someone_elses_session(make_session, store, handle: str = "eve"):
+    """A session of another user (with an environment of her own) that attaches `store` read-only."""
+
+    eve = UserFactory(handle=handle)
+    environment = environment_services.create_environment(owner=eve, name="Eve's farm")
+    return make_session((store, "read_only"), owner=eve, environment=environment)
+
+
+def test_a_reader_who_lost_access_cannot_veto_the_owners_delete(owner_api, notes_store, make_session):
+    """docs/agent-access.md "The delete guard": only attachments whose owner can still read the store count."""
+    Store.objects.filter(pk=notes_store.pk).update(visibility="public")
+    _someone_elses_session(make_session, notes_store)
+    assert [r.status_code for r in delete_both_ways(owner_api, notes_store)] == [409, 409]  # a live reader guards
+    assert owner_api.patch(f"/api/v1/memories/{notes_store.pk}", {"visibility": "private"}).status_code == 200
+    assert owner_api.delete(f"/api/v1/memory_stores/{notes_store.pk}").status_code == 200
+    assert not Store.objects.filter(pk=notes_store.pk).exists()
+
+
+def test_a_removed_project_members_session_no_longer_guards_the_project_store(owner, make_session):
+
+    project = ProjectFactory()
+    ensure_project_membership(project=project, user=owner, role="owner")
+    member = UserFactory(handle="mallory")
+    ensure_project_membership(project=project, user=member)
+    store = project_store(project, name="Project notes")
+
+    environment = environment_services.create_environment(owner=member, name="Mallory's farm")
+    make_session((store, "read_only"), owner=member, environment=environment)
+    api = bearer(issue_token(user=owner, name="t").secret)
+    assert api.delete(f"/api/v1/memory_stores/{store.pk}").status_code == 409
+    set_project_member(project=project, handle="mallory", active=False)
+    assert api.delete(f"/api/v1/memory_stores/{store.pk}").status_code == 200

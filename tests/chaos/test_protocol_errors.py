@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import socket
+import time
 
 import pytest
 
-from tests.chaos.harness import exchange
+from tests.chaos.harness import exchange, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,3 +42,32 @@ def test_protocol_errors_are_the_json_error_object_with_a_request_id(server):
     status, headers, body = exchange(server.port, b"GET /healthz HTTP/1.1\r\n" + HOST + b"Connection: close\r\n\r\n")
     assert (status, json.loads(body)) == (200, {"status": "ok"})
     assert headers["request-id"].startswith("req_")
+
+
+def test_a_declared_body_over_the_limit_is_refused_at_once_without_reading_it(server):
+    """A Content-Length over MAX_REQUEST_BYTES is a 413 before any of the body is read — not a 408 after the
+    body timeout while the server waits for bytes that will never come."""
+    from django.conf import settings
+
+    declared = settings.MAX_REQUEST_BYTES + 1
+    head = (
+        b"POST /api/v1/memories HTTP/1.1\r\n" + HOST + b"Content-Type: application/json\r\n"
+        b'Content-Length: %d\r\n\r\n{"name": ' % declared
+    )
+    started = time.monotonic()
+    status, headers, body = exchange(server.port, head, timeout=8)
+    assert time.monotonic() - started < 5  # the body timeout is 10 s: this answer did not wait for it
+    assert status == 413 and headers["request-id"].startswith("req_")
+    assert json.loads(body)["error"]["type"] == "request_too_large"
+
+
+def test_a_client_that_leaves_mid_body_is_not_logged_as_a_server_error(server):
+    """The client sends 15 of 100 declared bytes and closes: nobody can read an answer, and it is no fault of
+    ours, so no 500 is logged — and the server goes on serving."""
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(b"POST /api/v1/memories HTTP/1.1\r\n" + HOST + b'Content-Length: 100\r\n\r\n{"name": "abc')
+    wait_until(lambda: "client closed the connection" in server.log(), 10, 0.2, "the disconnect in the log")
+    status, _, _ = exchange(server.port, b"GET /healthz HTTP/1.1\r\n" + HOST + b"Connection: close\r\n\r\n")
+    assert status == 200
+    assert " 500 " not in server.log() and "500 req_" not in server.log(), server.log()[-2000:]

@@ -40,8 +40,8 @@ def rog(live_server, token, tmp_path):
 
 @pytest.fixture
 def store(me):
-    others, readers = [UserFactory(handle="bob")], [UserFactory(handle="carol")]
-    return build_rich_store(me, others=others, readers=readers, entries=16, files=3, redact=(6,))
+    # Only its owner writes a user store, so only the owner authors it (what an HTTP import accepts).
+    return build_rich_store(me, others=[], readers=[UserFactory(handle="carol")], entries=16, files=3, redact=(6,))
 
 
 def run_raw(rog: Rog, *args: str, expect: int = 0):

@@ -107,6 +107,17 @@ def sample(cast) -> list[dict]:
     return parse(_CACHE["export"])[:-1]
 
 
+@pytest.fixture
+def own_sample(cast) -> list[dict]:
+    """Like `sample`, but every entry and summary is the owner's — the shape a real user store has (only its
+    owner writes it), which an HTTP import accepts (docs/export-import.md "Who may be an author")."""
+    if "own" not in _CACHE:
+        store = build_rich_store(cast["owner"], others=[], readers=[cast["carol"], cast["dave"]])
+        _CACHE["own"] = export_bytes(store)
+        store.delete()
+    return parse(_CACHE["own"])[:-1]
+
+
 def census() -> dict:
     """Row counts of every table an import writes (and of users), to prove a refusal changed nothing."""
     models = (Store, Entry, Summary, Version, Memory, ReaderGrant, User)

@@ -9,7 +9,7 @@ from django.http import StreamingHttpResponse
 
 from memories.models import Entry, StoreImport
 from stores.models import Store
-from tests.exchange.conftest import assemble, export_bytes, parse, without_export_time
+from tests.exchange.conftest import assemble, census, export_bytes, parse, without_export_time
 from tests.factories import ProjectFactory, ProjectMembershipFactory, ReaderGrantFactory
 from tests.log.conftest import fill, url
 
@@ -91,21 +91,21 @@ def test_http_export_is_the_service_export(owner_client, rich_store):
 # ------------------------------------------------------------------------------------------- import
 
 
-def test_an_import_in_chunks_recreates_the_store_and_commits_at_the_end_line(owner_client, sample):
-    data = assemble(sample)
+def test_an_import_in_chunks_recreates_the_store_and_commits_at_the_end_line(owner_client, own_sample):
+    data = assemble(own_sample)
     upload = import_in_chunks(owner_client, data, lines_per_chunk=17)
-    assert upload["status"] == "committed" and upload["next_line"] == len(sample) + 2
+    assert upload["status"] == "committed" and upload["next_line"] == len(own_sample) + 2
     assert upload["received"] == upload["counts"]
     store = upload["store"]
-    assert store["id"] == sample[0]["store"]["id"] and store["entry_count"] == 40
+    assert store["id"] == own_sample[0]["store"]["id"] and store["entry_count"] == 40
     assert store["permissions"] == {"read": True, "write": True, "owner": True}
     imported = Store.objects.get(pk=store["id"])
     assert without_export_time(export_bytes(imported)) == without_export_time(data)
 
 
-def test_a_store_being_imported_is_invisible_to_everyone(owner_client, anon_client, sample):
-    sample[0]["store"]["visibility"] = "public"
-    first = chunks(assemble(sample), 30)[0][1]
+def test_a_store_being_imported_is_invisible_to_everyone(owner_client, anon_client, own_sample):
+    own_sample[0]["store"]["visibility"] = "public"
+    first = chunks(assemble(own_sample), 30)[0][1]
     upload = post_lines(owner_client, IMPORTS, first).json()["data"]
     assert upload["status"] == "open" and upload["store"] is None
     store_id = upload["store_id"]
@@ -119,9 +119,9 @@ def test_a_store_being_imported_is_invisible_to_everyone(owner_client, anon_clie
     assert owner_client.get(f"/api/v1/memory_stores/{store_id}").status_code == 404
 
 
-def test_a_refused_chunk_changes_nothing_and_the_import_can_be_abandoned(owner_client, sample):
-    sample[40]["body_md"] = "x\u0000"
-    parts = chunks(assemble(sample), 20)
+def test_a_refused_chunk_changes_nothing_and_the_import_can_be_abandoned(owner_client, own_sample):
+    own_sample[40]["body_md"] = "x\u0000"
+    parts = chunks(assemble(own_sample), 20)
     upload = post_lines(owner_client, IMPORTS, parts[0][1]).json()["data"]
     ok = post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", parts[1][1], from_line=parts[1][0])
     assert ok.status_code == 200 and ok.json()["data"]["next_line"] == 41
@@ -137,8 +137,8 @@ def test_a_refused_chunk_changes_nothing_and_the_import_can_be_abandoned(owner_c
     assert owner_client.get(f"{IMPORTS}/{upload['id']}").status_code == 404
 
 
-def test_a_retried_chunk_is_told_where_to_resume(owner_client, sample):
-    parts = chunks(assemble(sample), 30)
+def test_a_retried_chunk_is_told_where_to_resume(owner_client, own_sample):
+    parts = chunks(assemble(own_sample), 30)
     upload = post_lines(owner_client, IMPORTS, parts[0][1]).json()["data"]
     post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", parts[1][1], from_line=parts[1][0])
     again = post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", parts[1][1], from_line=parts[1][0])
@@ -147,8 +147,8 @@ def test_a_retried_chunk_is_told_where_to_resume(owner_client, sample):
     assert Entry.objects.filter(store_id=upload["store_id"]).count() == 40
 
 
-def test_someone_elses_import_is_not_found(make_client, owner_client, stranger, sample):
-    parts = chunks(assemble(sample), 30)
+def test_someone_elses_import_is_not_found(make_client, owner_client, stranger, own_sample):
+    parts = chunks(assemble(own_sample), 30)
     upload = post_lines(owner_client, IMPORTS, parts[0][1]).json()["data"]
     other = make_client(stranger)
     assert other.get(f"{IMPORTS}/{upload['id']}").status_code == 404
@@ -157,21 +157,22 @@ def test_someone_elses_import_is_not_found(make_client, owner_client, stranger, 
     assert other.get(f"{IMPORTS}/not-a-uuid").status_code == 404
 
 
-def test_only_the_owner_of_the_subject_may_import(make_client, stranger, sample):
-    data = assemble(sample)  # a user store of @owner
+def test_only_the_owner_of_the_subject_may_import(make_client, stranger, own_sample):
+    data = assemble(own_sample)  # a user store of @owner
     response = post_lines(make_client(stranger), IMPORTS, data)
     assert response.status_code == 403
-    assert not Store.objects.filter(pk=sample[0]["store"]["id"]).exists()
+    assert not Store.objects.filter(pk=own_sample[0]["store"]["id"]).exists()
     project = ProjectFactory()
     member = ProjectMembershipFactory(project=project, role="member").user
     refused = post_lines(make_client(member), IMPORTS, data, scope="project", subject=project.slug)
     assert refused.status_code == 403
 
 
-def test_an_import_can_go_to_another_subject_the_caller_owns(make_client, sample):
+def test_an_import_can_go_to_another_subject_the_caller_owns(make_client, own_sample, cast):
     project = ProjectFactory()
     boss = ProjectMembershipFactory(project=project, role="owner").user
-    without_readers = [obj for obj in sample if obj["type"] != "reader"]
+    ProjectMembershipFactory(project=project, user=cast["owner"])  # the file's author writes there too
+    without_readers = [obj for obj in own_sample if obj["type"] != "reader"]
     without_readers[0]["counts"]["readers"] = 0
     response = post_lines(make_client(boss), IMPORTS, assemble(without_readers), scope="project", subject=project.slug)
     assert response.status_code == 201, response.json()
@@ -179,12 +180,62 @@ def test_an_import_can_go_to_another_subject_the_caller_owns(make_client, sample
     assert (store.scope, store.project_id, store.visibility, store.entry_count) == ("project", project.pk, None, 40)
 
 
-def test_unknown_handles_are_reported_before_anything_is_written(owner_client, sample):
-    sample[0]["handles"] = sorted([*sample[0]["handles"], "zed"])
-    response = post_lines(owner_client, IMPORTS, assemble(sample))
+def test_unknown_handles_are_reported_before_anything_is_written(owner_client, own_sample):
+    own_sample[0]["handles"] = sorted([*own_sample[0]["handles"], "zed"])
+    response = post_lines(owner_client, IMPORTS, assemble(own_sample))
     assert response.status_code == 400
     assert response.json()["error"]["details"] == {"unknown_handles": ["zed"]}
-    assert not StoreImport.objects.exists() and not Store.objects.filter(pk=sample[0]["store"]["id"]).exists()
+    assert not StoreImport.objects.exists() and not Store.objects.filter(pk=own_sample[0]["store"]["id"]).exists()
+
+
+# ----------------------------------------------------------------------------- who may be an author
+
+
+def test_an_http_import_cannot_make_someone_who_may_not_write_there_an_author(owner_client, sample, cast):
+    """The owner's file names @bob as an author of a user store, which only its owner can write: refused,
+    nothing written. (An operator's manage.py import_store still takes it: tests/exchange/test_roundtrip.py.)"""
+    before = census()
+    response = post_lines(owner_client, IMPORTS, assemble(sample))
+    assert response.status_code == 400
+    assert "'bob' may not write the target store" in response.json()["error"]["message"]
+    assert census() == before and not StoreImport.objects.exists()
+
+
+def test_a_project_import_may_name_its_members_but_not_strangers(make_client, sample, cast):
+    project = ProjectFactory()
+    boss = ProjectMembershipFactory(project=project, role="owner").user
+    ProjectMembershipFactory(project=project, user=cast["owner"])
+    without_readers = [obj for obj in sample if obj["type"] != "reader"]
+    without_readers[0]["counts"]["readers"] = 0
+    data = assemble(without_readers)
+    refused = post_lines(make_client(boss), IMPORTS, data, scope="project", subject=project.slug)
+    assert refused.status_code == 400 and "'bob'" in refused.json()["error"]["message"]
+    ProjectMembershipFactory(project=project, user=cast["bob"])
+    taken = post_lines(make_client(boss), IMPORTS, data, scope="project", subject=project.slug)
+    assert taken.status_code == 201, taken.json()
+
+
+def test_a_version_actor_may_not_name_another_users_token(owner_client, own_sample, cast):
+    from accounts.services import issue_token
+
+    bobs = issue_token(user=cast["bob"], name="bob's").token
+    version = next(obj for obj in own_sample if obj["type"] == "version")
+    version["created_by"] = {"type": "api_actor", "api_key_id": str(bobs.pk)}
+    before = census()
+    response = post_lines(owner_client, IMPORTS, assemble(own_sample))
+    assert response.status_code == 400 and "belongs to someone who may not write" in response.json()["error"]["message"]
+    assert census() == before
+
+
+def test_nothing_imported_over_http_may_be_dated_in_the_future(owner_client, own_sample):
+    entry = next(obj for obj in own_sample if obj["type"] == "entry")
+    entry["created_at"] = "9999-12-31T23:59:59.999999Z"
+    response = post_lines(owner_client, IMPORTS, assemble(own_sample))
+    assert response.status_code == 400 and "in the future" in response.json()["error"]["message"]
+    entry["created_at"] = own_sample[0]["store"]["created_at"]
+    own_sample[0]["store"]["created_at"] = "9999-12-31T23:59:59.999999Z"
+    header = post_lines(owner_client, IMPORTS, assemble(own_sample))
+    assert header.status_code == 400 and "store.created_at is in the future" in header.json()["error"]["message"]
 
 
 @pytest.mark.parametrize(
@@ -203,24 +254,24 @@ def test_hostile_first_chunks_are_refused(owner_client, body, content_type, stat
     assert not StoreImport.objects.exists() and not Store.objects.filter(importing=True).exists()
 
 
-def test_a_chunk_must_end_with_a_newline(owner_client, sample):
-    data = assemble(sample)
+def test_a_chunk_must_end_with_a_newline(owner_client, own_sample):
+    data = assemble(own_sample)
     response = post_lines(owner_client, IMPORTS, data[:-1])
     assert response.status_code == 400 and "must end with a newline" in response.json()["error"]["message"]
 
 
-def test_abandoned_imports_are_deleted_when_the_next_one_starts(owner_client, sample, settings):
-    parts = chunks(assemble(sample), 30)
+def test_abandoned_imports_are_deleted_when_the_next_one_starts(owner_client, own_sample, settings):
+    parts = chunks(assemble(own_sample), 30)
     stale = post_lines(owner_client, IMPORTS, parts[0][1]).json()["data"]
     settings.IMPORT_IDLE_SECONDS = 0
-    sample[0]["store"]["id"] = "00000000-0000-4000-8000-0000000000aa"
-    post_lines(owner_client, IMPORTS, chunks(assemble(sample), 30)[0][1])
+    own_sample[0]["store"]["id"] = "00000000-0000-4000-8000-0000000000aa"
+    post_lines(owner_client, IMPORTS, chunks(assemble(own_sample), 30)[0][1])
     assert not Store.objects.filter(pk=stale["store_id"]).exists()
     assert owner_client.get(f"{IMPORTS}/{stale['id']}").status_code == 404
 
 
-def test_a_committed_import_cannot_be_appended_to_or_aborted(owner_client, sample):
-    upload = post_lines(owner_client, IMPORTS, assemble(sample)).json()["data"]
+def test_a_committed_import_cannot_be_appended_to_or_aborted(owner_client, own_sample):
+    upload = post_lines(owner_client, IMPORTS, assemble(own_sample)).json()["data"]
     assert upload["status"] == "committed"
     more = post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", b"{}\n", from_line=upload["next_line"])
     assert more.status_code == 409 and more.json()["error"]["details"]["reason"] == "import_committed"

@@ -64,6 +64,24 @@ def same_as_rest(result, response, *, ignore: tuple[str, ...] = ()) -> dict:
     return mine
 
 
+def _same_nap(result, response) -> dict:
+    """Assert an MCP nap and the claimant's REST nap right after it return the same claimed job.
+
+    The claimant's repeated nap renews its claim, so `claimed_until` may only move forward; all else is equal.
+    """
+    mine, theirs = body_of(result), response.json()
+    assert response.status_code == 200, response.text
+    renewed = [
+        (a.pop("claimed_until"), b.pop("claimed_until"))
+        for a, b in zip(mine["data"]["jobs"], theirs["data"]["jobs"], strict=True)
+    ]
+    if mine["data"]["job"] is not None:
+        mine["data"]["job"].pop("claimed_until"), theirs["data"]["job"].pop("claimed_until")
+    assert mine == theirs
+    assert all(first <= then for first, then in renewed)
+    return mine
+
+
 def test_every_tool_has_input_and_output_schemas(mcp_client, alice):
     with mcp_client(alice.secret) as client:
         tools = {tool.name: tool for tool in client.list_tools().tools}
@@ -84,6 +102,13 @@ def test_every_tool_has_input_and_output_schemas(mcp_client, alice):
     assert tools["share_memories"].input_schema["properties"]["active"]["type"] == "boolean"
     assert tools["delete_memories"].annotations.destructive_hint is True
     assert tools["wake_memories"].annotations.read_only_hint is True
+    nap = tools["nap_memories"]
+    assert nap.annotations.read_only_hint is not True  # a writer's nap claims jobs (SPEC §4 "Claims")
+    assert (nap.input_schema["properties"]["limit"]["minimum"], nap.input_schema["properties"]["limit"]["maximum"]) == (
+        1,
+        16,
+    )
+    assert "data.jobs" in nap.description and "retry_after" in nap.description
 
 
 def test_store_tools_answer_like_rest(mcp_client, rest, alice, bob):
@@ -174,7 +199,7 @@ def test_log_tools_answer_like_rest_through_a_full_compaction(mcp_client, rest, 
 
         submitted = 0
         while True:  # the full job round trip: nap → (our "model") → compact, until complete
-            nap = same_as_rest(client.call_tool("nap_memories", {"id": store_id}), api.get(f"/memories/{store_id}/nap"))
+            nap = _same_nap(client.call_tool("nap_memories", {"id": store_id}), api.get(f"/memories/{store_id}/nap"))
             if nap["data"]["complete"]:
                 break
             job = nap["data"]["job"]

@@ -184,7 +184,8 @@ def test_ensure_is_not_confused_by_another_subjects_store(make_client, cast):
 
 
 def test_losing_the_insert_race_returns_the_winners_store(owner, private_store, monkeypatch):
-    """The partial unique constraint is the backstop: a racer that saw no store gets the winner's row."""
+    """The key of CanonicalStore is the backstop: a racer that saw no store gets the winner's row (and its own
+    store is rolled back)."""
     from stores import services
 
     real_filter = Store.objects.filter

@@ -1,0 +1,52 @@
+"""The worker's pure pieces: mount-path relocation and the system context (SPEC §5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from anthropic.types.beta.sessions import BetaManagedAgentsMemoryStoreResource as Resource
+
+from worker.context import system_context
+from worker.runner import relocate
+
+
+def test_relocate_replaces_only_the_mnt_memory_prefix():
+    root = Path("/tmp/mounts")
+    assert relocate("/mnt/memory/team-notes", root) == "/tmp/mounts/team-notes"
+    assert relocate("/mnt/memory", root) == "/tmp/mounts"
+    assert relocate("/mnt/memoryx/notes", root) == "/mnt/memoryx/notes"  # a prefix of a name is not the prefix
+    assert relocate("/srv/notes", root) == "/srv/notes"
+    assert relocate(None, root) is None
+
+
+def test_the_system_context_names_every_store_and_never_reads_a_file(tmp_path):
+    mount = tmp_path / "notes"
+    mount.mkdir()
+    (mount / "secret.md").write_text("the contents")
+    resources = [
+        Resource(
+            type="memory_store",
+            memory_store_id="s1",
+            name="Team Notes",
+            description="What we decided.",
+            mount_path=str(mount),
+            access="read_write",
+            instructions="Append, never rewrite.",
+        ),
+        Resource(
+            type="memory_store",
+            memory_store_id="s2",
+            name="Prefs",
+            description="",
+            mount_path="/m/prefs",
+            access="read_only",
+            instructions=None,
+        ),
+    ]
+    text = system_context(resources)
+    assert text.startswith("# Memory stores\n")
+    assert "## Team Notes" in text and f"- mount path: `{mount}`" in text and "- access: read-write" in text
+    assert "- description: What we decided." in text and "Append, never rewrite." in text
+    assert "## Prefs" in text and "- mount path: `/m/prefs`" in text and "- access: read-only" in text
+    assert "the contents" not in text and "secret.md" not in text
+    assert "no memory stores" in system_context([])

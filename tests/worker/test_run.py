@@ -1,0 +1,388 @@
+"""`memories-worker run` end to end (SPEC §5 "The self-hosted worker"): the real console script, a real agent
+process and pytest-django's live server on PostgreSQL; no mock of our API or of the SDK."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from django.db.models.expressions import RawSQL
+
+from sessions.models import Work
+from tests.factories import StoreFactory
+from tests.worker.conftest import WORKER
+from versions import services as version_services
+from versions.actors import Actor
+from versions.models import Memory, Version
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def seed(store, owner_token, files: dict[str, str]) -> None:
+    actor = Actor.api(owner_token.token.pk)
+    for path, content in files.items():
+        version_services.create_memory(store=store, path=path, content=content, actor=actor)
+
+
+def contents(store) -> dict[str, str]:
+    return dict(Memory.objects.filter(store=store).values_list("path", "content"))
+
+
+def session_versions(session) -> list[tuple[str, str]]:
+    return sorted(Version.objects.filter(session_id=session.pk).values_list("operation", "path"))
+
+
+def work_state(session) -> str:
+    return Work.objects.get(session=session).state
+
+
+def test_the_agent_edits_creates_and_deletes_and_only_that_reaches_the_server(
+    worker, owner, owner_token, notes_store, make_session
+):
+    prefs = StoreFactory(owner=owner, canonical=False, name="User preferences", description="How I like things.")
+    seed(notes_store, owner_token, {"/decisions.md": "v1", "/todo.md": "buy milk", "/old.md": "obsolete"})
+    seed(prefs, owner_token, {"/editor.md": "vim"})
+    session = make_session(notes_store, (prefs, "read_only"), instructions="Keep entries short.")
+
+    run = worker(
+        """
+        notes, prefs = MOUNTS / "team-notes", MOUNTS / "user-preferences"
+        # Everything is downloaded before the agent starts.
+        seen = {str(p.relative_to(MOUNTS)): p.read_text() for p in sorted(MOUNTS.rglob("*.md"))}
+        context = (WORK / "MEMORY_CONTEXT.md").read_text()
+        assert os.environ["MEMORIES_SYSTEM_CONTEXT"] == context
+        assert "MEMORIES_ENVIRONMENT_KEY" not in os.environ
+        json.dump({"seen": seen, "context": context}, open(WORK / "report.json", "w"))
+        (notes / "todo.md").write_text("buy oat milk")
+        (notes / "summary.md").write_text("done")
+        (notes / "old.md").unlink()
+        try:  # root ignores the read-only bits; the worker must still never push this
+            (prefs / "editor.md").write_text("emacs")
+        except PermissionError:
+            pass
+        """
+    )
+    summary = run.finish()
+
+    assert summary["outcome"] == "completed" and summary["agent_exit"] == 0 and summary["final_sync"] is True
+    report = __import__("json").loads((run.workdir / "report.json").read_text())
+    assert report["seen"] == {
+        "team-notes/decisions.md": "v1",
+        "team-notes/old.md": "obsolete",
+        "team-notes/todo.md": "buy milk",
+        "user-preferences/editor.md": "vim",
+    }
+    context = report["context"]
+    for text in (
+        "Team Notes",
+        "What we decided.",
+        str(run.mounts / "team-notes"),
+        "User preferences",
+        "How I like things.",
+        str(run.mounts / "user-preferences"),
+        "read-only",
+        "read-write",
+        "Keep entries short.",
+    ):
+        assert text in context
+    for content in ("v1", "buy milk", "obsolete", "vim"):  # never file contents
+        assert f" {content}\n" not in context and f"`{content}`" not in context
+
+    assert contents(notes_store) == {"/decisions.md": "v1", "/todo.md": "buy oat milk", "/summary.md": "done"}
+    assert session_versions(session) == [("created", "/summary.md"), ("deleted", "/old.md"), ("modified", "/todo.md")]
+    assert all(
+        v.created_by == {"type": "session_actor", "session_id": str(session.pk)}
+        for v in Version.objects.filter(session_id=session.pk)
+    )
+    assert contents(prefs) == {"/editor.md": "vim"}
+    assert not Version.objects.filter(store=prefs, session_id=session.pk).exists()
+    # The read-only edit was never pushed, and removing the mount did not destroy it either.
+    assert (run.workdir / ".memory-unsynced" / "user-preferences" / "editor.md").read_text() == "emacs"
+    assert [k["path"] for k in summary["unsynced"]] == ["editor.md"]
+    assert work_state(session) == "stopped" and summary["work_stopped"] is True
+    assert list(run.mounts.iterdir()) == []
+
+
+def test_a_concurrent_remote_edit_wins_and_the_local_text_is_kept_in_the_conflict_folder(
+    worker, owner_token, notes_store, make_session
+):
+    seed(notes_store, owner_token, {"/plan.md": "base"})
+    session = make_session(notes_store)
+    local_text = "the agent's plan\nwith two lines — and ünïcode\n"
+    run = worker(
+        f"""
+        (MOUNTS / "team-notes" / "plan.md").write_text({local_text!r})
+        say("edited")
+        wait("go")
+        """,
+        sync_interval=60,  # only the final sync: the remote edit lands between the agent's edit and any sync
+    )
+    run.wait_for("edited")
+    memory = Memory.objects.get(store=notes_store, path="/plan.md")
+    version_services.update_memory(
+        store=notes_store, memory_id=memory.pk, content="the remote plan", actor=Actor.api(owner_token.token.pk)
+    )
+    run.tell("go")
+    summary = run.finish()
+
+    assert summary["outcome"] == "completed"
+    assert contents(notes_store) == {"/plan.md": "the remote plan"}
+    assert session_versions(session) == []
+    kept = list((run.workdir / ".memory-conflicts" / "team-notes").iterdir())
+    assert len(kept) == 1 and kept[0].name.startswith("plan.md~")
+    assert kept[0].read_bytes() == local_text.encode("utf-8")
+    assert [(c["slug"], c["path"], c["kept_at"]) for c in summary["conflicts"]] == [
+        ("team-notes", "plan.md", str(kept[0]))
+    ]
+    assert "conflict: team-notes/plan.md" in run.log()
+
+
+def test_sigterm_to_the_worker_flushes_the_agents_file_within_the_bound(worker, notes_store, make_session):
+    session = make_session(notes_store)
+    run = worker(
+        """
+        import signal
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a stubborn agent: the worker must SIGKILL it
+        (MOUNTS / "team-notes" / "note.md").write_text("written before SIGTERM")
+        print("the agent's output goes to the worker's stderr")
+        say("written")
+        time.sleep(600)
+        """,
+        sync_interval=60,
+        grace=2,
+        flush_timeout=10,
+    )
+    run.wait_for("written")
+    sent = time.monotonic()
+    run.signal(signal.SIGTERM)
+    summary = run.finish(timeout=30)
+    assert time.monotonic() - sent < 2 + 10 + 5  # grace + flush bound + start-up slack
+    assert summary["outcome"] == "interrupted" and summary["final_sync"] is False
+    assert summary["agent_exit"] == -signal.SIGKILL and "SIGKILL" in run.log()
+    assert "the agent's output goes to the worker's stderr" in run.log()
+    assert contents(notes_store) == {"/note.md": "written before SIGTERM"}
+    assert session_versions(session) == [("created", "/note.md")]
+    assert work_state(session) == "stopped"
+    assert list(run.mounts.iterdir()) == []
+
+
+def test_a_killed_agent_still_gets_its_flush(worker, notes_store, make_session):
+    session = make_session(notes_store)
+    run = worker(
+        """
+        (MOUNTS / "team-notes" / "note.md").write_text("written before SIGKILL")
+        say("pid", str(os.getpid()))
+        time.sleep(600)
+        """,
+        sync_interval=60,
+    )
+    os.kill(int(run.wait_for("pid")), signal.SIGKILL)
+    summary = run.finish()
+    assert summary["outcome"] == "agent_failed" and summary["agent_exit"] == -signal.SIGKILL
+    assert summary["final_sync"] is False
+    assert contents(notes_store) == {"/note.md": "written before SIGKILL"}
+    assert session_versions(session) == [("created", "/note.md")]
+    assert work_state(session) == "stopped"
+
+
+def test_a_lost_lease_stops_the_agent_and_no_later_write_lands(worker, owner_token, notes_store, make_session):
+    seed(notes_store, owner_token, {"/tick.md": "0"})
+    session = make_session(notes_store)
+    run = worker(
+        """
+        say("pid", str(os.getpid()))
+        i = 0
+        while True:
+            i += 1
+            (MOUNTS / "team-notes" / "tick.md").write_text(str(i))
+            time.sleep(0.1)
+        """,
+        lease_ttl=10,  # heartbeats every 5 s
+        grace=2,
+    )
+    agent_pid = int(run.wait_for("pid"))
+    run.wait_log("sync pass 1 done")  # a write with the live lease has landed (or been tried)
+    # Force the lease to lapse (database time). A heartbeat committing just after would extend it again, so
+    # force it again whenever it moved forward, until the worker reports the loss; the fence must hold from
+    # the last forcing on.
+    forced_at = None
+    deadline = time.monotonic() + 60
+    while "lease lost" not in run.log():
+        assert time.monotonic() < deadline, run.log()
+        current = Work.objects.get(session=session).lease_expires_at
+        if forced_at is None or (current is not None and current > forced_at):
+            Work.objects.filter(session=session).update(
+                lease_expires_at=RawSQL("statement_timestamp() - interval '1 millisecond'", [])
+            )
+            forced_at = Work.objects.get(session=session).lease_expires_at
+        time.sleep(0.1)
+    summary = run.finish(timeout=60)
+
+    assert summary["outcome"] == "lease_lost" and summary["final_sync"] is False
+    with pytest.raises(ProcessLookupError):
+        os.kill(agent_pid, 0)
+    landed = Version.objects.filter(session_id=session.pk)
+    assert landed.filter(created_at__lte=forced_at).exists()  # writes flowed while the lease was live
+    assert not landed.filter(created_at__gt=forced_at).exists()
+    assert summary["refused_lease_expired"] >= 1  # the dead credential's requests were refused, and reported
+    assert "refused: the lease has ended (409 lease_expired)" in run.log()
+    assert summary["work_stopped"] is False  # the item went back to the queue; a lost lease is not ours to stop
+    assert work_state(session) == "queued"
+    # The agent's last text never reached the server, and it is not lost.
+    unsynced = run.workdir / ".memory-unsynced" / "team-notes" / "tick.md"
+    assert unsynced.exists() and unsynced.read_text() != Memory.objects.get(store=notes_store).content
+    assert [k["path"] for k in summary["unsynced"]] == ["tick.md"]
+    assert "lease lost" in run.log()
+    assert list(run.mounts.iterdir()) == []
+
+
+def test_a_wiped_folder_deletes_nothing_and_a_single_delete_waits_for_a_corroborating_pass(
+    worker, owner, owner_token, notes_store, make_session
+):
+    journal = StoreFactory(owner=owner, canonical=False, name="Journal")
+    seed(journal, owner_token, {"/a.md": "a", "/b.md": "b", "/c/d.md": "d"})
+    seed(notes_store, owner_token, {"/keep.md": "keep", "/old.md": "obsolete"})
+    session = make_session(notes_store, journal)
+    run = worker(
+        """
+        import shutil
+        for child in (MOUNTS / "journal").iterdir():  # every file at once, the marker too
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+        (MOUNTS / "team-notes" / "old.md").unlink()
+        say("deleted")
+        wait("go")
+        say("journal", json.dumps(sorted(str(p.relative_to(MOUNTS)) for p in (MOUNTS / "journal").rglob("*.md"))))
+        """,
+        delete_after=1,
+    )
+    run.wait_for("deleted")
+    run.wait_log("sync pass 1 done")
+    # The first pass that saw old.md missing only noted it.
+    assert contents(notes_store) == {"/keep.md": "keep", "/old.md": "obsolete"}
+    deadline = time.monotonic() + 30
+    while "/old.md" in contents(notes_store):
+        assert time.monotonic() < deadline, run.log()
+        time.sleep(0.2)
+    run.wait_log("sync pass 2 done")  # the delete went out in a later pass (logged once that pass ends)
+    run.tell("go")
+    summary = run.finish()
+
+    assert summary["outcome"] == "completed"
+    # The wiped folder was downloaded again, never propagated.
+    assert run.wait_for("journal") == '["journal/a.md", "journal/b.md", "journal/c/d.md"]'
+    assert contents(journal) == {"/a.md": "a", "/b.md": "b", "/c/d.md": "d"}
+    assert session_versions(session) == [("deleted", "/old.md")]
+
+
+def test_a_refused_key_exits_1_and_sigterm_while_idle_exits_0(live_server, environment, env_key, tmp_path):
+    args = [str(WORKER), "run", "--environment", str(environment.pk), "--api-url", live_server.url]
+    args += ["--mount-root", str(tmp_path / "mnt"), "--workdir", str(tmp_path / "work"), "--once", "--", "true"]
+    refused = subprocess.run(
+        args, env={**os.environ, "MEMORIES_ENVIRONMENT_KEY": "menv_not_a_key"}, capture_output=True, timeout=60
+    )
+    assert refused.returncode == 1, refused.stderr
+    assert b"poll failed permanently" in refused.stderr
+    missing = subprocess.run(
+        args,
+        env={k: v for k, v in os.environ.items() if k != "MEMORIES_ENVIRONMENT_KEY"},
+        capture_output=True,
+        timeout=60,
+    )
+    assert missing.returncode == 2 and b"MEMORIES_ENVIRONMENT_KEY" in missing.stderr
+
+    # Nothing queued: the worker polls until told to stop, then exits 0 without having claimed anything.
+    log = tmp_path / "idle.err"
+    with log.open("wb") as err:
+        idle = subprocess.Popen(args, env={**os.environ, "MEMORIES_ENVIRONMENT_KEY": env_key.secret}, stderr=err)
+    deadline = time.monotonic() + 60
+    while "poller starting" not in log.read_text():  # its signal handlers are installed by then
+        assert idle.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+    idle.send_signal(signal.SIGTERM)
+    idle.wait(timeout=30)
+    assert idle.returncode == 0, log.read_text()
+    assert "SIGTERM received" in log.read_text()
+
+
+def test_syncs_run_on_a_cadence_while_the_agent_runs(worker, owner_token, notes_store, make_session):
+    seed(notes_store, owner_token, {"/shared.md": "v1"})
+    session = make_session(notes_store)
+    run = worker(
+        """
+        notes = MOUNTS / "team-notes"
+        (notes / "progress.md").write_text("step 1")
+        say("written")
+        deadline = time.monotonic() + 60
+        while (notes / "shared.md").read_text() != "v2":  # a remote edit arrives while the agent runs
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        say("pulled")
+        wait("go")
+        """
+    )
+    run.wait_for("written")
+    deadline = time.monotonic() + 30
+    while "/progress.md" not in contents(notes_store):  # pushed by a cadence sync, the agent still running
+        assert time.monotonic() < deadline, run.log()
+        time.sleep(0.2)
+    assert run.process.poll() is None
+    memory = Memory.objects.get(store=notes_store, path="/shared.md")
+    version_services.update_memory(
+        store=notes_store, memory_id=memory.pk, content="v2", actor=Actor.api(owner_token.token.pk)
+    )
+    run.wait_for("pulled")
+    run.tell("go")
+    summary = run.finish()
+    assert summary["outcome"] == "completed" and summary["conflicts"] == [] and summary["unsynced"] == []
+    assert contents(notes_store) == {"/shared.md": "v2", "/progress.md": "step 1"}
+    assert session_versions(session) == [("created", "/progress.md")]
+
+
+def test_a_reused_work_directory_keeps_every_unsynced_copy(worker, owner, owner_token, make_session):
+    prefs = StoreFactory(owner=owner, canonical=False, name="Prefs")
+    seed(prefs, owner_token, {"/editor.md": "vim"})
+    kept = []
+    for text in ("emacs", "nano"):
+        make_session((prefs, "read_only"))
+        run = worker(
+            f"""
+            target = MOUNTS / "prefs" / "editor.md"
+            target.chmod(0o644)  # bash can do what the file tools refuse; the worker still never pushes it
+            target.write_text({text!r})
+            """
+        )
+        summary = run.finish()
+        assert summary["outcome"] == "completed"
+        kept += [k["kept_at"] for k in summary["unsynced"]]
+    folder = run.workdir / ".memory-unsynced" / "prefs"
+    assert sorted(p.read_text() for p in folder.iterdir()) == ["emacs", "nano"]
+    assert kept[0] == str(folder / "editor.md") and kept[1].startswith(str(folder / "editor.md~"))
+    assert contents(prefs) == {"/editor.md": "vim"}
+
+
+def test_a_stop_from_outside_ends_the_agent_and_the_flush_window_still_pushes(
+    worker, key_sdk, environment, notes_store, make_session
+):
+    session = make_session(notes_store)
+    run = worker(
+        """
+        (MOUNTS / "team-notes" / "note.md").write_text("written before the stop")
+        say("written")
+        time.sleep(600)
+        """,
+        sync_interval=60,
+        lease_ttl=10,  # heartbeats every 5 s: the next one hears the stop
+        grace=2,
+    )
+    run.wait_for("written")
+    work = Work.objects.get(session=session)
+    key_sdk.beta.environments.work.stop(str(work.pk), environment_id=str(environment.pk))  # no force: stopping
+    summary = run.finish(timeout=60)
+    assert summary["outcome"] == "work_stopped" and summary["final_sync"] is False
+    assert contents(notes_store) == {"/note.md": "written before the stop"}  # pushed while stopping: still leased
+    assert session_versions(session) == [("created", "/note.md")]
+    assert work_state(session) == "stopped" and summary["work_stopped"] is True
+    assert list(run.mounts.iterdir()) == []

@@ -1,0 +1,1 @@
+"""memories-worker: the self-hosted worker (SPEC §5 "The self-hosted worker")."""

@@ -1,0 +1,422 @@
+"""`memories-worker run`: claim work, mount the session's stores, run the agent, sync, flush, stop (SPEC §5).
+
+Composed from the SDK's own worker pieces (`anthropic==2.10.0`, pinned exactly — they are not public API):
+`aiter_work` (poll + ack), `_heartbeat_loop` with its `_Lease` (the heartbeat contract:
+`expected_last_heartbeat`, 412 = lease lost, `lease_extended: false` = stop), `_sessions_token_from_secret`
+(the per-work credential inside the work item's `secret`) and, through `worker.sync.WorkerMemoryStores`,
+`SessionMemoryStores`. What the SDK's `EnvironmentWorker` adds on top — a session tool runner fed by an event
+stream this service does not serve — is replaced by running the agent command as a child process.
+
+One item, in order: heartbeat starts (in parallel, for the whole item) → the session is fetched with the
+per-work credential → every attachment is downloaded to its mount path (relocated under `--mount-root`) →
+the system context is written → the agent runs in the work directory while the stores sync every
+`--sync-interval` seconds → on a clean exit (status 0) a final sync (bounded) → on every exit a push-only
+flush (bounded by `--flush-timeout`) → unsynced files are copied out of the mounts → the mounts are removed
+→ the work item is stopped (unless the lease was lost: the item then belongs to the queue). `docs/worker.md`
+describes each kind of exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+
+import anyio
+import httpx
+from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
+from anthropic.lib.environments._poller import aiter_work
+from anthropic.lib.environments._worker import (
+    _heartbeat_loop,
+    _Lease,
+    _LeaseEndReason,
+    _sessions_token_from_secret,
+)
+from anthropic.lib.tools._memories import SessionMemoryError
+
+from worker.context import CONTEXT_FILE, system_context
+from worker.sync import WorkerMemoryStores, make_read_only
+
+log = logging.getLogger("memories_worker")
+
+SDK_MOUNT_ROOT = PurePosixPath("/mnt/memory")
+
+
+@dataclass(frozen=True)
+class Options:
+    """`memories-worker run`'s settings (units: seconds unless named otherwise).
+
+    api_url: the server root (the SDK gets `<api_url>/api`). environment_key: `menv_…`. mount_root replaces
+    the `/mnt/memory` prefix of every mount path. lease_ttl: the TTL asked for on each heartbeat (the server
+    clamps it to 10–300; the SDK heartbeats every TTL/2, at most every 30 s). grace: SIGTERM → SIGKILL delay
+    for the agent. delete_after: the corroboration window of local deletes.
+    """
+
+    api_url: str
+    environment_id: str
+    environment_key: str
+    agent_cmd: tuple[str, ...]
+    mount_root: Path = Path(str(SDK_MOUNT_ROOT))
+    workdir: Path = Path()
+    once: bool = False
+    sync_interval: float = 15.0
+    flush_timeout: float = 30.0
+    grace: float = 10.0
+    lease_ttl: int = 60
+    worker_id: str | None = None
+
+
+@dataclass
+class ItemSummary:
+    """What happened to one work item; printed as one JSON line on stdout when the item ends.
+
+    outcome: `completed` (agent exited 0), `agent_failed` (non-zero or killed), `interrupted` (the worker got
+    SIGTERM/SIGINT), `lease_lost`, `work_stopped` (stopped or archived from outside), `session_terminated`,
+    `download_failed`, `skipped` (not a session item), `failed` (anything else; `error` says what).
+    """
+
+    work_id: str
+    session_id: str
+    outcome: str = "completed"
+    agent_exit: int | None = None
+    final_sync: bool = False
+    conflicts: list[dict] = field(default_factory=list)
+    unsynced: list[dict] = field(default_factory=list)
+    refused_lease_expired: int = 0
+    work_stopped: bool = False
+    error: str | None = None
+
+
+class _HeartbeatWork:
+    """The work resource as `_heartbeat_loop` calls it, asking for `ttl` seconds on every heartbeat."""
+
+    def __init__(self, work, ttl: int) -> None:
+        self._work = work
+        self._ttl = ttl
+
+    async def heartbeat(self, work_id, **kwargs):
+        return await self._work.heartbeat(work_id, desired_ttl_seconds=self._ttl, **kwargs)
+
+
+class _LateWrites:
+    """Counts requests the server refused because the lease had ended (409 `lease_expired`; reads too, since
+    the credential is dead): reported, never retried — the engine drops a refused push and the file is then
+    kept under `.memory-unsynced`."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def __call__(self, response: httpx.Response) -> None:
+        if response.status_code != 409:
+            return
+        await response.aread()
+        with contextlib.suppress(ValueError):
+            details = (response.json().get("error") or {}).get("details") or {}
+            if details.get("reason") == "lease_expired":
+                self.count += 1
+                log.warning(
+                    "refused: the lease has ended (409 lease_expired) %s %s",
+                    response.request.method,
+                    response.request.url.path,
+                )
+
+
+class Stop:
+    """Why the worker should stop: set by SIGTERM/SIGINT. `event` wakes whoever waits."""
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.signal_name: str | None = None
+
+    def request(self, name: str) -> None:
+        if self.signal_name is None:
+            self.signal_name = name
+            log.warning("%s received: stopping the agent, flushing the stores, stopping the work item", name)
+        self.event.set()
+
+
+def relocate(mount_path: str | None, mount_root: Path) -> str | None:
+    """Map `/mnt/memory/<slug>` to `<mount_root>/<slug>`; any other path is returned unchanged."""
+    if not mount_path:
+        return mount_path
+    path = PurePosixPath(mount_path)
+    if path.is_relative_to(SDK_MOUNT_ROOT):
+        return str(mount_root.joinpath(*path.relative_to(SDK_MOUNT_ROOT).parts))
+    return mount_path
+
+
+def _client(opts: Options, token: str, hooks: list | None = None) -> AsyncAnthropic:
+    http = DefaultAsyncHttpxClient(event_hooks={"response": hooks or []})
+    return AsyncAnthropic(base_url=opts.api_url.rstrip("/") + "/api", auth_token=token, http_client=http)
+
+
+async def run(opts: Options) -> int:
+    """Poll the environment and run one agent per claimed item until SIGTERM/SIGINT (or one item with
+    `once`). Returns the process exit status: 0 when every claimed item ended (whatever its outcome — see
+    the summary lines), 1 when the poll was refused for good (bad key or environment; an unreachable
+    server is retried with the SDK poller's backoff)."""
+    stop = Stop()
+    loop_signals = []
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.request, signal.Signals(signum).name)
+        loop_signals.append(signum)
+    poll_client = _client(opts, opts.environment_key)
+    try:
+        work = poll_client.beta.environments.work
+        async with anyio.create_task_group() as tg:
+
+            async def poll_items() -> None:
+                items = aiter_work(work, environment_id=opts.environment_id, worker_id=opts.worker_id, auto_stop=False)
+                async with contextlib.aclosing(items):
+                    async for item in items:
+                        summary = await handle_item(opts, item, stop)
+                        print(json.dumps(asdict(summary)), flush=True)
+                        if opts.once or stop.signal_name:
+                            break
+                tg.cancel_scope.cancel()
+
+            async def stop_when_idle() -> None:
+                # A signal while polling (no item running) ends the poll at once.
+                await stop.event.wait()
+                if not _running.value:
+                    tg.cancel_scope.cancel()
+
+            tg.start_soon(poll_items)
+            tg.start_soon(stop_when_idle)
+    except Exception as e:
+        log.error("the worker cannot go on: %s", e)
+        return 1
+    finally:
+        for signum in loop_signals:
+            loop.remove_signal_handler(signum)
+        await poll_client.close()
+    return 0
+
+
+class _Flag:
+    """Whether an item is being served (a signal while idle ends the poll at once)."""
+
+    def __init__(self) -> None:
+        self.value = False
+
+    def is_set(self) -> bool:
+        return self.value
+
+
+_running = _Flag()
+
+
+async def handle_item(opts: Options, item, stop: Stop) -> ItemSummary:
+    """Run one claimed, acknowledged work item end to end and return its summary (never raises for the
+    item's own failures; cancellation still propagates)."""
+    summary = ItemSummary(work_id=item.id, session_id=item.data.id)
+    token = _sessions_token_from_secret(getattr(item, "secret", None))
+    if item.data.type != "session":  # the SDK's queue also knows "healthcheck" items; nothing to run
+        summary.outcome = "skipped"
+        await _stop_with_key(opts, item, summary)
+        return summary
+    if token is None:
+        summary.outcome, summary.error = "download_failed", "the work item carried no per-work credential"
+        await _stop_with_key(opts, item, summary)
+        return summary
+    late = _LateWrites()
+    client = _client(opts, token, hooks=[late])
+    lease = _Lease()
+    _running.value = True
+    try:
+        async with anyio.create_task_group() as tg:
+
+            async def heartbeat() -> None:
+                await _heartbeat_loop(
+                    _HeartbeatWork(client.beta.environments.work, opts.lease_ttl),
+                    work_id=item.id,
+                    environment_id=item.environment_id,
+                    lease=lease,
+                )
+                if lease.lost:
+                    log.error("lease lost work_id=%s: stopping the agent; the final sync is skipped", item.id)
+
+            tg.start_soon(heartbeat)
+            try:
+                await _serve(opts, item, client, summary, stop, lease)
+            except Exception as e:
+                summary.outcome, summary.error = "failed", str(e)
+                log.error("work item failed work_id=%s: %s", item.id, e)
+            finally:
+                lease.finish(_LeaseEndReason.RUNNER_DONE)
+        if lease.lost:
+            summary.outcome = "lease_lost"
+    finally:
+        summary.refused_lease_expired = late.count
+        if lease.lost:
+            log.info("lease lost; released work_id=%s without stopping it (it belongs to the queue)", item.id)
+        else:
+            await _stop_work(client, item, summary)
+        await client.close()
+        _running.value = False
+    return summary
+
+
+async def _stop_with_key(opts: Options, item, summary: ItemSummary) -> None:
+    client = _client(opts, opts.environment_key)
+    try:
+        await _stop_work(client, item, summary)
+    finally:
+        await client.close()
+
+
+async def _stop_work(client: AsyncAnthropic, item, summary: ItemSummary) -> None:
+    with anyio.CancelScope(shield=True):
+        try:
+            await client.beta.environments.work.stop(item.id, environment_id=item.environment_id, force=True)
+            summary.work_stopped = True
+        except Exception as e:
+            status = getattr(e, "status_code", None)
+            summary.work_stopped = status == 409  # already stopped
+            if status != 409:
+                log.error("stopping the work item failed work_id=%s: %s", item.id, e)
+
+
+async def _serve(opts, item, client, summary, stop, lease) -> None:
+    session = await client.beta.sessions.retrieve(item.data.id)
+    if session.status == "terminated":
+        summary.outcome = "session_terminated"
+        log.info("skipping the work item of a terminated session work_id=%s", item.id)
+        return
+    resources = [r for r in session.resources if r.type == "memory_store"]
+    for resource in resources:
+        resource.mount_path = relocate(resource.mount_path, opts.mount_root)
+    slugs = {r.memory_store_id: PurePosixPath(r.mount_path or r.memory_store_id).name for r in resources}
+    workdir = opts.workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    opts.mount_root.mkdir(parents=True, exist_ok=True)
+    stores = WorkerMemoryStores(client, workdir=workdir, slugs=slugs, sync_interval=opts.sync_interval)
+    try:
+        try:
+            await stores.download(session)
+        except SessionMemoryError as e:
+            summary.outcome, summary.error = "download_failed", str(e)
+            log.error("download failed work_id=%s: %s", item.id, e)
+            return
+        await stores.after_sync()
+        context = system_context(resources)
+        (workdir / CONTEXT_FILE).write_text(context, encoding="utf-8")
+        if stop.event.is_set() or lease.ended:  # a signal or a lost lease during the download: no agent
+            summary.outcome = "lease_lost" if lease.lost else "interrupted" if stop.signal_name else "work_stopped"
+            return
+        env = _agent_env(opts, item, session, context, stores)
+        await _run_agent(opts, summary, stores, env, workdir, stop, lease)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _teardown(opts, item, summary, stores, lease)
+
+
+def _agent_env(opts, item, session, context: str, stores: WorkerMemoryStores) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "MEMORIES_ENVIRONMENT_KEY"}
+    env.update(
+        MEMORIES_SYSTEM_CONTEXT=context,
+        MEMORIES_CONTEXT_FILE=str(opts.workdir.resolve() / CONTEXT_FILE),
+        MEMORIES_SESSION_ID=session.id,
+        MEMORIES_WORK_ID=item.id,
+        MEMORIES_TOOL_ROOTS=os.pathsep.join(str(p) for p in stores.roots),
+        MEMORIES_TOOL_READ_ONLY_ROOTS=os.pathsep.join(str(p) for p in stores.read_only_roots),
+    )
+    return env
+
+
+async def _run_agent(opts, summary, stores, env, workdir, stop, lease) -> None:
+    # Its own process group: a terminal's Ctrl-C reaches the worker, which then stops the agent itself.
+    # Its output goes to the worker's stderr: stdout carries only the summary lines.
+    process = subprocess.Popen(  # noqa: S603
+        opts.agent_cmd, cwd=workdir, env=env, start_new_session=True, stdout=sys.stderr.fileno()
+    )
+    log.info("agent started pid=%d", process.pid)
+    passes = 0
+    try:
+        while process.poll() is None and not stop.event.is_set() and not lease.ended:
+            await anyio.sleep(0.2)
+            if process.poll() is None and not stop.event.is_set() and not lease.ended:
+                before = stores.last_sync
+                await stores.sync_if_due()
+                if stores.last_sync != before:
+                    passes += 1
+                    await stores.after_sync()
+                    log.info("sync pass %d done", passes)
+    finally:
+        if process.poll() is None:
+            await _terminate(process, opts.grace)
+    summary.agent_exit = process.returncode
+    if lease.lost:
+        summary.outcome = "lease_lost"
+    elif stop.signal_name:
+        summary.outcome = "interrupted"
+    elif lease.ended:
+        summary.outcome = "work_stopped"  # stopped or archived from outside: the heartbeat said stop
+    elif process.returncode != 0:
+        summary.outcome = "agent_failed"
+    log.info("agent ended exit=%s outcome=%s", process.returncode, summary.outcome)
+
+
+async def _terminate(process: subprocess.Popen, grace: float) -> None:
+    """SIGTERM the agent's process group, then SIGKILL it after `grace` seconds."""
+    with anyio.CancelScope(shield=True):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        with anyio.move_on_after(grace):
+            while process.poll() is None:
+                await anyio.sleep(0.05)
+        if process.poll() is None:
+            log.warning("agent did not exit within %gs of SIGTERM; SIGKILL", grace)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            await anyio.to_thread.run_sync(process.wait)
+        # Anything the agent left running in its group goes too: nothing may write into a mount being removed.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+async def _teardown(opts, item, summary: ItemSummary, stores: WorkerMemoryStores, lease) -> None:
+    if summary.outcome == "completed" and not lease.ended:
+        with anyio.move_on_after(opts.flush_timeout) as scope:
+            await stores.finish()
+            summary.final_sync = True
+        if scope.cancelled_caught:
+            log.warning("final sync cut off after %gs; the flush still pushes changed files", opts.flush_timeout)
+    with anyio.move_on_after(opts.flush_timeout) as scope:
+        await stores.flush_writes()
+    if scope.cancelled_caught:
+        log.warning("flush cut off after %gs; what it did not push is kept in .memory-unsynced", opts.flush_timeout)
+    await stores.preserve_unsynced()
+    await stores.dispose()
+    summary.conflicts = [asdict(k) for k in stores.conflicts]
+    summary.unsynced = [asdict(k) for k in stores.unsynced]
+    log.info(
+        "item ended work_id=%s outcome=%s conflicts=%d unsynced=%d",
+        item.id,
+        summary.outcome,
+        len(stores.conflicts),
+        len(stores.unsynced),
+    )
+
+
+def configure_logging(verbose: bool) -> None:
+    """Log lines on stderr: the worker's own at INFO (DEBUG with `verbose`), the SDK's at WARNING."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    log.setLevel(logging.DEBUG if verbose else logging.INFO)
+    logging.getLogger("anthropic.lib.tools.agent_toolset").setLevel(logging.INFO)
+    logging.getLogger("anthropic.lib.environments").setLevel(logging.INFO)
+
+
+__all__ = ["ItemSummary", "Options", "handle_item", "make_read_only", "relocate", "run"]
