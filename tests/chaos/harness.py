@@ -224,6 +224,7 @@ class Server:
 
     def __init__(self, cluster: Cluster, *, workers: int = 2, env: dict[str, str] | None = None):
         self.port = free_port()
+        self.workers = workers
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = cluster.root / f"server-{self.port}.log"
         self.env = {
@@ -247,6 +248,8 @@ class Server:
             )
         try:
             wait_until(self._ready, 60, 0.2, "the server's /readyz")
+            # Every worker booted and serving, so tests that compare worker pids see the whole set.
+            wait_until(self._all_workers_serving, 60, 0.2, f"all {self.workers} workers to serve")
         except BaseException:
             self.__exit__()
             raise
@@ -271,6 +274,11 @@ class Server:
             return httpx.get(self.url + "/readyz", timeout=2).status_code == 200
         except httpx.HTTPError:
             return False
+
+    def _all_workers_serving(self) -> bool:
+        pids = self.worker_pids()
+        log = self.log()
+        return len(pids) == self.workers and all(f"[{pid}] [INFO] ASGI server listening" in log for pid in pids)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
