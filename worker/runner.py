@@ -42,7 +42,7 @@ from anthropic.lib.environments._worker import (
 from anthropic.lib.tools._memories import SessionMemoryError
 
 from worker.context import CONTEXT_FILE, system_context
-from worker.sync import WorkerMemoryStores, make_read_only
+from worker.sync import WorkerMemoryStores, make_read_only, utc_stamp
 
 log = logging.getLogger("memories_worker")
 
@@ -298,6 +298,7 @@ async def _serve(opts, item, client, summary, stop, lease) -> None:
     workdir = opts.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     opts.mount_root.mkdir(parents=True, exist_ok=True)
+    set_aside_leftovers(resources, stamp=utc_stamp())
     stores = WorkerMemoryStores(client, workdir=workdir, slugs=slugs, sync_interval=opts.sync_interval)
     try:
         try:
@@ -353,6 +354,8 @@ async def _run_agent(opts, summary, stores, env, workdir, stop, lease) -> None:
     finally:
         if process.poll() is None:
             await _terminate(process, opts.grace)
+        else:  # the agent exited (or was killed from outside): what it left running in its group goes too
+            await _end_group(process.pid, opts.grace)
     summary.agent_exit = process.returncode
     if lease.lost:
         summary.outcome = "lease_lost"
@@ -381,6 +384,55 @@ async def _terminate(process: subprocess.Popen, grace: float) -> None:
         # Anything the agent left running in its group goes too: nothing may write into a mount being removed.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
+
+
+async def _end_group(pgid: int, grace: float) -> None:
+    """SIGTERM what is left of the agent's process group `pgid` (its leader has exited), SIGKILL it after
+    `grace` seconds: background children of the agent must not write into a mount being removed."""
+    with anyio.CancelScope(shield=True):
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+        except ProcessLookupError:
+            return  # nothing left
+        with anyio.move_on_after(grace):
+            while _group_alive(pgid):
+                await anyio.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+        with anyio.move_on_after(5):
+            while _group_alive(pgid):
+                await anyio.sleep(0.05)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def set_aside_leftovers(resources, *, stamp: str) -> list[str]:
+    """Rename any mount path that already exists to `<path>.leftover-<stamp>` (same folder) and return them.
+
+    A dead run's mount (the worker was SIGKILLed) or one whose trust marker the agent deleted is left on disk
+    by the engine, which then refuses every later session attaching that store ("something already exists at
+    the memory store's path"). Renaming keeps every byte of it for the operator and frees the path; nothing is
+    read from it or uploaded (docs/worker.md "Leftover mounts").
+    """
+    moved = []
+    for resource in resources:
+        if not resource.mount_path:
+            continue
+        path = Path(resource.mount_path)
+        if path.exists() or path.is_symlink():
+            aside = path.with_name(f"{path.name}.leftover-{stamp}")
+            path.rename(aside)
+            moved.append(str(aside))
+            log.warning("a mount path already existed (a dead run's leftovers?); moved aside to %s", aside)
+    return moved
 
 
 async def _teardown(opts, item, summary: ItemSummary, stores: WorkerMemoryStores, lease) -> None:

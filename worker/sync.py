@@ -4,13 +4,17 @@ SPEC §5 "The self-hosted worker". The engine is `anthropic.lib.tools._memories.
 `anthropic==2.10.0` (pinned exactly: it is not public API; tests/worker proves it still behaves as relied
 on here). Two extensions, both at the engine's own decision points:
 
-- **Conflicts keep the local text.** On a path changed both locally and remotely the engine keeps the remote
-  version and overwrites the file. Before it does, `_sync_path` copies the local bytes to
-  `<workdir>/.memory-conflicts/<slug>/<path>~<UTC time>` and records the conflict.
-- **Nothing is lost when a mount is removed.** `preserve_unsynced` copies every file whose content the server
-  does not hold (the flush could not push it: lost lease, refusal, time bound, read-only root) to
+- **Conflicts keep the local text.** Whenever the engine is about to overwrite a local file with the server's
+  text (a pull, the remote side of a both-sides change, a read-only root's update) `_write` first reads the
+  file's bytes; when they are neither the last synced content nor the incoming one — a local edit the server
+  does not hold, made at any time up to that instant — they are copied to
+  `<workdir>/.memory-conflicts/<slug>/<path>~<UTC time>` and the conflict recorded. If the copy cannot be
+  made, the file is not overwritten (the next pass tries again).
+- **Nothing is lost when a mount is removed.** `preserve_unsynced` walks each mount on disk and copies every
+  regular file whose bytes the server does not hold (the flush could not push it: lost lease, refusal, time
+  bound, read-only root, a name or content the server cannot take — binary, a backslash, too long) to
   `<workdir>/.memory-unsynced/<slug>/<path>` (`<path>~<UTC time>` when an earlier item left a different copy
-  there) before `dispose` removes the mounts.
+  there) before `dispose` removes the mounts, one file at a time (one failure costs no other file its copy).
 
 Everything else — SHA-256 preconditions, read-only roots pulled and never pushed, corroborated deletes, wipe
 recovery, the trust marker — is the engine's, unchanged.
@@ -19,6 +23,7 @@ recovery, the trust marker — is the engine's, unchanged.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import stat
@@ -75,28 +80,32 @@ class WorkerMemoryStores(SessionMemoryStores):
         self.conflicts: list[KeptFile] = []
         self.unsynced: list[KeptFile] = []
 
-    async def _sync_path(self, store, rel, remote, local_sha, *, pulls):
-        """The engine's per-path merge, after keeping the local text of a both-sides change."""
-        if remote is not None and local_sha is not None and not store.read_only:
-            base_sha = store.baseline.get(rel)
-            if remote.content_sha256 != base_sha and local_sha not in (base_sha, remote.content_sha256):
-                await self._keep_conflict(store, rel)
-        return await super()._sync_path(store, rel, remote, local_sha, pulls=pulls)
+    async def _write(self, store, rel: str, content: str) -> bool:
+        """The engine's write of the server's text to disk, after keeping a local edit it would overwrite.
 
-    async def _keep_conflict(self, store, rel: str) -> None:
-        data = await store.files.get(rel)
-        if data is None:
-            return
-        slug = self._slug(store)
-        target = self._work_path / CONFLICTS_DIR / slug / f"{rel}~{utc_stamp()}"
-        _write_copy(target, data)
-        self.conflicts.append(KeptFile(slug=slug, path=rel, kept_at=str(target)))
-        log.warning(
-            "conflict: %s/%s changed both locally and remotely; the remote version wins, the local text is kept at %s",
-            slug,
-            rel,
-            target,
-        )
+        Returns the engine's result, or False (nothing written; the next pass retries) when the local bytes
+        had to be kept and could not be.
+        """
+        local = _local_file(store, rel)
+        data = _read_regular(local) if local is not None else None
+        if data is not None:
+            sha = _sha256(data)
+            if sha != store.baseline.get(rel) and sha != _sha256(content.encode("utf-8")):
+                slug = self._slug(store)
+                target = self._work_path / CONFLICTS_DIR / slug / _stamped(rel)
+                try:
+                    _write_copy(target, data)
+                except OSError as e:
+                    log.error("conflict: could not keep the local text of %s/%s (%s); not overwriting it", slug, rel, e)
+                    return False
+                self.conflicts.append(KeptFile(slug=slug, path=rel, kept_at=str(target)))
+                log.warning(
+                    "conflict: %s/%s changed on both sides; the remote version wins, the local text is kept at %s",
+                    slug,
+                    rel,
+                    target,
+                )
+        return await super()._write(store, rel, content)
 
     def _slug(self, store) -> str:
         return self._slugs.get(store.memory_store_id, store.memory_store_id)
@@ -112,35 +121,42 @@ class WorkerMemoryStores(SessionMemoryStores):
             make_read_only(root)
 
     async def preserve_unsynced(self) -> list[KeptFile]:
-        """Copy every file whose content the server does not hold to `<workdir>/.memory-unsynced/<slug>/<path>`.
+        """Copy every file whose bytes the server does not hold to `<workdir>/.memory-unsynced/<slug>/<path>`.
 
-        Run after the last flush and before `dispose`. A file counts when its SHA-256 differs from the engine's
-        baseline (the last content known to be on the server) — new, edited, refused or never pushed. A store
-        folder that failed the engine's trust check is left on disk by `dispose` and is not copied. Returns
-        (and appends to `unsynced`) what it kept; never raises.
+        Run after the last flush and before `dispose`. Walks each mount on disk (symlinks are not followed
+        and not copied), so files the engine itself skips — binary, names it cannot map — are kept too. A file
+        counts when its SHA-256 differs from the engine's baseline (the last content known to be on the
+        server): new, edited, refused or never pushed. Returns (and appends to `unsynced`) what it kept; never
+        raises: a file that cannot be copied is logged and the others are still copied.
         """
         kept: list[KeptFile] = []
         for store in self._stores:
+            slug = self._slug(store)
             try:
-                scan = await self._scan_marker(store)
-                if not scan.marker_ok:
-                    continue
-                for rel, sha in sorted(scan.files.items()):
-                    if rel == MARKER_PATH or sha == store.baseline.get(rel):
+                root = Path(store.files.root().path)
+            except Exception as e:  # no root: nothing was ever written there
+                log.warning("could not preserve unsynced files memory_store_id=%s: %s", store.memory_store_id, e)
+                continue
+            for dirpath, _dirs, names in os.walk(root):
+                for name in sorted(names):
+                    path = Path(dirpath) / name
+                    rel = path.relative_to(root).as_posix()
+                    if rel == MARKER_PATH:
                         continue
-                    data = await store.files.get(rel)
-                    if data is None:
+                    try:
+                        data = _read_regular(path)
+                        if data is None or _sha256(data) == store.baseline.get(rel):
+                            continue
+                        target = self._work_path / UNSYNCED_DIR / slug / rel
+                        if target.exists() and target.read_bytes() != data:
+                            # An earlier item's copy of the same path (a reused work directory): keep both.
+                            target = target.with_name(_stamped(target.name))
+                        _write_copy(target, data)
+                    except OSError as e:
+                        log.error("unsynced: could not keep %s/%s: %s", slug, rel, e)
                         continue
-                    slug = self._slug(store)
-                    target = self._work_path / UNSYNCED_DIR / slug / rel
-                    if target.exists() and target.read_bytes() != data:
-                        # An earlier item's copy of the same path (a reused work directory): keep both.
-                        target = target.with_name(f"{target.name}~{utc_stamp()}")
-                    _write_copy(target, data)
                     kept.append(KeptFile(slug=slug, path=rel, kept_at=str(target)))
                     log.warning("unsynced: %s/%s did not reach the server; kept at %s", slug, rel, target)
-            except Exception as e:  # one store's failure must not cost the others their copies
-                log.warning("could not preserve unsynced files memory_store_id=%s: %s", store.memory_store_id, e)
         self.unsynced.extend(kept)
         return kept
 
@@ -149,6 +165,44 @@ class WorkerMemoryStores(SessionMemoryStores):
         for root in self.read_only_roots:
             make_writable(root)
         await super().dispose()
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _stamped(name: str) -> str:
+    """`name~<UTC time>`, shortened (keeping a hash of the whole name) when it would pass 255 bytes."""
+    head, _, last = name.rpartition("/")
+    suffix = f"~{utc_stamp()}"
+    if len((last + suffix).encode("utf-8")) > 255:
+        digest = hashlib.sha256(last.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        last = last.encode("utf-8", "surrogateescape")[:150].decode("utf-8", "ignore") + f"…{digest}"
+    return f"{head}/{last}{suffix}" if head else f"{last}{suffix}"
+
+
+def _local_file(store, rel: str) -> Path | None:
+    """The on-disk path of `rel` inside the store's mount, or None when it would leave the mount."""
+    try:
+        root = Path(store.files.root().path)
+    except Exception:
+        return None
+    path = root / rel
+    try:
+        path.parent.resolve().relative_to(root.resolve())
+    except (ValueError, OSError):
+        return None
+    return path
+
+
+def _read_regular(path: Path) -> bytes | None:
+    """The bytes of `path` when it is a regular file (not a symlink), else None."""
+    try:
+        if path.is_symlink() or not path.is_file():
+            return None
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def _write_copy(target: Path, data: bytes) -> None:

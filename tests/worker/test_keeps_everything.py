@@ -1,0 +1,125 @@
+"""The worker never loses a local edit (SPEC §5), in the cases a tester found it did: files the engine cannot
+take (binary, a backslash in the name), edits racing a pull, edits in read-only roots, background writers the
+agent leaves behind, and a mount path a dead run left on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.worker.conftest import WorkerRun
+from tests.worker.test_run import contents, seed
+from versions import services as version_services
+from versions.actors import Actor
+from versions.models import Memory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe"
+
+
+def unsynced(run: WorkerRun, slug: str) -> dict[str, bytes]:
+    root = run.workdir / ".memory-unsynced" / slug
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_files_the_server_cannot_take_are_kept_and_never_cost_another_file_its_copy(worker, notes_store, make_session):
+    make_session(notes_store)
+    run = worker(
+        f"""
+        notes = MOUNTS / "team-notes"
+        (notes / "0.bin").write_bytes({PNG!r})
+        (notes / "back\\\\slash.md").write_text("a backslash in the name")
+        (notes / "z.md").write_text("x" * 102_415)
+        (notes / "zz.md").write_text("an ordinary file")
+        """
+    )
+    summary = run.finish()
+    assert summary["outcome"] == "completed"
+    assert contents(notes_store) == {"/zz.md": "an ordinary file"}
+    kept = unsynced(run, "team-notes")
+    assert kept == {"0.bin": PNG, "back\\slash.md": b"a backslash in the name", "z.md": b"x" * 102_415}
+    assert sorted(k["path"] for k in summary["unsynced"]) == sorted(kept)
+
+
+def test_a_local_edit_in_a_read_only_root_survives_a_remote_update_pulled_over_it(
+    worker, owner, owner_token, make_session
+):
+    from tests.factories import StoreFactory
+
+    prefs = StoreFactory(owner=owner, canonical=False, name="Prefs")
+    seed(prefs, owner_token, {"/editor.md": "vim"})
+    make_session((prefs, "read_only"))
+    run = worker(
+        """
+        path = MOUNTS / "prefs" / "editor.md"
+        path.chmod(0o644)
+        path.write_text("emacs, edited locally")
+        say("edited")
+        wait("go")
+        deadline = time.monotonic() + 30
+        while path.read_text() != "the remote update" and time.monotonic() < deadline:
+            time.sleep(0.2)  # a cadence pull brings the remote version over the local edit
+        """,
+        sync_interval=5,
+    )
+    run.wait_for("edited")
+    memory = Memory.objects.get(store=prefs, path="/editor.md")
+    version_services.update_memory(
+        store=prefs, memory_id=memory.pk, content="the remote update", actor=Actor.api(owner_token.token.pk)
+    )
+    run.tell("go")
+    summary = run.finish()
+    assert contents(prefs) == {"/editor.md": "the remote update"}  # never pushed
+    kept = [
+        p.read_bytes() for p in (run.workdir / ".memory-conflicts" / "prefs").iterdir() if p.name.startswith("editor")
+    ]
+    assert kept == [b"emacs, edited locally"], summary
+    assert [c["path"] for c in summary["conflicts"]] == ["editor.md"]
+
+
+def test_what_the_agent_leaves_running_is_ended_with_it(worker, notes_store, make_session):
+    make_session(notes_store)
+    run = worker(
+        """
+        import subprocess, sys
+        loop = (
+            "import time, pathlib\\nwhile True:\\n"
+            "    pathlib.Path(%r).write_text(str(time.time()))\\n    time.sleep(0.1)"
+        )
+        child = subprocess.Popen([sys.executable, "-c", loop % str(MOUNTS / "team-notes" / "late.md")])
+        (WORK / "child.pid").write_text(str(child.pid))
+        time.sleep(0.5)
+        """  # the agent exits 0 and leaves its child writing into the mount
+    )
+    summary = run.finish()
+    pid = int((run.workdir / "child.pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert summary["outcome"] == "completed"
+    assert not (run.mounts / "team-notes").exists()
+
+
+def test_a_mount_path_left_by_a_dead_run_is_set_aside_and_the_session_still_runs(
+    worker, owner_token, notes_store, make_session, tmp_path
+):
+    seed(notes_store, owner_token, {"/a.md": "server text"})
+    make_session(notes_store)
+    leftover = tmp_path / "mnt" / "team-notes"
+    leftover.mkdir(parents=True)
+    (leftover / "a.md").write_text("a dead run's edit")
+    run = worker(
+        """
+        assert (MOUNTS / "team-notes" / "a.md").read_text() == "server text"
+        say("ran")
+        """
+    )
+    summary = run.finish()
+    assert summary["outcome"] == "completed", summary
+    assert (run.workdir / "ran").exists()
+    (aside,) = [p for p in (tmp_path / "mnt").iterdir() if p.name.startswith("team-notes.leftover-")]
+    assert (aside / "a.md").read_text() == "a dead run's edit"  # every byte kept for the operator
+    assert contents(notes_store) == {"/a.md": "server text"}  # and nothing of it uploaded
+    assert json.loads(json.dumps(summary))["work_stopped"] is True
