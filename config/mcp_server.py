@@ -22,6 +22,7 @@ The SDK's answer is copied into a Django response; SDK rejections that are not J
 
 from __future__ import annotations
 
+import json
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
@@ -41,6 +42,7 @@ from rest_framework import exceptions as drf
 from accounts.authentication import BearerTokenAuthentication
 from config import mcp_tools
 from config.errors import describe, error_response
+from config.parsers import duplicate_key
 
 # Where the Django request travels inside the ASGI scope handed to the SDK (read back in `call_tool`).
 SCOPE_KEY = "memories.django_request"
@@ -202,9 +204,18 @@ def endpoint(request: HttpRequest) -> HttpResponse:
         limit = settings.MAX_REQUEST_BYTES
         message = f"Request body is over the limit of {limit} bytes."
         return error_response(request, status=413, type="request_too_large", message=message)
+    twice = duplicate_key(body)
+    if twice is not None:  # as REST: a key given twice is an error, never "the last one wins" (SPEC §2)
+        return _parse_error(request, twice)
     request.mcp_credentials = credentials  # (user, token): the caller of every tool in this request
     status, headers, content = async_to_sync(serve_exchange)(request, body)
     return _django_response(request, status, headers, content)
+
+
+def _parse_error(request: HttpRequest, problem: str) -> HttpResponse:
+    """The JSON-RPC parse error (-32700) the SDK itself answers for unreadable JSON, naming `problem`."""
+    payload = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"Parse error: {problem}."}}
+    return HttpResponse(json.dumps(payload), status=400, content_type="application/json")  # Request-Id: middleware
 
 
 async def serve_exchange(request: HttpRequest, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:

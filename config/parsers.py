@@ -32,6 +32,21 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return data
 
 
+def duplicate_key(raw: bytes) -> str | None:
+    """The message naming the first key given twice in one object of the JSON document `raw` (bytes), or None
+    — also when `raw` is not JSON at all, which the caller's own parser then reports. The rule of
+    `StrictJSONParser`, for surfaces whose parser is not ours (the MCP SDK's JSON-RPC reader)."""
+    try:
+        json.loads(raw, object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError:
+        return None
+    except ValueError as exc:  # raised by the hook itself
+        return str(exc)
+    except (TypeError, RecursionError):
+        return None
+    return None
+
+
 def find_forbidden(value: Any, path: str = "") -> tuple[str, str] | None:
     """Walk parsed JSON; return ``(field_path, reason)`` for the first bad string or key, else None."""
     if isinstance(value, str):

@@ -253,3 +253,16 @@ def test_an_archived_store_refuses_writes_with_the_spec_reason(mcp_client, alice
         error = error_of(client.call_tool("note_memories", {"id": str(archived.pk), "body_md": "late"}))
     assert error["type"] == "conflict_error" and error["details"] == {"reason": "store_archived"}
     assert not Entry.objects.exists()
+
+
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-06-18"])
+def test_a_key_given_twice_is_a_parse_error_as_over_rest_and_nothing_is_noted(live, alice, alice_store, version):
+    """REST refuses `{"body_md": "a", "body_md": "b"}` (400); through /mcp the last key must not win either."""
+    before = snapshot()
+    raw = f'{{"id": "{alice_store.pk}", "body_md": "FIRST", "body_md": "SECOND"}}'
+    response = _raw_call(live, alice.secret, raw, version=version)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == -32700 and "'body_md' appears more than once" in error["message"]
+    assert response.headers["Request-Id"].startswith("req_")
+    assert snapshot() == before
