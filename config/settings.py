@@ -80,6 +80,8 @@ else:
 DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Behind PgBouncer in transaction mode named (server-side) cursors cannot span transactions (docs/scaling.md).
+DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = env.bool("DB_DISABLE_SERVER_SIDE_CURSORS", default=False)
 # Budgets (SPEC §2 "Faults are not bugs"). The connect timeout holds everywhere (libpq's minimum is 2 s);
 # the statement and lock timeouts and the request deadline hold for the server's requests only
 # (`config.database.apply_request_budgets`, applied by the servers' start-up): management commands

@@ -63,6 +63,13 @@ def test_dry_run_prints_the_plan_in_the_order_citus_needs():
     assert lines[references[0]] == "SELECT create_reference_table('accounts_user');"
     # The composite head key of a file memory is among them, restored as it was.
     assert any('"memory_current_version_fk" FOREIGN KEY (store_id, current_version_id)' in line for line in lines)
+    # Printed as the command runs it: the key drops and restores each in one transaction, so the plan can be
+    # pasted into psql (the drops' SET LOCAL needs its transaction).
+    begins = [i for i, line in enumerate(lines) if line == "BEGIN;"]
+    commits = [i for i, line in enumerate(lines) if line == "COMMIT;"]
+    assert len(begins) == len(commits) == 2
+    assert begins[0] < min(drops) and max(drops) < commits[0] < min(references)
+    assert max(distributed) < begins[1] < min(adds) and max(adds) < commits[1]
 
 
 STUBS = """

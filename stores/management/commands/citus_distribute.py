@@ -44,9 +44,20 @@ class Command(BaseCommand):
         if not plan.statements():
             self.stdout.write("Nothing to do: " + ("no table is distributed." if undo else "already distributed."))
             return
-        if dry_run:
-            for statement in plan.statements():
-                self.stdout.write(statement + ";")
+        if dry_run:  # grouped as `_run` executes them, so the printed plan can be run as it stands in psql
+            for group, atomic in (
+                (plan.save_and_drop, True),
+                ([*plan.reference, *plan.distribute], False),
+                (plan.restore, True),
+            ):
+                if not group:
+                    continue
+                if atomic:
+                    self.stdout.write("BEGIN;")
+                for statement in group:
+                    self.stdout.write(statement + ";")
+                if atomic:
+                    self.stdout.write("COMMIT;")
             return
         self._run(connection, plan)
         self.stdout.write(self.style.SUCCESS("Undistributed." if undo else "Distributed by store."))
