@@ -25,14 +25,17 @@ from mcp_types import CallToolResult, ListToolsResult, TextContent, Tool
 
 
 def build_server(workdir: Path, roots: list[Path], read_only_roots: list[Path]) -> tuple[Server, AgentToolContext]:
-    """The MCP server for one agent: `workdir` and `roots` reachable, `read_only_roots` refusing writes.
+    """The MCP server for one agent: `workdir`, `roots` and `read_only_roots` reachable, `read_only_roots`
+    refusing writes (a read-only root is readable whether or not it is also listed in `roots`).
 
     Returns the server and the tool context (whose bash session the caller closes).
     """
+    read_only = [Path(p).resolve() for p in read_only_roots]
+    reachable = [Path(p).resolve() for p in roots]
     ctx = AgentToolContext(
         workdir=str(workdir),
-        allowed_roots=[Path(p).resolve() for p in roots],
-        read_only_roots=[Path(p).resolve() for p in read_only_roots],
+        allowed_roots=[*reachable, *(p for p in read_only if p not in reachable)],
+        read_only_roots=read_only,
     )
     toolset = {tool.name: tool for tool in beta_agent_toolset_20260401(ctx)}
 

@@ -70,3 +70,29 @@ def test_tools_lists_the_agent_toolset_and_refuses_writes_into_a_read_only_root(
     assert not results["write_work"].is_error and (work / "scratch.txt").read_text() == "in workdir"
     assert "a.md" in text("grep")
     json.dumps(text("grep"))  # plain text, serialisable
+
+
+def test_a_read_only_root_given_on_the_command_line_is_readable_but_not_writable(tmp_path):
+    """Standalone (`--root A --read-only-root B`, no environment): B is read, never written."""
+    work, notes, prefs = tmp_path / "work", tmp_path / "notes", tmp_path / "prefs"
+    for folder in (work, notes, prefs):
+        folder.mkdir(parents=True)
+    (prefs / "editor.md").write_text("vim")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORIES_TOOL_")}
+    params = StdioServerParameters(
+        command=str(WORKER),
+        args=["tools", "--root", str(notes), "--read-only-root", str(prefs)],
+        cwd=str(work),
+        env=env,
+    )
+
+    async def calls(session: ClientSession):
+        read = await session.call_tool("read", {"file_path": str(prefs / "editor.md")})
+        globbed = await session.call_tool("glob", {"pattern": "*.md", "path": str(prefs)})
+        write = await session.call_tool("write", {"file_path": str(prefs / "editor.md"), "content": "x"})
+        return read, globbed, write
+
+    read, globbed, write = anyio.run(_session_call, params, calls)
+    assert not read.is_error and "vim" in read.content[0].text
+    assert not globbed.is_error and "editor.md" in globbed.content[0].text
+    assert write.is_error and (prefs / "editor.md").read_text() == "vim"
