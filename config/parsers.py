@@ -37,7 +37,11 @@ def duplicate_key(raw: bytes) -> str | None:
     — also when `raw` is not JSON at all, which the caller's own parser then reports. The rule of
     `StrictJSONParser`, for surfaces whose parser is not ours (the MCP SDK's JSON-RPC reader)."""
     try:
-        json.loads(raw, object_pairs_hook=_no_duplicate_keys)
+        text = raw.decode("utf-8")  # strict UTF-8, as JSON-RPC requires; anything else is the SDK's to report
+    except UnicodeDecodeError:
+        return None
+    try:
+        json.loads(text, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError:
         return None
     except ValueError as exc:  # raised by the hook itself

@@ -266,3 +266,21 @@ def test_a_key_given_twice_is_a_parse_error_as_over_rest_and_nothing_is_noted(li
     assert error["code"] == -32700 and "'body_md' appears more than once" in error["message"]
     assert response.headers["Request-Id"].startswith("req_")
     assert snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("raw", "named"),
+    [
+        (b'{"a": 1, "b": {"c": 1, "c": 2}}', "'c'"),  # nested objects too
+        (b'{"a": 1}', None),
+        (b"\xff\xfe{\x00}\x00", None),  # not UTF-8: the SDK's own parse error, not ours
+        (b'\xef\xbb\xbf{"a": 1, "a": 2}', None),  # a BOM is not JSON: left to the SDK as before
+        (b"[" * 100_000, None),  # too deep to parse: left to the SDK
+        (b"not json", None),
+    ],
+)
+def test_duplicate_key_names_only_a_repeated_key(raw, named):
+    from config.parsers import duplicate_key
+
+    found = duplicate_key(raw)
+    assert (found is None) if named is None else (named in found)
