@@ -22,12 +22,16 @@ def _bounded_int(digits: str) -> int:
     return int(digits)
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object gives one key twice."""
+
+
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """`json.loads` object hook: a key given twice is an error (never "the last one wins")."""
     data: dict[str, Any] = {}
     for key, value in pairs:
         if key in data:
-            raise ValueError(f"the key {key!r} appears more than once in one object")
+            raise DuplicateKeyError(f"the key {key!r} appears more than once in one object")
         data[key] = value
     return data
 
@@ -42,11 +46,9 @@ def duplicate_key(raw: bytes) -> str | None:
         return None
     try:
         json.loads(text, object_pairs_hook=_no_duplicate_keys)
-    except json.JSONDecodeError:
-        return None
-    except ValueError as exc:  # raised by the hook itself
+    except DuplicateKeyError as exc:  # only the hook's own finding; every other failure is the SDK's to report
         return str(exc)
-    except (TypeError, RecursionError):
+    except (ValueError, TypeError, RecursionError):
         return None
     return None
 

@@ -268,9 +268,10 @@ def store_is_attached(store_id: uuid.UUID) -> bool:
     owner can still read the store (SPEC §3 delete; docs/agent-access.md "The delete guard").
 
     An attachment whose owner lost read access is dead — its credential already answers 404 for the store —
-    so it cannot veto the owner's delete: otherwise anyone who could read a store once (a public store, a
-    project member later removed) could keep it from ever being deleted. One query for the owners, one per
-    distinct owner (a store is attached to few live sessions).
+    so it cannot veto the owner's delete: otherwise anyone who could read a store once (a reader of a store
+    made private since, a project member later removed) could keep it from ever being deleted. A stranger's
+    live session on a *public* store still guards it: the owner makes the store private first. One query for
+    the owners, one per distinct owner (a store is attached to few live sessions).
     """
     owner_ids = (
         Attachment.objects.filter(store_id=store_id, session__archived_at__isnull=True)

@@ -59,13 +59,19 @@ def public_q() -> Q:
 
 def read_q(user) -> Q:
     """SPEC §3 read column for `user` (a User or AnonymousUser) as a Q over Store."""
+    # A store being imported is nobody's until its import commits (memories.exchange).
+    return Q(importing=False) & read_right_q(user)
+
+
+def read_right_q(user) -> Q:
+    """The read column without the import gate: who will read the store once its import commits (the
+    import's author check, `memories.exchange.services`). Everything else uses `read_q`."""
     if not _is_user(user):
         return public_q()
     granted = Exists(ReaderGrant.objects.filter(store=OuterRef("pk"), user=user, active=True))
     project_member = Exists(ProjectMembership.objects.filter(project=OuterRef("project_id"), user=user, active=True))
     section_member = Exists(SectionMembership.objects.filter(section=OuterRef("section_id"), user=user, active=True))
-    # A store being imported is nobody's until its import commits (memories.exchange).
-    return Q(importing=False) & (
+    return (
         public_q()
         | Q(scope=Scope.USER, owner=user)
         | (Q(scope=Scope.USER) & granted)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -428,8 +429,16 @@ def set_aside_leftovers(resources, *, stamp: str) -> list[str]:
             continue
         path = Path(resource.mount_path)
         if path.exists() or path.is_symlink():
-            aside = path.with_name(f"{path.name}.leftover-{stamp}")
-            path.rename(aside)
+            name = path.name
+            if len(f"{name}.leftover-{stamp}".encode("utf-8", "surrogateescape")) > 255:  # keep a hash of it
+                digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+                name = name.encode("utf-8", "surrogateescape")[:150].decode("utf-8", "surrogateescape") + digest
+            aside = path.with_name(f"{name}.leftover-{stamp}")
+            try:
+                path.rename(aside)
+            except OSError as e:  # the download then refuses the path, with the engine's own message
+                log.error("could not move the leftover mount %s aside: %s", path, e)
+                continue
             moved.append(str(aside))
             log.warning("a mount path already existed (a dead run's leftovers?); moved aside to %s", aside)
     return moved

@@ -147,12 +147,8 @@ class WorkerMemoryStores(SessionMemoryStores):
                         data = _read_regular(path)
                         if data is None or _sha256(data) == store.baseline.get(rel):
                             continue
-                        target = self._work_path / UNSYNCED_DIR / slug / rel
-                        if target.exists() and target.read_bytes() != data:
-                            # An earlier item's copy of the same path (a reused work directory): keep both.
-                            target = target.with_name(_stamped(target.name))
-                        _write_copy(target, data)
-                    except OSError as e:
+                        target = _keep_unsynced(self._work_path / UNSYNCED_DIR / slug, rel, data)
+                    except Exception as e:  # one file's failure must not cost the others their copies
                         log.error("unsynced: could not keep %s/%s: %s", slug, rel, e)
                         continue
                     kept.append(KeptFile(slug=slug, path=rel, kept_at=str(target)))
@@ -171,13 +167,33 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _keep_unsynced(base: Path, rel: str, data: bytes) -> Path:
+    """Write `data` as `base/rel`; returns where it went.
+
+    When an earlier item (a reused work directory) left something else there — other bytes, or a folder
+    where this is a file, or a file where this needs a folder — the copy goes beside it under a stamped,
+    flat name (`<path with / as ∕>~<UTC time>`) instead: both are kept.
+    """
+    target = base / rel
+    if target.is_file() and not target.is_symlink() and target.read_bytes() == data:
+        return target
+    candidate = target if not (target.exists() or target.is_symlink()) else target.with_name(_stamped(target.name))
+    try:
+        _write_copy(candidate, data)
+        return candidate
+    except OSError:  # a parent is a file (or the name cannot be made): a flat stamped name in `base` itself
+        flat = base / _stamped(rel.replace("/", "∕"))
+        _write_copy(flat, data)
+        return flat
+
+
 def _stamped(name: str) -> str:
     """`name~<UTC time>`, shortened (keeping a hash of the whole name) when it would pass 255 bytes."""
     head, _, last = name.rpartition("/")
     suffix = f"~{utc_stamp()}"
-    if len((last + suffix).encode("utf-8")) > 255:
+    if len((last + suffix).encode("utf-8", "surrogateescape")) > 255:
         digest = hashlib.sha256(last.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-        last = last.encode("utf-8", "surrogateescape")[:150].decode("utf-8", "ignore") + f"…{digest}"
+        last = last.encode("utf-8", "surrogateescape")[:150].decode("utf-8", "surrogateescape") + f"…{digest}"
     return f"{head}/{last}{suffix}" if head else f"{last}{suffix}"
 
 

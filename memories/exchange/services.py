@@ -34,7 +34,7 @@ from memories.exchange.errors import (
 from memories.exchange.importer import BATCH_LINES, FUTURE_SLACK, UNVOUCHED, Importer
 from memories.exchange.verify import Header
 from memories.models import ImportStatus, StoreImport, Summary
-from stores.models import ReaderGrant, Scope, Store, write_q
+from stores.models import ReaderGrant, Scope, Store, read_right_q, write_q
 from stores.selectors import Subject
 from stores.services import lock_store
 from versions.models import Version
@@ -267,8 +267,9 @@ def start_upload(*, actor: User, body: bytes, subject: Subject | None = None) ->
         creator = header.store["created_by"]
         if creator and users[creator] not in vouched:
             raise ImportInvalid(1, f"store.created_by: {UNVOUCHED.format(handle=creator)}")
-        if header.store["created_at"] > timezone.now() + FUTURE_SLACK:
-            raise ImportInvalid(1, "store.created_at is in the future.")
+        for key in ("created_at", "updated_at", "archived_at"):
+            if header.store[key] is not None and header.store[key] > timezone.now() + FUTURE_SLACK:
+                raise ImportInvalid(1, f"store.{key} is in the future.")
         importer = Importer.begin(
             store=store, header=header, header_line=lines[0], users=users, keep_ids=keep_ids, vouched=vouched
         )
@@ -295,7 +296,7 @@ def _writers(store: Store, users: dict[str, str]) -> list[str]:
     """
     writers = []
     for user in User.objects.filter(pk__in=set(users.values()), is_active=True):
-        if Store.objects.filter(pk=store.pk).filter(write_q(user)).exists():
+        if Store.objects.filter(pk=store.pk).filter(read_right_q(user) & write_q(user)).exists():
             writers.append(str(user.pk))
     return writers
 

@@ -277,3 +277,28 @@ def test_a_committed_import_cannot_be_appended_to_or_aborted(owner_client, own_s
     assert more.status_code == 409 and more.json()["error"]["details"]["reason"] == "import_committed"
     assert owner_client.delete(f"{IMPORTS}/{upload['id']}").status_code == 409
     assert Store.objects.get(pk=upload["store_id"]).importing is False
+
+
+def test_a_private_board_with_open_posting_takes_only_authors_who_can_read_it(make_client, own_sample, cast):
+    """Open posting lets anyone post who can *read* the board; on a private board those are its members."""
+    from tests.factories import SectionFactory, SectionMembershipFactory
+
+    section = SectionFactory(visibility="private", posting="open")
+    boss = SectionMembershipFactory(section=section, role="owner").user
+    without_readers = [obj for obj in own_sample if obj["type"] != "reader"]
+    without_readers[0]["counts"]["readers"] = 0
+    data = assemble(without_readers)
+    refused = post_lines(make_client(boss), IMPORTS, data, scope="board", subject=section.slug)
+    assert refused.status_code == 400 and "'owner' may not write" in refused.json()["error"]["message"]
+    SectionMembershipFactory(section=section, user=cast["owner"])
+    taken = post_lines(make_client(boss), IMPORTS, data, scope="board", subject=section.slug)
+    assert taken.status_code == 201, taken.json()
+
+
+@pytest.mark.parametrize("key", ["updated_at", "archived_at"])
+def test_the_headers_other_times_may_not_be_in_the_future_either(owner_client, own_sample, key):
+    before = census()
+    own_sample[0]["store"][key] = "9999-12-31T23:59:59.999999Z"
+    response = post_lines(owner_client, IMPORTS, assemble(own_sample))
+    assert response.status_code == 400 and f"store.{key} is in the future" in response.json()["error"]["message"]
+    assert census() == before
