@@ -1,0 +1,128 @@
+"""CPU per request of one hot endpoint inside this process, without HTTP (issue 17: quick iteration).
+
+    .venv/bin/python bench/inprocess.py note|file_create|file_update|recall|store_get [--requests 2000]
+                                        [--profile] [--queries]
+
+Runs the request through `config.asgi._call_django` — the WSGI application with its middleware, under
+the request deadline, exactly what a server thread runs after the ASGI front has read the body — against
+a throw-away database, and prints the process CPU and wall time per request. No sockets to a server,
+no event loop: the figure is Django + DRF + our code + the psycopg client side. `--profile` adds a
+cProfile of 1,000 more requests (sorted by own time); `--queries` prints the SQL of one request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import bench_database, django_setup, make_owners
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("endpoint", choices=["note", "file_create", "file_update", "recall", "store_get"])
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--queries", action="store_true")
+    args = parser.parse_args()
+    django_setup()
+    from django.db import connection, connections
+    from django.test.utils import CaptureQueriesContext
+
+    with bench_database("inprocess") as _db:
+        owner = make_owners(1, "inprocess")[0]
+        if args.endpoint == "recall":
+            from bench.common import load_log, settle
+            from bench.recall import body
+
+            load_log(owner, 20_000, body=body, summaries=False)
+            settle()
+        connections.close_all()
+        from config import asgi
+        from config.database import apply_request_budgets
+
+        apply_request_budgets()
+
+        def call(method: str, path: str, payload: dict | None = None, query: str = "") -> dict:
+            body = json.dumps(payload).encode() if payload is not None else b""
+            headers = [(b"host", b"127.0.0.1"), (b"authorization", f"Bearer {owner.secret}".encode())]
+            if body:
+                headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+            scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(),
+                     "query_string": query.encode(), "headers": headers}  # fmt: skip
+            status, _, content = asgi._call_django(asgi._environ(scope, body))
+            if status >= 300:
+                raise RuntimeError(f"{method} {path}: {status} {content[:300]!r}")
+            return json.loads(content)
+
+        counter = iter(range(10**9))
+        files = f"/api/v1/memory_stores/{owner.store}/memories"
+        state = {}
+
+        def note():
+            call(
+                "POST",
+                f"/api/v1/memories/{owner.store}/note",
+                {"body_md": "x" * 180, "client_nonce": f"n{next(counter)}"},
+            )
+
+        def file_create():
+            call("POST", files, {"path": f"/f/{next(counter)}.md", "content": "y" * 1000})
+
+        def file_update():
+            if "memory" not in state:
+                made = call("POST", files, {"path": "/doc.md", "content": "v"})
+                state.update(memory=made["id"], sha=made["content_sha256"])
+            precondition = {"type": "content_sha256", "content_sha256": state["sha"]}
+            made = call(
+                "POST", f"{files}/{state['memory']}", {"content": f"v{next(counter)}", "precondition": precondition}
+            )
+            state["sha"] = made["content_sha256"]
+
+        recall_query = urllib.parse.urlencode({"pattern": r"CVE-\d{4}-\d+", "limit": 100})
+
+        def recall():
+            call("GET", f"/api/v1/memories/{owner.store}/recall", query=recall_query)
+
+        def store_get():
+            call("GET", f"/api/v1/memory_stores/{owner.store}")
+
+        fn = locals()[args.endpoint]
+        if args.endpoint == "file_create":  # the 2,000-memory cap per store
+            from django.conf import settings
+
+            settings.MEMORY_STORE_MAX_MEMORIES = 10**9
+        for _ in range(min(300, args.requests)):
+            fn()
+        if args.queries:
+            with CaptureQueriesContext(connection) as captured:
+                fn()
+            for q in captured.captured_queries:
+                print(q["sql"][:300].replace("\n", " "))
+            print(f"{len(captured.captured_queries)} statements")
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(args.requests):
+            fn()
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        per = 1000 / args.requests
+        print(f"{args.endpoint}: CPU {cpu * per:.3f} ms/req, wall {wall * per:.3f} ms/req")
+        if args.profile:
+            profile = cProfile.Profile()
+            profile.enable()
+            for _ in range(1000):
+                fn()
+            profile.disable()
+            pstats.Stats(profile).sort_stats("tottime").print_stats(40)
+        connections.close_all()
+
+
+if __name__ == "__main__":
+    main()
