@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import pstats
 import sys
 import time
@@ -37,7 +38,7 @@ def main() -> None:
     from django.db import connection, connections
     from django.test.utils import CaptureQueriesContext
 
-    with bench_database("inprocess") as _db:
+    with bench_database(f"inprocess_{os.getpid()}") as _db:  # parallel runs do not collide
         owner = make_owners(1, "inprocess")[0]
         if args.endpoint == "recall":
             from bench.common import load_log, settle

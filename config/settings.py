@@ -77,7 +77,7 @@ else:
     from config.embedded_db import database_settings
 
     DATABASES = {"default": database_settings()}
-DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
+DATABASES["default"]["ENGINE"] = "config.postgresql"  # Django's, with a health check that needs no round trip
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Behind PgBouncer in transaction mode named (server-side) cursors cannot span transactions (docs/scaling.md).
