@@ -7,20 +7,36 @@ from rest_framework import authentication, exceptions
 
 from accounts.models import ApiToken
 from accounts.services import token_digest, touch_token
-from config.compiled import CompiledQuery
+from config.compiled import CompiledLateral, CompiledQuery
+from config.fields import canonical_uuid
+from stores.selectors import STORE_FOR_USER, prefetch_store
 
 # Compiled once per process (config/compiled.py): only the digest changes per request.
 _TOKEN_BY_DIGEST = CompiledQuery(
     lambda digest: ApiToken.objects.select_related("user").filter(digest=digest)[:1],
     digest="compiled-query-sentinel:token-digest",
 )
+# The token and, for a view with `store_kwarg`, the store its user may read, in one statement (issue 17):
+# both queries are the ones above/in stores.selectors; the store's user id is the token's user_id column.
+_TOKEN_WITH_STORE = CompiledLateral(_TOKEN_BY_DIGEST, STORE_FOR_USER, bind={"user_id": "user_id"})
+
+
+def _store_in_path(request):
+    """The store id in the URL of a view that names one (`store_kwarg`, e.g. ``"pk"``), as a UUID; else None."""
+    context = getattr(request, "parser_context", None) or {}
+    name = getattr(context.get("view"), "store_kwarg", None)
+    if name is None:
+        return None
+    return canonical_uuid((context.get("kwargs") or {}).get(name))
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
     """Authenticate by API token; returns ``(user, token)`` or None when no Authorization header is sent.
 
     Raises AuthenticationFailed (401) for a malformed header, an unknown, revoked or expired token,
-    or an inactive user. One query (token joined to its user).
+    or an inactive user. One query (token joined to its user) — which, for a view naming a store in its
+    URL (`store_kwarg`), also runs the store access query for the token's user (`prefetch_store`), so the
+    view's `get_store_for` needs no query of its own. The checks below are unchanged by it.
     """
 
     keyword = "bearer"
@@ -33,7 +49,13 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if len(parts) != 2 or parts[0].lower() != self.keyword:
             raise exceptions.AuthenticationFailed("Malformed Authorization header; expected 'Bearer <token>'.")
         secret = parts[1]
-        token = _TOKEN_BY_DIGEST.first(digest=token_digest(secret))
+        store_id = _store_in_path(request)
+        if store_id is None:
+            token = _TOKEN_BY_DIGEST.first(digest=token_digest(secret))
+        else:
+            token, store = _TOKEN_WITH_STORE.first(digest=token_digest(secret), pk=store_id)
+            if token is not None:
+                prefetch_store(token.user, store_id, store)
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid API token.")
         if token.revoked_at is not None:

@@ -126,6 +126,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--threads", type=int, default=ServerConfig.threads, help="Django threads (WEB_THREADS)")
     parser.add_argument("--flame", help="also write py-spy's flame graph (SVG) here")
     parser.add_argument("--save", help="also keep py-spy's raw (collapsed) stacks in this file")
     parser.add_argument(
@@ -146,7 +147,7 @@ def main() -> None:
 
             load_log(owner, 20_000, body=body, summaries=False)
             settle()
-        with gunicorn(db_name, ServerConfig(workers=1)) as server:
+        with gunicorn(db_name, ServerConfig(workers=1, threads=args.threads)) as server:
 
             def job():
                 if args.endpoint == "note":

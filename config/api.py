@@ -95,3 +95,74 @@ class StrictQuerySerializer(StrictSerializer):
         if errors:
             raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
+
+
+# --- serializers without per-call field copies (issue 17) -------------------------------------------------
+
+# Field types whose to_representation / run_validation read only their own configuration: no context
+# (request, view), no state kept between calls. A serializer made only of these (nested ones included)
+# can be shared by every request of the process.
+_SHAREABLE_FIELDS = (
+    serializers.BooleanField,
+    serializers.CharField,  # Utf8TextField, SignedTokenField, RegexField, … are CharFields
+    serializers.ChoiceField,
+    serializers.DateTimeField,
+    serializers.DictField,
+    serializers.FloatField,
+    serializers.IntegerField,
+    serializers.JSONField,
+    serializers.ListField,
+    serializers.UUIDField,
+)
+_PROTOTYPES: dict[type, serializers.Serializer] = {}
+
+
+def _check_shareable(serializer: serializers.Serializer, path: str) -> None:
+    for name, field in serializer.fields.items():
+        where = f"{path}.{name}"
+        if isinstance(field, serializers.ListSerializer):
+            _check_shareable(field.child, where)
+        elif isinstance(field, serializers.Serializer):
+            _check_shareable(field, where)
+        elif isinstance(field, serializers.ListField) and isinstance(field.child, serializers.Serializer):
+            _check_shareable(field.child, where)
+        elif not isinstance(field, _SHAREABLE_FIELDS) or isinstance(field, serializers.SerializerMethodField):
+            raise TypeError(f"{where}: {type(field).__name__} may read the context; it cannot be shared")
+
+
+def prototype(serializer_class: type[serializers.Serializer]) -> serializers.Serializer:
+    """The process-wide instance of `serializer_class` (no instance, data or context), fields bound once.
+
+    DRF deep-copies and re-binds every declared field for each serializer instance; for a small hot
+    response that was most of its rendering (EntrySerializer: 95 µs → 13 µs per entry, bench/RESULTS.md).
+    Raises TypeError when a field (nested ones included) is not of a context-free type
+    (`_SHAREABLE_FIELDS`) or the serializer overrides `validate`, which could read `self.context`.
+    """
+    found = _PROTOTYPES.get(serializer_class)
+    if found is None:
+        found = serializer_class()
+        _check_shareable(found, serializer_class.__name__)
+        if type(found).validate is not serializers.Serializer.validate:
+            raise TypeError(f"{serializer_class.__name__}.validate may read the context; it cannot be shared")
+        _PROTOTYPES[serializer_class] = found
+    return found
+
+
+def represent(serializer_class: type[serializers.Serializer], instance: Any) -> dict:
+    """``serializer_class(instance).data`` as a plain dict — the same keys and values — through the shared
+    `prototype`, so the serializer stays the one source of the shape (and of the OpenAPI schema)."""
+    return prototype(serializer_class).to_representation(instance)
+
+
+def validate(serializer_class: type[serializers.Serializer], data: Any) -> dict:
+    """``serializer_class(data=data)``'s `validated_data` through the shared `prototype`.
+
+    Raises the ValidationError `is_valid(raise_exception=True)` raises, with the same detail (400): on
+    failure the data is validated again by a fresh serializer, whose `errors` DRF shapes (e.g. no data).
+    """
+    try:
+        return prototype(serializer_class).run_validation(data)
+    except serializers.ValidationError:
+        fresh = serializer_class(data=data)
+        fresh.is_valid(raise_exception=True)
+        raise  # pragma: no cover - the fresh serializer always fails as the shared one did

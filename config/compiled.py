@@ -16,16 +16,28 @@ than running it). Django's own cursors bind parameters client-side and never pre
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
+import psycopg._queries
 from django.db import connections
 from django.db.models import QuerySet
 from django.db.models.query import get_related_populators
 
 _NO_AUTOMATIC_PREPARE = 2**31 - 1
+
+# psycopg caches the conversion of a query's placeholders (%s -> $n) only for queries up to 4,096 bytes;
+# longer ones are re-parsed on every execution. The token + store statement (`CompiledLateral`) is about
+# 9 KB, all of it fixed text, so the limit is raised for the process. The cache is an LRU of 128 entries
+# shared by every query with parameters, so the only cost is memory for a few long strings. A private
+# constant of psycopg (pinned exactly in requirements.txt); tests/foundation/test_compiled.py checks it.
+PSYCOPG_CACHED_QUERY_BYTES = 64 * 1024
+psycopg._queries.MAX_CACHED_STATEMENT_LENGTH = max(
+    psycopg._queries.MAX_CACHED_STATEMENT_LENGTH, PSYCOPG_CACHED_QUERY_BYTES
+)
 
 
 class _AlwaysPreparedCursor(psycopg.Cursor):
@@ -66,6 +78,16 @@ def prepared_cursor(using: str = "default") -> Iterator[Any]:
         cursor.close()
 
 
+def _fetch(using: str, sql: str, params: list, slots: list[tuple[int, str]], values: dict[str, Any]) -> list:
+    """Run prepared `sql` with `params`, each (index, name) of `slots` replaced by ``values[name]``."""
+    params = list(params)
+    for index, name in slots:
+        params[index] = values[name]
+    with prepared_cursor(using) as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
 class _Compiled:
     def __init__(self, queryset: QuerySet, sentinels: dict[str, Any], using: str):
         compiler = queryset.query.get_compiler(using=using)
@@ -87,22 +109,80 @@ class _Compiled:
         self.related = get_related_populators(compiler.klass_info, compiler.select, using)
         self.annotations = dict(compiler.annotation_col_map or {})
         self.using = using
+        fields = [column[0] for column in compiler.select[0 : compiler.col_count]]
+        if compiler.has_composite_fields(fields):
+            raise ValueError("composite primary keys are not supported by CompiledQuery")
+        self.converters = compiler.get_converters(fields)
 
     def run(self, values: dict[str, Any]) -> list:
-        params = list(self.params)
-        for index, name in self.slots:
-            params[index] = values[name]
-        with prepared_cursor(self.using) as cursor:
-            cursor.execute(self.sql, params)
-            rows = cursor.fetchall()
+        rows = _fetch(self.using, self.sql, self.params, self.slots, values)
+        return [self.instance(row) for row in self.convert(rows)]
+
+    def convert(self, rows: list) -> list:
+        """Apply the fields' database converters to raw `rows` (what `results_iter` does, with the
+        converters looked up once per process instead of once per call)."""
+        if self.converters:
+            return list(self.compiler.apply_converters(rows, self.converters))
+        return rows
+
+    def instance(self, row) -> Any:
+        """The model instance (with its `select_related` objects and annotations) of one converted row."""
+        obj = self.model.from_db(self.using, self.init_list, row[self.start : self.end])
+        for populator in self.related:
+            populator.populate(row, obj)
+        for attr, position in self.annotations.items():
+            setattr(obj, attr, row[position])
+        return obj
+
+
+_PLACEHOLDER = re.compile(r"%%|%s")
+
+
+class _Lateral:
+    """`outer` LEFT JOIN LATERAL `inner` in one statement; some of inner's parameters are outer's columns."""
+
+    def __init__(self, outer: _Compiled, inner: _Compiled, bind: dict[str, str]):
+        self.outer, self.inner, self.using = outer, inner, outer.using
+        self.width = outer.compiler.col_count
+        columns = {name: outer.start + outer.init_list.index(attname) for name, attname in bind.items()}
+        bound = {index: name for index, name in inner.slots if name in columns}
+        missing = set(bind) - set(bound.values())
+        if missing:
+            raise ValueError(f"bound name(s) {sorted(missing)} are not parameters of the inner query")
+        params, slots, position = list(outer.params), list(outer.slots), 0
+
+        def substitute(match: re.Match) -> str:
+            nonlocal position
+            if match.group() == "%%":
+                return "%%"
+            index, position = position, position + 1
+            if index in bound:
+                return f"compiled_outer.c{columns[bound[index]]}"
+            slot = [name for i, name in inner.slots if i == index]
+            if slot:
+                slots.append((len(params), slot[0]))
+            params.append(inner.params[index])
+            return "%s"
+
+        inner_sql = _PLACEHOLDER.sub(substitute, inner.sql)
+        outer_names = ", ".join(f"c{i}" for i in range(self.width))
+        inner_names = ", ".join(f"d{i}" for i in range(inner.compiler.col_count))
+        # Both sides are SQL Django compiled from QuerySets; values stay parameters.
+        self.sql = (
+            f"SELECT * FROM ({outer.sql}) AS compiled_outer({outer_names}) "  # noqa: S608
+            f"LEFT JOIN LATERAL ({inner_sql}) AS compiled_inner({inner_names}) ON true"
+        )
+        self.params, self.slots = params, slots
+        self.inner_pk = inner.start + inner.init_list.index(inner.model._meta.pk.attname)
+
+    def run(self, values: dict[str, Any]) -> list[tuple[Any, Any]]:
+        rows = _fetch(self.using, self.sql, self.params, self.slots, values)
         out = []
-        for row in self.compiler.results_iter([rows]):
-            obj = self.model.from_db(self.using, self.init_list, row[self.start : self.end])
-            for populator in self.related:
-                populator.populate(row, obj)
-            for attr, position in self.annotations.items():
-                setattr(obj, attr, row[position])
-            out.append(obj)
+        for row in rows:
+            head, tail = row[: self.width], row[self.width :]
+            first = self.outer.instance(self.outer.convert([head])[0])
+            second = None if tail[self.inner_pk] is None else self.inner.instance(self.inner.convert([tail])[0])
+            out.append((first, second))
         return out
 
 
@@ -136,3 +216,34 @@ class CompiledQuery:
     def first(self, using: str = "default", **values: Any):
         found = self.all(using, **values)
         return found[0] if found else None
+
+
+class CompiledLateral:
+    """Two compiled queries in ONE statement: each row of `outer` (``LEFT JOIN LATERAL``) the first row of
+    `inner`, where some of inner's parameters are taken from outer's columns — e.g. a token looked up by
+    digest, and the store its user may read, in one round trip instead of two.
+
+    bind: inner's keyword -> the attname of outer's model column that supplies it (``{"user_id":
+    "user_id"}``). The other keywords of both queries are passed to `all`/`first` as values. Inner should
+    be sliced to one row (``[:1]``). `all(**values)` returns ``[(outer instance, inner instance or None)]``;
+    `first(**values)` the first pair or ``(None, None)``. Each side's SQL is its QuerySet's own, so
+    neither policy is written twice; only the glue (the join and the bound parameter) is ours.
+    Raises ValueError at first use when a bound keyword is not among inner's parameters.
+    """
+
+    def __init__(self, outer: CompiledQuery, inner: CompiledQuery, *, bind: dict[str, str]):
+        self.outer, self.inner, self.bind = outer, inner, bind
+        self._compiled: dict[str, _Lateral] = {}
+
+    def _get(self, using: str) -> _Lateral:
+        compiled = self._compiled.get(using)
+        if compiled is None:
+            compiled = self._compiled[using] = _Lateral(self.outer._get(using), self.inner._get(using), self.bind)
+        return compiled
+
+    def all(self, using: str = "default", **values: Any) -> list[tuple[Any, Any]]:
+        return self._get(using).run(values)
+
+    def first(self, using: str = "default", **values: Any) -> tuple[Any, Any]:
+        found = self.all(using, **values)
+        return found[0] if found else (None, None)

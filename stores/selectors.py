@@ -102,6 +102,20 @@ _STORE_FOR_USER = CompiledQuery(
     lambda user_id, pk: _store_for(_stand_in_user(user_id), pk), user_id=_SENTINEL_USER, pk=_SENTINEL_STORE
 )
 _STORE_FOR_ANONYMOUS = CompiledQuery(lambda pk: _store_for(None, pk), pk=_SENTINEL_STORE)
+# The same query, public for callers that run it joined to their own (the token lookup does:
+# `accounts.authentication`, one round trip for token and store).
+STORE_FOR_USER = _STORE_FOR_USER
+_PREFETCHED = "_prefetched_store"
+
+
+def prefetch_store(user, store_id: uuid.UUID, store: Store | None) -> None:
+    """Remember the answer of the access query for (`user`, `store_id`): `store` as `STORE_FOR_USER` returned
+    it (None when unreadable), fetched in the same statement as the caller's credential (issue 17).
+
+    The next `get_store_for(user, store_id)` uses it instead of querying; it is used once. It lives on the
+    `user` instance, which the authentication builds afresh for every request, so it never outlives it.
+    """
+    user.__dict__[_PREFETCHED] = (store_id, store)
 
 
 def get_store_for(user, store_id: object, *, need: Need = "read") -> Store:
@@ -109,10 +123,17 @@ def get_store_for(user, store_id: object, *, need: Need = "read") -> Store:
 
     need: "read" | "write" | "owner". Raises StoreNotFound (404) when the store is missing or unreadable
     (identical bodies), StoreWriteForbidden / StoreOwnerRequired (403) when readable but the right is
-    missing. One query. Archived state is checked by the write services, under the store lock.
+    missing. One query, or none when the authentication fetched it (`prefetch_store`). Archived state is
+    checked by the write services, under the store lock.
     """
     pk = parse_store_id(store_id)
-    store = _STORE_FOR_USER.first(user_id=user.pk, pk=pk) if _authenticated(user) else _STORE_FOR_ANONYMOUS.first(pk=pk)
+    prefetched = getattr(user, "__dict__", {}).pop(_PREFETCHED, None)
+    if prefetched is not None and prefetched[0] == pk and _authenticated(user):
+        store = prefetched[1]
+    elif _authenticated(user):
+        store = _STORE_FOR_USER.first(user_id=user.pk, pk=pk)
+    else:
+        store = _STORE_FOR_ANONYMOUS.first(pk=pk)
     if store is None:
         raise StoreNotFound()
     return _require(store, need)

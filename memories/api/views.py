@@ -15,7 +15,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.views import APIView
 
 from accounts.permissions import token_scopes
-from config.api import envelope
+from config.api import envelope, represent, validate
 from config.errors import InvalidRequest, request_id_of
 from memories import nap, selectors, services, tree
 from memories.api import serializers as s
@@ -69,6 +69,8 @@ def with_idempotency_key(request) -> Any:
 class NoteView(APIView):
     """Append an entry."""
 
+    store_kwarg = "pk"  # the store is fetched with the token (accounts.authentication)
+
     @extend_schema(
         operation_id="note_memories",
         tags=TAGS,
@@ -81,11 +83,10 @@ class NoteView(APIView):
     )
     def post(self, request, pk):
         store = get_store_for(request.user, pk, need="write")
-        incoming = s.NoteRequestSerializer(data=with_idempotency_key(request))
-        incoming.is_valid(raise_exception=True)
-        result = services.append_entry(store=store, author=request.user, **incoming.validated_data)
+        incoming = validate(s.NoteRequestSerializer, with_idempotency_key(request))
+        result = services.append_entry(store=store, author=request.user, **incoming)
         return envelope(
-            s.EntrySerializer(result.entry).data,
+            represent(s.EntrySerializer, result.entry),
             {"replayed": not result.created},
             status=201 if result.created else 200,
         )
@@ -93,6 +94,8 @@ class NoteView(APIView):
 
 class WakeView(APIView):
     """The cover of the log in at most `budget` lines."""
+
+    store_kwarg = "pk"  # the store is fetched with the token (accounts.authentication)
 
     allow_anonymous_reads = True
 
@@ -111,6 +114,8 @@ class WakeView(APIView):
 
 class NapView(APIView):
     """The next compaction jobs, claimed for a caller with write access."""
+
+    store_kwarg = "pk"  # the store is fetched with the token (accounts.authentication)
 
     allow_anonymous_reads = True
 
@@ -136,6 +141,8 @@ class NapView(APIView):
 class CompactView(APIView):
     """Submit the summary of one range."""
 
+    store_kwarg = "pk"  # the store is fetched with the token (accounts.authentication)
+
     @extend_schema(
         operation_id="compact_memories",
         tags=TAGS,
@@ -158,6 +165,8 @@ class CompactView(APIView):
 class ZoomView(APIView):
     """One entry, or a range's summary and its two halves."""
 
+    store_kwarg = "pk"  # the store is fetched with the token (accounts.authentication)
+
     allow_anonymous_reads = True
 
     @extend_schema(
@@ -176,6 +185,8 @@ class ZoomView(APIView):
 
 class RecallView(APIView):
     """Search original entries with RE2, newest first, one bounded page at a time."""
+
+    store_kwarg = "pk"  # the store is fetched with the token (accounts.authentication)
 
     allow_anonymous_reads = True
 
@@ -196,6 +207,8 @@ class RecallView(APIView):
 
 class ForgetView(APIView):
     """Invalidate a range's summary and its ancestors (owner)."""
+
+    store_kwarg = "pk"  # the store is fetched with the token (accounts.authentication)
 
     @extend_schema(
         operation_id="forget_memories",
@@ -220,6 +233,8 @@ class ForgetView(APIView):
 
 class RedactView(APIView):
     """Redact one entry for good (owner; project and board owners too)."""
+
+    store_kwarg = "pk"  # the store is fetched with the token (accounts.authentication)
 
     @extend_schema(
         operation_id="redact_memories_entry",
@@ -258,6 +273,8 @@ class AnyAccept(BaseContentNegotiation):
 
 class ExportView(APIView):
     """The whole store as JSON Lines (owner)."""
+
+    store_kwarg = "pk"  # the store is fetched with the token (accounts.authentication)
 
     content_negotiation_class = AnyAccept
 

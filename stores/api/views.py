@@ -107,6 +107,8 @@ class StoreResolveView(APIView):
 class StoreDetailView(APIView):
     """GET, PATCH and DELETE one store."""
 
+    store_kwarg = "pk"  # the store is fetched with the token (accounts.authentication)
+
     allow_anonymous_reads = True
 
     @extend_schema(
@@ -166,6 +168,8 @@ class StoreDetailView(APIView):
 class StoreReadersView(APIView):
     """GET /memories/{id}/readers: the owner's view of explicit grants (user stores only)."""
 
+    store_kwarg = "pk"  # the store is fetched with the token (accounts.authentication)
+
     @extend_schema(
         operation_id="list_memories_readers",
         tags=TAGS,
@@ -193,6 +197,8 @@ class StoreReadersView(APIView):
 
 class StoreShareView(APIView):
     """POST /memories/{id}/share: grant (`active: true`) or revoke (`active: false`) a reader."""
+
+    store_kwarg = "pk"  # the store is fetched with the token (accounts.authentication)
 
     @extend_schema(
         operation_id="share_memories",

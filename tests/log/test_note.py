@@ -249,12 +249,14 @@ def test_note_with_a_read_only_token_is_403(make_client, owner, private_store):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_note_costs_three_queries_auth_store_and_one_append_statement(make_client, owner):
+def test_note_costs_two_statements_token_with_store_and_one_append(make_client, owner):
+    """Issue 17: the token and the store access in one statement (accounts.authentication), then the append."""
     store = StoreFactory(owner=owner)
     client = make_client(owner, scopes=account_services.ALL_SCOPES)
     client.post(url(store, "note"), {"body_md": "warm-up"})  # records the token's last use
     with CaptureQueriesContext(connection) as queries:
         response = client.post(url(store, "note"), {"body_md": "measured", "client_nonce": "n-1"})
     assert response.status_code == 201
-    assert len(queries) == 3, [q["sql"][:80] for q in queries]
+    assert len(queries) == 2, [q["sql"][:80] for q in queries]
+    assert "accounts_apitoken" in queries[0]["sql"] and "LATERAL" in queries[0]["sql"]
     assert "UPDATE" in queries[-1]["sql"] and "INSERT" in queries[-1]["sql"]

@@ -1,0 +1,179 @@
+"""The hot-path machinery of issue 17: the token and the store in one statement, shared serializers.
+
+`config.compiled.CompiledLateral` joins two compiled QuerySets; these tests prove it returns exactly what
+the two queries return on their own, for every access case, and that the request path uses it once.
+`config.api.represent` / `validate` must give what a fresh serializer gives, errors included.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import psycopg._queries
+import pytest
+from rest_framework import serializers
+
+from accounts import services as account_services
+from accounts.authentication import _TOKEN_BY_DIGEST, _TOKEN_WITH_STORE
+from accounts.services import token_digest
+from config.api import prototype, represent, validate
+from memories.api.serializers import EntrySerializer, NoteRequestSerializer
+from memories.models import Entry
+from stores.errors import StoreNotFound
+from stores.selectors import STORE_FOR_USER, get_store_for, prefetch_store
+from tests.factories import ProjectFactory, ProjectMembershipFactory, StoreFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _fields(instance) -> dict:
+    """Every loaded column, annotation and select_related object of a model instance, comparable."""
+    if instance is None:
+        return {}
+    out = {k: v for k, v in vars(instance).items() if not k.startswith("_")}
+    for name, related in instance._state.fields_cache.items():
+        out[f"related:{name}"] = _fields(related)
+    return out
+
+
+def _cases(owner, stranger):
+    own = StoreFactory(owner=owner, name="own")
+    public = StoreFactory(owner=stranger, canonical=False, name="public", visibility="public")
+    private = StoreFactory(owner=stranger, canonical=False, name="private")
+    project = ProjectFactory()
+    ProjectMembershipFactory(project=project, user=owner)
+    shared = StoreFactory(scope="project", owner=None, project=project, visibility=None, name="project")
+    return {"own": own.pk, "public": public.pk, "private": private.pk, "project": shared.pk, "missing": uuid.uuid4()}
+
+
+def test_the_joined_statement_returns_what_the_two_queries_return(owner, stranger):
+    issued = account_services.issue_token(user=owner)
+    digest = token_digest(issued.secret)
+    for name, pk in _cases(owner, stranger).items():
+        token, store = _TOKEN_WITH_STORE.first(digest=digest, pk=pk)
+        alone = _TOKEN_BY_DIGEST.first(digest=digest)
+        expected = STORE_FOR_USER.first(user_id=owner.pk, pk=pk)
+        assert _fields(token) == _fields(alone), name
+        assert _fields(store) == _fields(expected), name
+        assert (store is None) == (name in ("private", "missing")), name
+        if store is not None:
+            assert store.can_write == (name in ("own", "project")) and store.is_owner == (name == "own"), name
+
+
+def test_an_unknown_token_finds_nothing(owner):
+    store = StoreFactory(owner=owner)
+    assert _TOKEN_WITH_STORE.first(digest=token_digest("mem_unknown"), pk=store.pk) == (None, None)
+
+
+def test_the_long_statement_is_converted_once_not_per_request(owner):
+    """psycopg re-parses queries over its cache limit on every call; config.compiled raises that limit."""
+    compiled = _TOKEN_WITH_STORE._get("default")
+    assert len(compiled.sql.encode()) > 4096  # what psycopg caches by default
+    assert len(compiled.sql.encode()) <= psycopg._queries.MAX_CACHED_STATEMENT_LENGTH
+    store = StoreFactory(owner=owner)
+    digest = token_digest(account_services.issue_token(user=owner).secret)
+    _TOKEN_WITH_STORE.first(digest=digest, pk=store.pk)
+    hits = psycopg._queries._query2pg.cache_info().hits
+    _TOKEN_WITH_STORE.first(digest=digest, pk=store.pk)
+    assert psycopg._queries._query2pg.cache_info().hits == hits + 1
+
+
+def test_a_prefetched_store_is_used_once_for_its_own_id_only(owner, stranger, django_assert_num_queries):
+    own = StoreFactory(owner=owner)
+    other = StoreFactory(owner=owner, canonical=False, name="other")
+    found = STORE_FOR_USER.first(user_id=owner.pk, pk=own.pk)
+    prefetch_store(owner, own.pk, found)
+    with django_assert_num_queries(0):
+        assert get_store_for(owner, own.pk, need="owner") is found
+    with django_assert_num_queries(1):  # used up: the next call asks the database again
+        assert get_store_for(owner, own.pk).pk == own.pk
+    prefetch_store(owner, own.pk, found)
+    with django_assert_num_queries(1):  # another store id never takes the prefetched answer
+        assert get_store_for(owner, other.pk).pk == other.pk
+    prefetch_store(stranger, own.pk, None)  # "unreadable" for the stranger stays a 404
+    with pytest.raises(StoreNotFound):
+        get_store_for(stranger, own.pk)
+
+
+def test_a_store_request_runs_the_token_and_the_store_as_one_statement(owner_client, private_store):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    owner_client.get(f"/api/v1/memories/{private_store.pk}/wake")  # records the token's last use
+    with CaptureQueriesContext(connection) as queries:
+        response = owner_client.get(f"/api/v1/memories/{private_store.pk}")
+    assert response.status_code == 200
+    assert len(queries) == 1 and "LATERAL" in queries[0]["sql"]
+
+
+def test_the_token_checks_still_come_first(make_client, owner, stranger):
+    """A revoked token is a 401 even on a store it could read; an unreadable store is a 404 as before."""
+    store = StoreFactory(owner=owner)
+    client = make_client(owner)
+    account_services.revoke_token(token=client.token)
+    assert client.get(f"/api/v1/memories/{store.pk}").status_code == 401
+    assert make_client(stranger).get(f"/api/v1/memories/{store.pk}").status_code == 404
+
+
+# --- shared serializers (config.api) -------------------------------------------------------------------
+
+
+def _entries(owner, redactor):
+    when = dt.datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=dt.UTC)
+    yield Entry(seq=0, author=owner, body_md="plain", size_bytes=5, client_nonce=None, created_at=when)
+    yield Entry(seq=7, author=owner, body_md="ünï — 😀", size_bytes=14, client_nonce="n-1", created_at=when)
+    yield Entry(
+        seq=9, author=owner, body_md=None, size_bytes=0, client_nonce="n-2", created_at=when,
+        redacted_at=when + dt.timedelta(days=1), redacted_by=redactor,
+    )  # fmt: skip
+
+
+def test_represent_equals_a_fresh_serializer(owner, stranger):
+    for entry in _entries(owner, stranger):
+        assert represent(EntrySerializer, entry) == EntrySerializer(entry).data
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"body_md": "hello", "client_nonce": "n"},
+        {"body_md": "hello"},
+        {"body_md": ""},
+        {"body_md": "x" * 1025},
+        {"body_md": "ok", "extra": 1},
+        {"body_md": 5},
+        {"body_md": "a\x00b"},
+        {"client_nonce": None},
+        [],
+        None,
+        "text",
+    ],
+)
+def test_validate_equals_is_valid_including_the_errors(data):
+    fresh = NoteRequestSerializer(data=data)
+    if fresh.is_valid():
+        assert validate(NoteRequestSerializer, data) == fresh.validated_data
+    else:
+        with pytest.raises(serializers.ValidationError) as raised:
+            validate(NoteRequestSerializer, data)
+        assert raised.value.detail == fresh.errors
+
+
+def test_a_serializer_that_may_read_the_context_is_not_shared():
+    class Linked(serializers.Serializer):
+        url = serializers.HyperlinkedIdentityField(view_name="x")
+
+    class Method(serializers.Serializer):
+        who = serializers.SerializerMethodField()
+
+    class Validating(serializers.Serializer):
+        name = serializers.CharField()
+
+        def validate(self, attrs):
+            return attrs
+
+    for cls in (Linked, Method, Validating):
+        with pytest.raises(TypeError):
+            prototype(cls)
+    assert prototype(EntrySerializer) is prototype(EntrySerializer)
