@@ -32,13 +32,31 @@ from urllib.parse import unquote_to_bytes
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 from django.conf import settings
+from django.core.handlers.wsgi import WSGIHandler
 from django.core.wsgi import get_wsgi_application
+from django.test.utils import override_settings
 
 from config import health
 from config.database import apply_request_budgets, request_deadline
 from config.errors import error_payload, new_request_id, retry_after_headers
 
-django_application = get_wsgi_application()
+
+class _PathDispatch:
+    """The WSGI application Django threads run: requests under `API_PATH_PREFIX` go through a handler built
+    with `API_MIDDLEWARE`, everything else (back office, guide, schema) through the full `MIDDLEWARE`."""
+
+    def __init__(self):
+        self.full = get_wsgi_application()  # sets Django up
+        with override_settings(MIDDLEWARE=settings.API_MIDDLEWARE):
+            self.api = WSGIHandler()
+
+    def __call__(self, environ: dict, start_response: Callable):
+        if environ.get("PATH_INFO", "").startswith(settings.API_PATH_PREFIX):
+            return self.api(environ, start_response)
+        return self.full(environ, start_response)
+
+
+django_application = _PathDispatch()
 
 logger = logging.getLogger("memories.errors")
 

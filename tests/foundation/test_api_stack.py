@@ -1,0 +1,65 @@
+"""The API runs without the back office's middleware (config.asgi `_PathDispatch`, issue 17)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+import pytest
+from django.conf import settings
+from django.db import connections
+
+import config.asgi as front
+from tests.factories import StoreFactory
+from tests.foundation.test_faults import http_scope, run_asgi
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch):
+    """Run the front's Django calls on one thread of our own, whose database connection is closed after."""
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    monkeypatch.setattr(front, "_pool", pool)
+    yield
+    pool.submit(connections.close_all).result()
+    pool.shutdown()
+
+
+def _loaded(handler) -> list[str]:
+    """The middleware classes a Django handler actually runs, outermost first."""
+    names, current = [], handler._middleware_chain
+    while current is not None:
+        inner = getattr(current, "__wrapped__", None) or current
+        target = getattr(inner, "get_response", None)
+        if target is None:
+            break
+        names.append(f"{type(inner).__module__}.{type(inner).__name__}")
+        current = target
+    return names
+
+
+def test_the_api_handler_leaves_out_exactly_the_back_office_middleware():
+    api, full = _loaded(front.django_application.api), _loaded(front.django_application.full)
+    assert api == settings.API_MIDDLEWARE and full == settings.MIDDLEWARE
+    assert set(full) - set(api) == set(settings.BACK_OFFICE_ONLY_MIDDLEWARE)
+    for kept in ("RequestIdMiddleware", "HostileInputMiddleware", "SecurityMiddleware", "XFrameOptionsMiddleware"):
+        assert any(name.endswith(kept) for name in api)
+
+
+def test_an_api_request_through_the_front_keeps_its_headers_and_sets_no_cookie(make_client, owner):
+    store = StoreFactory(owner=owner)
+    secret = make_client(owner).secret
+    headers = [(b"host", b"testserver"), (b"authorization", f"Bearer {secret}".encode()), (b"cookie", b"a=b")]
+    start, body = run_asgi(http_scope("GET", f"/api/v1/memories/{store.pk}", headers))
+    assert start["status"] == 200, body
+    sent = dict(start["headers"])
+    assert sent[b"request-id"].startswith(b"req_")
+    assert sent[b"x-frame-options"] == b"DENY" and sent[b"x-content-type-options"] == b"nosniff"
+    assert b"set-cookie" not in sent and b"cookie" not in sent.get(b"vary", b"").lower()
+
+
+def test_the_back_office_through_the_front_still_gets_sessions_and_csrf():
+    start, _body = run_asgi(http_scope("GET", "/backoffice/login/"))
+    assert start["status"] == 200
+    cookies = b" ".join(value for name, value in start["headers"] if name == b"set-cookie")
+    assert b"csrftoken=" in cookies
