@@ -7,7 +7,7 @@ Runs the request through `config.asgi._call_django` — the WSGI application wit
 the request deadline, exactly what a server thread runs after the ASGI front has read the body — against
 a throw-away database, and prints the process CPU and wall time per request. No sockets to a server,
 no event loop: the figure is Django + DRF + our code + the psycopg client side. `--profile` adds a
-cProfile of 1,000 more requests (sorted by own time); `--queries` prints the SQL of one request.
+cProfile of 1,000 more requests (`--sort`, `--top`); `--queries` prints the SQL of one request.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--queries", action="store_true")
+    parser.add_argument("--sort", default="tottime", help="cProfile order: tottime (default), cumulative, …")
+    parser.add_argument("--top", type=int, default=40, help="functions printed with --profile")
     args = parser.parse_args()
     django_setup()
     from django.db import connection, connections
@@ -121,7 +123,7 @@ def main() -> None:
             for _ in range(1000):
                 fn()
             profile.disable()
-            pstats.Stats(profile).sort_stats("tottime").print_stats(40)
+            pstats.Stats(profile).sort_stats(args.sort).print_stats(args.top)
         connections.close_all()
 
 

@@ -31,6 +31,12 @@ logger = logging.getLogger("memories.errors")
 
 HEADER_TIMEOUT_DEFAULT = 10.0
 
+# gunicorn picks its C parser (gunicorn_h1c) by reading `ASGIProtocol._h1c_has_limits` on the base class,
+# but the first availability check stores that flag on the class it is called through — our subclass — so
+# a subclassed protocol silently fell back to the pure Python parser (issue 17: about a tenth of a
+# request's CPU). Running the check once on the base class sets the flags where gunicorn reads them.
+ASGIProtocol._check_h1c_protocol_available()
+
 
 def _settings_value(name: str, default: float) -> float:
     try:
