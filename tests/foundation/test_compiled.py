@@ -177,3 +177,18 @@ def test_a_serializer_that_may_read_the_context_is_not_shared():
         with pytest.raises(TypeError):
             prototype(cls)
     assert prototype(EntrySerializer) is prototype(EntrySerializer)
+
+
+def test_constants_are_written_into_the_text_and_the_slots_stay_parameters():
+    from config.compiled import _inline_constants
+
+    sql = "SELECT %s, %s, %s, '100%%', %s, %s, %s FROM t WHERE a = %s"
+    params = ["o'brien 50%", True, 7, None, uuid.UUID(int=1), "slot", "x"]
+    text, kept, slots = _inline_constants(sql, params, [(5, "name")])
+    assert text == "SELECT 'o''brien 50%%', true, 7, '100%%', %s, %s, %s FROM t WHERE a = 'x'"
+    assert kept == [None, uuid.UUID(int=1), "slot"] and slots == [(2, "name")]
+
+
+def test_the_token_and_store_statement_sends_only_its_two_values():
+    compiled = _TOKEN_WITH_STORE._get("default")
+    assert sorted(name for _, name in compiled.slots) == ["digest", "pk"] and len(compiled.params) == 2
