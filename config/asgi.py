@@ -133,10 +133,13 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
             return
         if body is None:  # the client went away
             return
-    future = _pool.submit(_call_django, _environ(scope, body))
+    answer = loop.create_future()
+    work = _pool.submit(_answer_from_thread, loop, answer, _environ(scope, body))
     try:
-        status, headers, content = await asyncio.wait_for(asyncio.wrap_future(future), settings.REQUEST_TIMEOUT)
-    except TimeoutError:  # cancelling the wrapper cancels the thread's work if it has not started
+        async with asyncio.timeout(settings.REQUEST_TIMEOUT):
+            status, headers, content = await answer
+    except TimeoutError:
+        work.cancel()  # a request still queued for a thread is never run
         request_id = new_request_id()
         logger.warning(
             "503 %s %s %s: no answer within %g s (REQUEST_TIMEOUT)",
@@ -156,6 +159,28 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
         return
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": content})
+
+
+def _answer_from_thread(loop: asyncio.AbstractEventLoop, answer: asyncio.Future, environ: dict[str, Any]) -> None:
+    """On a pool thread: run Django for `environ` and hand the outcome to `answer` on the event loop.
+
+    One wake-up of the loop per request (`call_soon_threadsafe`); an answer the front no longer waits for
+    (it timed out) is dropped.
+    """
+    try:
+        outcome, failure = _call_django(environ), None
+    except Exception as exc:
+        outcome, failure = None, exc
+    loop.call_soon_threadsafe(_settle, answer, outcome, failure)
+
+
+def _settle(answer: asyncio.Future, outcome: Any, failure: BaseException | None) -> None:
+    if answer.done():  # cancelled by the request timeout
+        return
+    if failure is not None:
+        answer.set_exception(failure)
+    else:
+        answer.set_result(outcome)
 
 
 def _declared_length(headers: list[tuple[bytes, bytes]]) -> int | None:
@@ -182,20 +207,17 @@ async def _read_body(receive: Callable, deadline: float, limit: int) -> bytes | 
 
     Raises TimeoutError when it is not complete by `deadline` (event-loop time); None if the client left.
     """
-    loop = asyncio.get_running_loop()
     chunks, total = [], 0
-    while True:
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            raise TimeoutError
-        message = await asyncio.wait_for(receive(), remaining)
-        if message["type"] == "http.disconnect":
-            return None
-        chunk = message.get("body", b"")
-        chunks.append(chunk)
-        total += len(chunk)
-        if total > limit or not message.get("more_body", False):
-            return b"".join(chunks)
+    async with asyncio.timeout_at(deadline):
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit or not message.get("more_body", False):
+                return b"".join(chunks)
 
 
 def _environ(scope: dict, body: bytes) -> dict[str, Any]:

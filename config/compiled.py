@@ -180,8 +180,6 @@ class _Compiled:
         return obj
 
 
-
-
 class _Lateral:
     """`outer` LEFT JOIN LATERAL `inner` in one statement; some of inner's parameters are outer's columns."""
 
