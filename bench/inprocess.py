@@ -37,7 +37,7 @@ def main() -> None:
     from django.db import connection, connections
     from django.test.utils import CaptureQueriesContext
 
-    with bench_database("inprocess") as _db:
+    with bench_database(f"inprocess_{args.endpoint}") as _db:  # parallel runs of other endpoints
         owner = make_owners(1, "inprocess")[0]
         if args.endpoint == "recall":
             from bench.common import load_log, settle
