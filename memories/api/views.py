@@ -191,7 +191,7 @@ class RecallView(APIView):
         query.is_valid(raise_exception=True)
         page = selectors.recall(store=store, caller=caller_of(request), **query.validated_data)
         meta = {"next_cursor": page.next_cursor, "snapshot": page.snapshot, "examined": page.examined}
-        return envelope(s.RecallMatchSerializer(page.matches, many=True).data, meta)
+        return envelope(s.render_recall_matches(page.matches), meta)
 
 
 class ForgetView(APIView):
