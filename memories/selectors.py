@@ -294,9 +294,12 @@ def match_spans(regex, text: str) -> list[list[int]]:
     # offset in Python (half of recall's scan time). An ASCII text has one byte per code point, so its
     # bytes give the same offsets — also for empty matches, which advance one byte = one character —
     # without the translation. Other texts keep the str path.
-    subject = text.encode() if text.isascii() else text
+    matches = regex.finditer(text.encode() if text.isascii() else text)
+    first = next(matches, None)
+    if first is None:  # most entries: no list, dict or generator built for them
+        return []
     # google-re2's finditer repeats a zero-width match at the end ("$" on "abc" gives (3,3) twice).
-    return [list(span) for span in dict.fromkeys(match.span() for match in regex.finditer(subject))]
+    return [list(span) for span in dict.fromkeys([first.span(), *(match.span() for match in matches)])]
 
 
 def _binding(store: Store, caller: str, pattern: str, case_sensitive: bool) -> dict[str, Any]:
