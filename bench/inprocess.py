@@ -32,6 +32,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--queries", action="store_true")
+    parser.add_argument("--sort", default="tottime", help="pstats sort key of --profile (tottime, cumulative)")
     args = parser.parse_args()
     django_setup()
     from django.db import connection, connections
@@ -120,7 +121,7 @@ def main() -> None:
             for _ in range(1000):
                 fn()
             profile.disable()
-            pstats.Stats(profile).sort_stats("tottime").print_stats(40)
+            pstats.Stats(profile).sort_stats(args.sort).print_stats(40)
         connections.close_all()
 
 
