@@ -106,7 +106,7 @@ class WakeView(APIView):
         store = get_store_for(request.user, pk)
         query = s.WakeQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        return envelope(s.WakeDataSerializer(selectors.wake(store=store, **query.validated_data)).data)
+        return envelope(s.render_wake(selectors.wake(store=store, **query.validated_data)))
 
 
 class NapView(APIView):
@@ -171,7 +171,7 @@ class ZoomView(APIView):
         query = s.ZoomQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = dict(query.validated_data)
-        return envelope(s.ZoomDataSerializer(selectors.zoom(store=store, block=params.pop("range"), **params)).data)
+        return envelope(s.render_zoom(selectors.zoom(store=store, block=params.pop("range"), **params)))
 
 
 class RecallView(APIView):
