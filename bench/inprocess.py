@@ -1,7 +1,8 @@
 """CPU per request of one hot endpoint inside this process, without HTTP (issue 17: quick iteration).
 
-    .venv/bin/python bench/inprocess.py note|file_create|file_update|recall|store_get [--requests 2000]
-                                        [--profile] [--queries]
+    .venv/bin/python bench/inprocess.py note|file_create|file_update|recall|wake|zoom|store_get
+                                        [--requests 2000] [--profile [--sort cumulative] [--callees RE]]
+                                        [--queries]
 
 Runs the request through `config.asgi._call_django` — the WSGI application with its middleware, under
 the request deadline, exactly what a server thread runs after the ASGI front has read the body — against
@@ -29,12 +30,14 @@ from bench.common import bench_database, django_setup, make_owners
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("endpoint", choices=["note", "file_create", "file_update", "recall", "store_get"])
+    endpoints = ["note", "file_create", "file_update", "recall", "wake", "zoom", "store_get"]
+    parser.add_argument("endpoint", choices=endpoints)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--queries", action="store_true")
-    parser.add_argument("--sort", default="tottime", help="cProfile order: tottime (default), cumulative, …")
+    parser.add_argument("--sort", default="tottime", help="pstats sort key of --profile (tottime, cumulative)")
     parser.add_argument("--top", type=int, default=40, help="functions printed with --profile")
+    parser.add_argument("--callees", help="also print the callees of the functions matching this regex")
     args = parser.parse_args()
     django_setup()
     from django.db import connection, connections
@@ -47,6 +50,11 @@ def main() -> None:
             from bench.recall import body
 
             load_log(owner, 20_000, body=body, summaries=False)
+            settle()
+        if args.endpoint in ("wake", "zoom"):  # a fully compacted log, as bench/wake.py loads it
+            from bench.common import load_log, settle
+
+            load_log(owner, 20_000, body=lambda seq: f"entry {seq}: " + "w" * 150)
             settle()
         connections.close_all()
         from config import asgi
@@ -95,6 +103,12 @@ def main() -> None:
         def recall():
             call("GET", f"/api/v1/memories/{owner.store}/recall", query=recall_query)
 
+        def wake():
+            call("GET", f"/api/v1/memories/{owner.store}/wake", query="budget=32")
+
+        def zoom():
+            call("GET", f"/api/v1/memories/{owner.store}/zoom", query="range=1024-2047")
+
         def store_get():
             call("GET", f"/api/v1/memory_stores/{owner.store}")
 
@@ -123,7 +137,10 @@ def main() -> None:
             for _ in range(1000):
                 fn()
             profile.disable()
-            pstats.Stats(profile).sort_stats(args.sort).print_stats(args.top)
+            stats = pstats.Stats(profile).sort_stats(args.sort)
+            stats.print_stats(args.top)
+            if args.callees:
+                stats.print_callees(args.callees)
         connections.close_all()
 
 

@@ -19,6 +19,7 @@ import re2
 from django.conf import settings
 from django.core import signing
 from django.db import connection
+from psycopg import pq
 
 from accounts.models import User
 from config.compiled import prepared_cursor
@@ -229,6 +230,10 @@ def _recall_rows_sql() -> str:
 def _recall_rows(store: Store, low: int, high: int) -> list[tuple]:
     """``(seq, body_md, author handle, created_at)`` of entries ``low <= seq < high``, newest first."""
     with prepared_cursor() as cursor:
+        # Binary results: psycopg parses a text timestamptz with a regex, which was 70 % of this fetch
+        # for 256 rows (bench/RESULTS.md, issue 17); binary values are copied, not parsed. The columns
+        # are int, text, varchar and timestamptz, all with binary loaders; created_at is aware either way.
+        cursor.cursor.format = pq.Format.BINARY
         cursor.execute(_recall_rows_sql(), [store.pk, low, high])
         return cursor.fetchall()
 
@@ -278,6 +283,23 @@ def compile_pattern(pattern: str, *, case_sensitive: bool):
             details={"program_size": regex.programsize, "limit": RECALL_MAX_PROGRAM_SIZE},
         )
     return regex
+
+
+def match_spans(regex, text: str) -> list[list[int]]:
+    """The ``[start, end)`` code-point offsets of every match of `regex` (from `compile_pattern`) in `text`.
+
+    Offsets count code points (SPEC §4 recall), in order, each span once.
+    """
+    # google-re2 matches UTF-8 bytes and, for a str, translates every byte offset back into a code-point
+    # offset in Python (half of recall's scan time). An ASCII text has one byte per code point, so its
+    # bytes give the same offsets — also for empty matches, which advance one byte = one character —
+    # without the translation. Other texts keep the str path.
+    matches = regex.finditer(text.encode() if text.isascii() else text)
+    first = next(matches, None)
+    if first is None:  # most entries: no list, dict or generator built for them
+        return []
+    # google-re2's finditer repeats a zero-width match at the end ("$" on "abc" gives (3,3) twice).
+    return [list(span) for span in dict.fromkeys([first.span(), *(match.span() for match in matches)])]
 
 
 def _binding(store: Store, caller: str, pattern: str, case_sensitive: bool) -> dict[str, Any]:
@@ -340,8 +362,7 @@ def recall(
     examined = 0
     for seq, body_md, author, created_at in rows:
         examined += 1
-        # google-re2's finditer repeats a zero-width match at the end ("$" on "abc" gives (3,3) twice).
-        spans = [list(span) for span in dict.fromkeys(match.span() for match in regex.finditer(body_md))]
+        spans = match_spans(regex, body_md)
         if spans:
             matches.append({"seq": seq, "author": author, "created_at": created_at, "body_md": body_md, "spans": spans})
             if len(matches) >= limit:

@@ -109,7 +109,7 @@ class WakeView(APIView):
         store = get_store_for(request.user, pk)
         query = s.WakeQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        return envelope(s.WakeDataSerializer(selectors.wake(store=store, **query.validated_data)).data)
+        return envelope(s.render_wake(selectors.wake(store=store, **query.validated_data)))
 
 
 class NapView(APIView):
@@ -180,7 +180,7 @@ class ZoomView(APIView):
         query = s.ZoomQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = dict(query.validated_data)
-        return envelope(s.ZoomDataSerializer(selectors.zoom(store=store, block=params.pop("range"), **params)).data)
+        return envelope(s.render_zoom(selectors.zoom(store=store, block=params.pop("range"), **params)))
 
 
 class RecallView(APIView):
@@ -202,7 +202,7 @@ class RecallView(APIView):
         query.is_valid(raise_exception=True)
         page = selectors.recall(store=store, caller=caller_of(request), **query.validated_data)
         meta = {"next_cursor": page.next_cursor, "snapshot": page.snapshot, "examined": page.examined}
-        return envelope(s.RecallMatchSerializer(page.matches, many=True).data, meta)
+        return envelope(s.render_recall_matches(page.matches), meta)
 
 
 class ForgetView(APIView):

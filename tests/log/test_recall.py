@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
+from memories import selectors
+from memories.api import serializers as s
 from memories.models import Entry
 from tests.factories import ReaderGrantFactory, StoreFactory
 from tests.log.conftest import fill, put_summary, url
@@ -257,3 +262,62 @@ def test_recall_examines_at_most_256_entries_in_one_query(owner_client, private_
         page = recall(owner_client, store, pattern="9$", limit=100).json()
     assert page["meta"]["examined"] == 256
     assert Entry.objects.filter(store=store).count() == 1000
+
+
+def test_recall_runs_three_statements_on_the_first_and_the_next_page(
+    owner_client, private_store, django_assert_num_queries
+):
+    store = fill(private_store, 600)
+    recall(owner_client, store, pattern="entry")  # warm-up: token last-use write
+    with django_assert_num_queries(3):  # token, store access, the entries
+        first = recall(owner_client, store, pattern="7", limit=100).json()
+    with django_assert_num_queries(3):  # the cursor is checked in Python, not against the database
+        recall(owner_client, store, pattern="7", cursor=first["meta"]["next_cursor"]).json()
+
+
+# --------------------------------------------------- fast paths (issue 17) equal the reference ones
+
+
+def reference_spans(regex, text: str) -> list[list[int]]:
+    """google-re2's own code-point spans of a str, each once: what recall returned before issue 17."""
+    return [list(span) for span in dict.fromkeys(match.span() for match in regex.finditer(text))]
+
+
+@pytest.mark.parametrize("pattern", ["", "$", "^", "x*", "a|", r"\b", "é", ".", "e.", r"\w+", "(?s).*", "[^a]"])
+@pytest.mark.parametrize(
+    "text", ["a", "abc", "axxbxx", "café au lait", "😀 café CAFÉ", "line\nnext\n", "ascii only, then é", "\x7f~"]
+)
+@pytest.mark.parametrize("case_sensitive", [False, True])
+def test_match_spans_equal_re2s_code_point_spans(pattern, text, case_sensitive):
+    regex = selectors.compile_pattern(pattern or "(?:)", case_sensitive=case_sensitive)
+    assert selectors.match_spans(regex, text) == reference_spans(regex, text)
+
+
+def matches_of_every_page(store, pattern: str, **query) -> list[list[dict]]:
+    pages, cursor = [], None
+    while True:
+        page = selectors.recall(store=store, caller="1", pattern=pattern, cursor=cursor, **query)
+        pages.append(page.matches)
+        if page.next_cursor is None:
+            return pages
+        cursor = page.next_cursor
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin", "America/St_Johns"])
+def test_fast_match_rendering_equals_the_serializer(owner_client, private_store, zone):
+    bodies = {0: "😀 café CAFÉ café", 1: "plain café", 2: "redact me: café", 3: "no match", 4: "CAFÉ\n" * 3}
+    store = fill(private_store, 300, body=lambda seq: bodies.get(seq, f"café {seq}" if seq % 3 else f"tea {seq}"))
+    assert owner_client.post(url(store, "entries/2/redact"), {"reason": "test"}).status_code == 200
+    whole_second = timezone.now().replace(microsecond=0)
+    Entry.objects.filter(store=store, seq__in=[0, 299]).update(created_at=whole_second)  # no ".ffffff"
+    store.refresh_from_db()
+    with timezone.override(zone):
+        pages = matches_of_every_page(store, "café", limit=40) + matches_of_every_page(store, "nothing matches")
+        assert len(pages) >= 4 and [] in pages  # cursor pages and empty pages
+        assert 2 not in [match["seq"] for page in pages for match in page]  # redacted: never matched
+        for matches in pages:
+            fast = s.render_recall_matches(matches)
+            slow = s.RecallMatchSerializer(matches, many=True).data
+            assert fast == slow
+            assert json.dumps(fast) == json.dumps(slow)  # the same keys in the same order, the same JSON
+    assert s.render_recall_matches([]) == []

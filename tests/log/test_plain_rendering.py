@@ -1,0 +1,96 @@
+"""The plain renderings of wake, zoom and recall (issue 17) equal their serializers, the schema's source."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.utils import timezone
+from rest_framework import serializers
+
+from memories import selectors, tree
+from memories.api import serializers as s
+from memories.models import Entry
+from tests.log.conftest import fill, put_summary, url
+
+pytestmark = pytest.mark.django_db
+
+ZONES = ["UTC", "Europe/Berlin", "America/St_Johns"]
+
+
+def assert_same(fast, slow):
+    assert fast == slow
+    assert json.dumps(fast) == json.dumps(slow)  # the same keys in the same order, the same JSON
+
+
+@pytest.fixture
+def every_kind_of_line(owner_client, private_store):
+    """100 entries: 0-63 and 68-69 summarised (non-ASCII text), 64-67 and 70-71 missing, entry 80
+    redacted, times of whole seconds on some rows (no fraction in their ISO form)."""
+    store = fill(private_store, 100, body=lambda seq: f"entrée {seq} 😀")
+    put_summary(store, "0-63", "résumé 😀 of 0-63")
+    put_summary(store, "68-69")
+    assert owner_client.post(url(store, "entries/80/redact"), {"reason": "test"}).status_code == 200
+    Entry.objects.filter(store=store, seq__in=[0, 63, 81]).update(created_at=timezone.now().replace(microsecond=0))
+    store.refresh_from_db()
+    return store
+
+
+@pytest.mark.parametrize("zone", ZONES)
+@pytest.mark.parametrize("budget", [32, 128])
+def test_wake_rendering_equals_the_serializer(every_kind_of_line, zone, budget):
+    with timezone.override(zone):
+        data = selectors.wake(store=every_kind_of_line, budget=budget)
+        kinds = {line["kind"] for line in data["lines"]}
+        assert {"entry", "redacted"} <= kinds and data["compaction"] is not None
+        assert budget == 128 or kinds == {"summary", "missing", "entry", "redacted"}
+        assert_same(s.render_wake(data), s.WakeDataSerializer(data).data)
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_wake_rendering_of_a_complete_and_of_an_empty_store_equals_the_serializer(private_store, zone):
+    with timezone.override(zone):
+        empty = selectors.wake(store=private_store, budget=32)
+        assert_same(s.render_wake(empty), s.WakeDataSerializer(empty).data)
+        store = fill(private_store, 1)
+        complete = selectors.wake(store=store, budget=32)
+        assert complete["compaction"] is None
+        assert_same(s.render_wake(complete), s.WakeDataSerializer(complete).data)
+
+
+@pytest.mark.parametrize("zone", ZONES)
+@pytest.mark.parametrize("label", ["0-63", "0-31", "64-71", "68-69", "70-71", "80", "81", "5", "80-81"])
+def test_zoom_rendering_equals_the_serializer(every_kind_of_line, zone, label):
+    with timezone.override(zone):
+        block = tree.parse_range(label, allow_entry=True)
+        data = selectors.zoom(store=every_kind_of_line, block=block)
+        assert_same(s.render_zoom(data), s.ZoomDataSerializer(data).data)
+
+
+def test_a_serializer_with_a_field_it_cannot_render_plainly_is_refused():
+    class Sourced(serializers.Serializer):
+        author = serializers.CharField(source="author.handle")
+
+    class Defaulted(serializers.Serializer):
+        seq = serializers.IntegerField(default=0)
+
+    class Overridden(serializers.Serializer):
+        class Upper(serializers.CharField):
+            def to_representation(self, value):
+                return value.upper()
+
+        name = Upper()
+
+    class Decimal(serializers.Serializer):
+        amount = serializers.DecimalField(max_digits=5, decimal_places=2)
+
+    for serializer in (Sourced, Defaulted, Overridden, Decimal):
+        with pytest.raises(TypeError):
+            s.PlainRendering(serializer)
+
+
+def test_a_missing_required_field_is_an_error_and_a_missing_optional_one_is_left_out():
+    line = {"range": "0-1", "kind": "missing", "text": None}
+    assert s.PlainRendering(s.LineSerializer).one(line) == s.LineSerializer(line).data
+    with pytest.raises(KeyError):
+        s.PlainRendering(s.LineSerializer).one({"range": "0-1", "kind": "missing"})
