@@ -6,11 +6,12 @@ built by `memories.selectors` and name the OpenAPI components.
 
 from __future__ import annotations
 
-import copy
+import datetime
 import re
 
 from drf_spectacular.utils import extend_schema_field
-from rest_framework import serializers
+from rest_framework import ISO_8601, serializers
+from rest_framework.settings import api_settings
 
 from backoffice.models import REASON_MAX_CHARS
 from config.api import JsonIntegerField, QueryBooleanField, StrictQuerySerializer, StrictSerializer, Utf8TextField
@@ -239,15 +240,29 @@ class PlainRendering:
 
 
 def _formatter(field: serializers.DateTimeField, formatters: dict):
-    """`field.to_representation`, on a copy that holds the active time zone (DRF looks it up per value,
-    from a context-local; it cannot change within one response)."""
+    """`field.to_representation` for this response: DRF looks the active time zone up for every value
+    (from a context-local); it cannot change within one response, so it is looked up once here, and an
+    aware value in ISO 8601 output (DRF's default) is formatted directly, as DRF does: `astimezone`,
+    `isoformat`, ``+00:00`` written ``Z``. Anything else goes through the field itself."""
     formatter = formatters.get(id(field))
     if formatter is None:
-        fixed = field
-        if not hasattr(field, "timezone"):
-            fixed = copy.copy(field)
-            fixed.timezone = field.default_timezone()
-        formatter = formatters[id(field)] = fixed.to_representation
+        zone = getattr(field, "timezone", None) or field.default_timezone()
+        output = getattr(field, "format", api_settings.DATETIME_FORMAT)
+        slow = field.to_representation
+        if zone is None or not isinstance(output, str) or output.lower() != ISO_8601:
+            formatter = slow
+        else:
+
+            def formatter(value, zone=zone, slow=slow):
+                if not isinstance(value, datetime.datetime) or value.utcoffset() is None:
+                    return slow(value)
+                try:
+                    text = value.astimezone(zone).isoformat()
+                except OverflowError:  # DRF's own error for it
+                    return slow(value)
+                return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+        formatters[id(field)] = formatter
     return formatter
 
 
