@@ -1,14 +1,18 @@
 """Write use-cases for file memories and versions (SPEC §5). Store-level writes live in `stores.services`.
 
-Every service locks the store row first (`select_for_update(of=("self",))`), so within one store all
-file writes are serialised: the memory cap (`Store.memory_count`, exact), path uniqueness including
-ancestor/descendant conflicts, and preconditions are checked against committed state. The unique
-constraint on (store, path) backs the exact-path rule. Access (read/write) has been checked by the
-caller through `stores.selectors.get_store_for`; archived state is checked here, under the lock.
+Every service locks the store row first (`FOR UPDATE`; create and update do it inside their one
+statement, see "one-statement writes" below), so within one store all file writes are serialised: the
+memory cap (`Store.memory_count`, exact), path uniqueness including ancestor/descendant conflicts, and
+preconditions are checked against committed state. The unique constraint on (store, path) backs the
+exact-path rule. Access (read/write) has been checked by the caller through
+`stores.selectors.get_store_for`; archived state is checked here, under the lock.
 
-Writes made with a per-work credential pass a `fence` (`sessions.services.work.lease_fence`): called right
-after the store lock, it locks the work row, checks the lease by database time (raising 409 lease_expired,
-nothing written) and returns that time, which the write stamps on its version and memory.
+Every file write also updates the store row in its transaction (create and delete move `memory_count`,
+update rewrites it unchanged): the one-statement writes rely on it to notice a write committed while they
+waited for the lock. Writes made with a per-work credential pass a `fence`
+(`sessions.services.work.lease_fence`): called right after the store lock, it locks the work row, checks
+the lease by database time (raising 409 lease_expired, nothing written) and returns that time, which the
+write stamps on its version and memory.
 """
 
 from __future__ import annotations
