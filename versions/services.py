@@ -63,40 +63,15 @@ def content_digest(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
 
-def _lock_memory(store: Store, memory_id: object) -> Memory:
-    pk = parse_id(memory_id, MemoryNotFound)
-    memory = Memory.objects.select_for_update(of=("self",)).filter(store=store, pk=pk).first()
-    if memory is None:
-        raise MemoryNotFound()
-    return memory
-
-
 def _ancestors(path: str) -> list[str]:
     """``/a/b/c.md`` → ``["/a", "/a/b"]`` (the proper ancestors, shortest first)."""
     segments = path[1:].split("/")
     return ["/" + "/".join(segments[:n]) for n in range(1, len(segments))]
 
 
-def _new_version(
-    *, store: Store, memory_id: uuid.UUID, operation: str, path: str, content: str | None, actor: Actor, now
-) -> Version:
-    return Version.objects.create(
-        store=store,
-        memory_id=memory_id,
-        operation=operation,
-        path=path,
-        content=content,
-        content_sha256=None if content is None else content_digest(content),
-        content_size_bytes=None if content is None else len(content.encode("utf-8")),
-        created_by=actor.as_json(),
-        created_at=now,
-        **actor.columns(),
-    )
-
-
 # --- one-statement writes (issue 17) ------------------------------------------------------------------
 #
-# create and update run as ONE prepared statement in autocommit mode. Its first step locks the store row
+# create, update and delete run as ONE prepared statement in autocommit mode. Its first step locks the store row
 # (`FOR UPDATE`), exactly as `lock_store`; but every read of a statement sees the snapshot taken when the
 # statement began, which predates a lock wait. So the statement also compares the row version it locked
 # with the one its snapshot sees (`ctid`): equal means no file write committed after the snapshot was
@@ -210,6 +185,32 @@ FROM fresh LEFT JOIN decision ON true
 """
 
 
+# Delete: the head (none = not found), the precondition, then the `deleted` version (path kept, no content),
+# the head removed and memory_count moved down; allowed on archived stores.
+_DELETE_SQL = """{locked}, head AS (
+    SELECT m.id, m.path, m.content_sha256,
+           %(expected)s::text IS NOT NULL AND %(expected)s::text <> m.content_sha256 AS stale_precondition
+    FROM {memory} m WHERE m.store_id = %(store)s AND m.id = %(exclude)s::uuid
+), go AS (
+    SELECT head.id, head.path, fresh.at FROM head, fresh WHERE fresh.fresh AND NOT head.stale_precondition
+), version AS (
+    INSERT INTO {version} ({version_columns})
+    SELECT %(version)s, %(store)s, go.id, 'deleted', go.path, NULL::text, NULL::varchar, NULL::integer,
+           %(created_by)s::jsonb, %(api_key_id)s::uuid, %(session_id)s::uuid, %(user_id)s::uuid, go.at
+    FROM go
+    RETURNING created_at
+), gone AS (
+    DELETE FROM {memory} m USING go WHERE m.store_id = %(store)s AND m.id = go.id AND EXISTS (SELECT 1 FROM version)
+    RETURNING m.id
+), bump AS (
+    UPDATE {store} SET memory_count = memory_count - 1 WHERE id = %(store)s AND EXISTS (SELECT 1 FROM gone)
+)
+SELECT fresh.fresh, (SELECT version.created_at FROM version), head.id IS NOT NULL, head.stale_precondition,
+       head.path, head.content_sha256
+FROM fresh LEFT JOIN head ON true
+"""
+
+
 def _statement(sql: str) -> str:
     tables = {"store": Store._meta.db_table, "memory": Memory._meta.db_table}
     return sql.format(
@@ -224,6 +225,7 @@ def _statement(sql: str) -> str:
 
 _CREATE = _statement(_CREATE_SQL)
 _UPDATE = _statement(_UPDATE_SQL)
+_DELETE = _statement(_DELETE_SQL)
 
 
 def _execute(sql: str, params: dict) -> tuple | None:
@@ -415,7 +417,6 @@ def update_memory(
     return memory
 
 
-@transaction.atomic
 def delete_memory(
     *, store: Store, memory_id: object, actor: Actor, expected_sha256: str | None = None, fence: Fence | None = None
 ) -> Version:
@@ -423,25 +424,41 @@ def delete_memory(
 
     Allowed on archived stores (SPEC §3). The path becomes free; the versions stay listable.
     expected_sha256: must equal the current hash, else MemoryPreconditionFailed (409), nothing deleted.
-    Raises MemoryNotFound (404). Locks the store row, passes `fence`, then locks the memory.
+    Raises MemoryNotFound (404), StoreNotFound (404) when the store is gone. One statement under the
+    store row lock (see `_write`), or the lock, `fence`, then that statement.
     """
-    locked, now = _lock_and_fence(store, fence)
-    memory = _lock_memory(locked, memory_id)
-    if expected_sha256 is not None and expected_sha256 != memory.content_sha256:
-        raise MemoryPreconditionFailed(details={"content_sha256": memory.content_sha256})
-    version = _new_version(
-        store=locked,
-        memory_id=memory.pk,
+    pk = canonical_uuid(memory_id)
+    if pk is None:  # as before: the store is locked (gone → 404 store) before the id is judged
+        with transaction.atomic():
+            _lock_and_fence(store, fence)
+        raise MemoryNotFound()
+    version_id = uuid.uuid4()
+    params = {
+        "store": store.pk,
+        "exclude": pk,
+        "version": version_id,
+        "now": None,
+        "expected": expected_sha256,
+        **_actor_params(actor),
+    }
+    _, created_at, found, stale_precondition, path, sha = _write(store, _DELETE, params, fence)
+    if not found:
+        raise MemoryNotFound()
+    if stale_precondition:
+        raise MemoryPreconditionFailed(details={"content_sha256": sha})
+    return Version(
+        id=version_id,
+        store_id=store.pk,
+        memory_id=pk,
         operation=Operation.DELETED,
-        path=memory.path,
+        path=path,
         content=None,
-        actor=actor,
-        now=now,
+        content_sha256=None,
+        content_size_bytes=None,
+        created_by=actor.as_json(),
+        created_at=created_at,
+        **actor.columns(),
     )
-    Memory.objects.filter(store_id=locked.pk, pk=memory.pk).delete()
-    locked.memory_count -= 1
-    locked.save(update_fields=["memory_count"])
-    return version
 
 
 @transaction.atomic

@@ -1,8 +1,8 @@
 """File writes are one statement each (issue 17), and that statement never decides on a stale snapshot.
 
 The counts are of a request outside any test transaction (as in production, autocommit): the token, the
-store with the caller's access, then ONE statement for create and for update (with or without a
-precondition, rename, no-op, or a refusal). The race tests hold the store lock in another connection while
+store with the caller's access, then ONE statement for create, update (with or without a precondition,
+rename, no-op) and delete, and for a refusal. The race tests hold the store lock in another connection while
 a write waits for it, then commit a clashing write: the waiting statement's snapshot predates that commit,
 so it must notice, write nothing and decide again under the lock (`versions.services._write`).
 """
@@ -20,7 +20,7 @@ from stores.models import Store
 from stores.services import lock_store
 from tests.files.conftest import memories_url
 from versions import services
-from versions.errors import MemoryLimitReached, MemoryPathConflict, MemoryPreconditionFailed
+from versions.errors import MemoryLimitReached, MemoryNotFound, MemoryPathConflict, MemoryPreconditionFailed
 from versions.models import Memory, Version
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -61,6 +61,24 @@ def test_an_update_is_one_statement(client, private_store, seed, body, django_as
     with django_assert_num_queries(WRITE):
         response = client.post(memories_url(private_store, str(memory.pk)), body, format="json")
     assert response.status_code == 200
+
+
+@pytest.mark.parametrize("query", ["", f"?expected_content_sha256={sha('one')}"])
+def test_a_delete_is_one_statement(client, private_store, seed, query, django_assert_num_queries):
+    memory = seed("/a.md", "one")
+    with django_assert_num_queries(WRITE):
+        response = client.delete(memories_url(private_store, str(memory.pk)) + query)
+    assert response.json() == {"id": str(memory.pk), "type": "memory_deleted"}
+    version = Version.objects.get(operation="deleted")
+    assert (version.path, version.content, version.content_sha256, version.content_size_bytes) == (
+        "/a.md",
+        None,
+        None,
+        None,
+    )
+    assert version.created_by == {"type": "api_actor", "api_key_id": str(client.token.pk)}
+    assert Store.objects.get(pk=private_store.pk).memory_count == 0
+    assert not Memory.objects.exists()
 
 
 def test_refusals_are_one_statement_and_write_nothing(client, private_store, seed, django_assert_num_queries):
@@ -143,6 +161,21 @@ def test_an_update_that_waited_sees_the_content_written_meanwhile(private_store,
     other.join()
     assert caught.value.details == {"content_sha256": sha("two")}
     assert Memory.objects.get().content == "two"
+
+
+def test_a_delete_that_waited_sees_the_memory_deleted_meanwhile(private_store, owner_actor, seed):
+    memory = seed("/a.md", "one")
+    holding = threading.Event()
+    other = _hold_lock_then(
+        private_store,
+        lambda: services.delete_memory(store=private_store, memory_id=memory.pk, actor=owner_actor),
+        holding,
+    )
+    with pytest.raises(MemoryNotFound):
+        services.delete_memory(store=private_store, memory_id=memory.pk, actor=owner_actor)
+    other.join()
+    assert Version.objects.filter(operation="deleted").count() == 1
+    assert Store.objects.get(pk=private_store.pk).memory_count == 0
 
 
 def test_a_create_that_waited_sees_the_cap_reached_meanwhile(private_store, owner_actor, settings):
