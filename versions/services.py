@@ -1,29 +1,36 @@
 """Write use-cases for file memories and versions (SPEC §5). Store-level writes live in `stores.services`.
 
-Every service locks the store row first (`select_for_update(of=("self",))`), so within one store all
-file writes are serialised: the memory cap (`Store.memory_count`, exact), path uniqueness including
-ancestor/descendant conflicts, and preconditions are checked against committed state. The unique
-constraint on (store, path) backs the exact-path rule. Access (read/write) has been checked by the
-caller through `stores.selectors.get_store_for`; archived state is checked here, under the lock.
+Every service locks the store row first (`FOR UPDATE`; create and update do it inside their one
+statement, see "one-statement writes" below), so within one store all file writes are serialised: the
+memory cap (`Store.memory_count`, exact), path uniqueness including ancestor/descendant conflicts, and
+preconditions are checked against committed state. The unique constraint on (store, path) backs the
+exact-path rule. Access (read/write) has been checked by the caller through
+`stores.selectors.get_store_for`; archived state is checked here, under the lock.
 
-Writes made with a per-work credential pass a `fence` (`sessions.services.work.lease_fence`): called right
-after the store lock, it locks the work row, checks the lease by database time (raising 409 lease_expired,
-nothing written) and returns that time, which the write stamps on its version and memory.
+Every file write also updates the store row in its transaction (create and delete move `memory_count`,
+update rewrites it unchanged): the one-statement writes rely on it to notice a write committed while they
+waited for the lock. Writes made with a per-work credential pass a `fence`
+(`sessions.services.work.lease_fence`): called right after the store lock, it locks the work row, checks
+the lease by database time (raising 409 lease_expired, nothing written) and returns that time, which the
+write stamps on its version and memory.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from config.compiled import prepared_cursor
+from config.constraints import violates
+from config.fields import canonical_uuid
 from stores.errors import StoreArchived
 from stores.models import Store
 from stores.services import lock_store
@@ -41,6 +48,9 @@ from versions.selectors import parse_id
 
 Fence = Callable[[], datetime]
 
+# The unique key of (store, path): the database's backstop of the exact-path rule.
+PATH_CONSTRAINT = "memory_store_path_unique"
+
 
 def _lock_and_fence(store: Store, fence: Fence | None) -> tuple[Store, datetime]:
     """Lock the store row, then pass the fence (if any); return the store and the write's timestamp."""
@@ -53,51 +63,222 @@ def content_digest(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
 
-def _lock_memory(store: Store, memory_id: object) -> Memory:
-    pk = parse_id(memory_id, MemoryNotFound)
-    memory = Memory.objects.select_for_update(of=("self",)).filter(store=store, pk=pk).first()
-    if memory is None:
-        raise MemoryNotFound()
-    return memory
-
-
 def _ancestors(path: str) -> list[str]:
     """``/a/b/c.md`` → ``["/a", "/a/b"]`` (the proper ancestors, shortest first)."""
     segments = path[1:].split("/")
     return ["/" + "/".join(segments[:n]) for n in range(1, len(segments))]
 
 
-def _check_path_free(store: Store, path: str, *, exclude: uuid.UUID | None = None) -> Memory | None:
-    """Return the memory already at exactly `path` (None if free), or raise MemoryPathConflict when an
-    ancestor or descendant of `path` is a current memory. One query; call under the store lock."""
-    clash = Q(path=path) | Q(path__in=_ancestors(path)) | Q(path__startswith=path + "/")
-    blockers = Memory.objects.filter(store=store).filter(clash)
-    if exclude is not None:
-        blockers = blockers.exclude(pk=exclude)
-    found = list(blockers.order_by("path")[:2])
-    exact = next((m for m in found if m.path == path), None)
-    if exact is not None:
-        return exact
-    if found:
-        raise MemoryPathConflict(memory_id=found[0].pk, path=found[0].path, requested=path)
-    return None
+# --- one-statement writes (issue 17) ------------------------------------------------------------------
+#
+# create, update and delete run as ONE prepared statement in autocommit mode. Its first step locks the store row
+# (`FOR UPDATE`), exactly as `lock_store`; but every read of a statement sees the snapshot taken when the
+# statement began, which predates a lock wait. So the statement also compares the row version it locked
+# with the one its snapshot sees (`ctid`): equal means no file write committed after the snapshot was
+# taken — every file write updates the store row in its transaction (create/delete move memory_count,
+# update rewrites it unchanged), so a newer committed write would have left a newer row version — and the
+# checks below (archived, cap, path clashes, preconditions) are against committed state, under the lock.
+# Unequal ("stale") means the statement waited for a writer: it writes nothing, and the service runs the
+# same statement again inside a transaction after `lock_store` (and the fence), where its snapshot is taken
+# with the lock held, so it cannot be stale. Writes with a fence always take that path. Time stamps:
+# the fence's database time, else `clock_timestamp()` read after the lock. Every statement names the store
+# (single-shard on Citus: tests/scaling/test_hot_paths.py); the FOR UPDATE locks one store row.
 
+_LOCKED_CTES = """
+WITH locked AS (
+    SELECT s.ctid AS row_version, s.archived_at, s.memory_count FROM {store} s WHERE s.id = %(store)s FOR UPDATE
+), fresh AS (
+    SELECT locked.archived_at, locked.memory_count,
+           locked.row_version = (SELECT s.ctid FROM {store} s WHERE s.id = %(store)s) AS fresh,
+           COALESCE(%(now)s::timestamptz, clock_timestamp()) AS at
+    FROM locked
+)"""
 
-def _new_version(
-    *, store: Store, memory_id: uuid.UUID, operation: str, path: str, content: str | None, actor: Actor, now
-) -> Version:
-    return Version.objects.create(
-        store=store,
-        memory_id=memory_id,
-        operation=operation,
-        path=path,
-        content=content,
-        content_sha256=None if content is None else content_digest(content),
-        content_size_bytes=None if content is None else len(content.encode("utf-8")),
-        created_by=actor.as_json(),
-        created_at=now,
-        **actor.columns(),
+# The current memory at exactly `path`, else the first (bytewise) at an ancestor or below `path` — at
+# most one of these exists while the tree rule holds (the blocker `_check_path_free` reports).
+_BLOCKER = """
+    SELECT b.id, b.path, b.content = %(content)s::text AS same, b.content_sha256, b.content_size_bytes,
+           b.current_version_id, b.created_at, b.updated_at
+    FROM {memory} b
+    WHERE b.store_id = %(store)s AND b.id IS DISTINCT FROM %(exclude)s::uuid AND (
+        b.path = %(path)s::text OR b.path = ANY(%(ancestors)s::text[])
+        OR (b.path > %(below)s::text AND b.path < %(beyond)s::text)
     )
+    ORDER BY b.path <> %(path)s::text, b.path
+    LIMIT 1"""
+
+_VERSION_COLUMNS = (
+    "id, store_id, memory_id, operation, path, content, content_sha256, content_size_bytes, created_by, "
+    "api_key_id, session_id, user_id, created_at"
+)
+
+_CREATE_SQL = """{locked}, blocker AS ({blocker}
+), go AS (
+    SELECT fresh.at FROM fresh
+    WHERE fresh.fresh AND fresh.archived_at IS NULL AND fresh.memory_count < %(limit)s
+      AND NOT EXISTS (SELECT 1 FROM blocker)
+), version AS (
+    INSERT INTO {version} ({version_columns})
+    SELECT %(version)s, %(store)s, %(memory)s, 'created', %(path)s::text, %(content)s::text, %(sha)s, %(size)s,
+           %(created_by)s::jsonb, %(api_key_id)s::uuid, %(session_id)s::uuid, %(user_id)s::uuid, go.at
+    FROM go
+    RETURNING created_at
+), memory AS (
+    INSERT INTO {memory} (id, store_id, path, content, content_sha256, content_size_bytes, current_version_id,
+                          created_at, updated_at)
+    SELECT %(memory)s, %(store)s, %(path)s::text, %(content)s::text, %(sha)s, %(size)s, %(version)s,
+           version.created_at, version.created_at
+    FROM version
+    RETURNING created_at
+), bump AS (
+    UPDATE {store} SET memory_count = memory_count + 1 WHERE id = %(store)s AND EXISTS (SELECT 1 FROM memory)
+)
+SELECT fresh.fresh, fresh.archived_at IS NOT NULL, fresh.memory_count >= %(limit)s,
+       (SELECT memory.created_at FROM memory),
+       blocker.id, blocker.path, blocker.same, blocker.content_sha256, blocker.content_size_bytes,
+       blocker.current_version_id, blocker.created_at, blocker.updated_at
+FROM fresh LEFT JOIN blocker ON true
+"""
+
+# Update: the head (memory not found = no row from `head`), the no-op test, the precondition, the rename's
+# blocker, then the `modified` version, the moved head and the store row rewritten unchanged (see above).
+_UPDATE_SQL = """{locked}, head AS (
+    SELECT m.id, m.path, m.content, m.content_sha256, m.content_size_bytes, m.current_version_id,
+           m.created_at, m.updated_at,
+           COALESCE(%(content)s::text, m.content) AS new_content,
+           COALESCE(%(path)s::text, m.path) AS new_path,
+           COALESCE(%(sha)s::text, m.content_sha256) AS new_sha,
+           COALESCE(%(size)s::integer, m.content_size_bytes) AS new_size
+    FROM {memory} m WHERE m.store_id = %(store)s AND m.id = %(exclude)s::uuid
+), decision AS (
+    SELECT head.*, head.new_content = head.content AND head.new_path = head.path AS noop,
+           %(expected)s::text IS NOT NULL AND %(expected)s::text <> head.content_sha256 AS stale_precondition,
+           blocker.id AS blocker_id, blocker.path AS blocker_path
+    FROM head LEFT JOIN LATERAL ({blocker}
+    ) blocker ON head.new_path <> head.path
+), go AS (
+    SELECT decision.*, fresh.at FROM decision, fresh
+    WHERE fresh.fresh AND fresh.archived_at IS NULL AND NOT decision.noop AND NOT decision.stale_precondition
+      AND decision.blocker_id IS NULL
+), version AS (
+    INSERT INTO {version} ({version_columns})
+    SELECT %(version)s, %(store)s, go.id, 'modified', go.new_path, go.new_content, go.new_sha, go.new_size,
+           %(created_by)s::jsonb, %(api_key_id)s::uuid, %(session_id)s::uuid, %(user_id)s::uuid, go.at
+    FROM go
+    RETURNING created_at
+), moved AS (
+    UPDATE {memory} m
+    SET path = go.new_path, content = go.new_content, content_sha256 = go.new_sha,
+        content_size_bytes = go.new_size, current_version_id = %(version)s, updated_at = go.at
+    FROM go WHERE m.store_id = %(store)s AND m.id = go.id AND EXISTS (SELECT 1 FROM version)
+    RETURNING m.updated_at
+), touch AS (
+    UPDATE {store} SET memory_count = memory_count WHERE id = %(store)s AND EXISTS (SELECT 1 FROM moved)
+)
+SELECT fresh.fresh, fresh.archived_at IS NOT NULL, (SELECT moved.updated_at FROM moved),
+       decision.id IS NOT NULL, decision.noop, decision.stale_precondition, decision.blocker_id,
+       decision.blocker_path, decision.path,
+       CASE WHEN decision.noop OR %(content)s::text IS NULL THEN decision.content END,
+       decision.content_sha256, decision.content_size_bytes, decision.current_version_id,
+       decision.created_at, decision.updated_at
+FROM fresh LEFT JOIN decision ON true
+"""
+
+
+# Delete: the head (none = not found), the precondition, then the `deleted` version (path kept, no content),
+# the head removed and memory_count moved down; allowed on archived stores.
+_DELETE_SQL = """{locked}, head AS (
+    SELECT m.id, m.path, m.content_sha256,
+           %(expected)s::text IS NOT NULL AND %(expected)s::text <> m.content_sha256 AS stale_precondition
+    FROM {memory} m WHERE m.store_id = %(store)s AND m.id = %(exclude)s::uuid
+), go AS (
+    SELECT head.id, head.path, fresh.at FROM head, fresh WHERE fresh.fresh AND NOT head.stale_precondition
+), version AS (
+    INSERT INTO {version} ({version_columns})
+    SELECT %(version)s, %(store)s, go.id, 'deleted', go.path, NULL::text, NULL::varchar, NULL::integer,
+           %(created_by)s::jsonb, %(api_key_id)s::uuid, %(session_id)s::uuid, %(user_id)s::uuid, go.at
+    FROM go
+    RETURNING created_at
+), gone AS (
+    DELETE FROM {memory} m USING go WHERE m.store_id = %(store)s AND m.id = go.id AND EXISTS (SELECT 1 FROM version)
+    RETURNING m.id
+), bump AS (
+    UPDATE {store} SET memory_count = memory_count - 1 WHERE id = %(store)s AND EXISTS (SELECT 1 FROM gone)
+)
+SELECT fresh.fresh, (SELECT version.created_at FROM version), head.id IS NOT NULL, head.stale_precondition,
+       head.path, head.content_sha256
+FROM fresh LEFT JOIN head ON true
+"""
+
+
+def _statement(sql: str) -> str:
+    tables = {"store": Store._meta.db_table, "memory": Memory._meta.db_table}
+    return sql.format(
+        locked=_LOCKED_CTES.format(**tables),
+        blocker=_BLOCKER.format(**tables),
+        store=Store._meta.db_table,
+        memory=Memory._meta.db_table,
+        version=Version._meta.db_table,
+        version_columns=_VERSION_COLUMNS,
+    )
+
+
+_CREATE = _statement(_CREATE_SQL)
+_UPDATE = _statement(_UPDATE_SQL)
+_DELETE = _statement(_DELETE_SQL)
+
+
+def _execute(sql: str, params: dict) -> tuple | None:
+    with prepared_cursor() as cursor:  # planned once per connection (config/compiled.py)
+        cursor.execute(sql, params)
+        return cursor.fetchone()
+
+
+def _write(store: Store, sql: str, params: dict, fence: Fence | None) -> tuple:
+    """Run a one-statement write (`_CREATE` / `_UPDATE`) and return its row (first column: fresh = True).
+
+    Without a fence: once alone, in autocommit (inside a savepoint when the caller holds a transaction).
+    When that run waited for another writer (stale: it wrote nothing), found no store, or hit the
+    (store, path) unique key — the backstop of the path rule, never expected under the lock — the same
+    statement runs again in a transaction after `lock_store` and `fence`, with the fence's time.
+    Raises StoreNotFound (404) when the store is gone, LeaseExpired (409) from the fence.
+    """
+    if fence is None:
+        try:
+            if connection.in_atomic_block:  # tests and callers inside a transaction: keep it usable
+                with transaction.atomic():
+                    row = _execute(sql, params)
+            else:
+                row = _execute(sql, params)
+        except IntegrityError as exc:
+            if not violates(exc, PATH_CONSTRAINT):
+                raise
+            row = None
+        if row is not None and row[0]:
+            return row
+    with transaction.atomic():
+        _, now = _lock_and_fence(store, fence)
+        row = _execute(sql, {**params, "now": now if fence is not None else None})
+    if row is None or not row[0]:  # pragma: no cover - the lock is held before the statement's snapshot
+        raise RuntimeError("file write: stale snapshot under the store lock")
+    return row
+
+
+def _content_params(content: str | None) -> dict:
+    if content is None:
+        return {"content": None, "sha": None, "size": None}
+    return {"content": content, "sha": content_digest(content), "size": len(content.encode("utf-8"))}
+
+
+def _path_params(path: str | None) -> dict:
+    """The clash test's bounds: `path`'s proper ancestors and the bytewise range of paths below it."""
+    if path is None:
+        return {"path": None, "ancestors": [], "below": None, "beyond": None}
+    return {"path": path, "ancestors": _ancestors(path), "below": path + "/", "beyond": path + "0"}
+
+
+def _actor_params(actor: Actor) -> dict:
+    return {"created_by": json.dumps(actor.as_json()), **actor.columns()}
 
 
 @dataclass(frozen=True)
@@ -108,7 +289,6 @@ class CreateResult:
     created: bool
 
 
-@transaction.atomic
 def create_memory(*, store: Store, path: str, content: str, actor: Actor, fence: Fence | None = None) -> CreateResult:
     """Create a memory at `path` and its `created` version (SPEC §5 memory create).
 
@@ -116,41 +296,58 @@ def create_memory(*, store: Store, path: str, content: str, actor: Actor, fence:
     Idempotent for retries: if `path` already holds exactly `content`, that memory is returned with
     ``created=False`` and nothing is written. Raises StoreArchived (409), MemoryPathConflict (409: the
     path holds other content, or an ancestor/descendant is a memory), MemoryLimitReached (409 when the
-    store already holds `MEMORY_STORE_MAX_MEMORIES` current memories). Locks the store row, then passes
-    `fence`.
+    store already holds `MEMORY_STORE_MAX_MEMORIES` current memories), checked in that order, and
+    StoreNotFound (404) when the store is gone. One statement under the store row lock (see `_write`),
+    or the lock, `fence`, then that statement.
     """
-    locked, now = _lock_and_fence(store, fence)
-    if locked.archived_at is not None:
+    memory_id, version_id = uuid.uuid4(), uuid.uuid4()
+    params = {
+        "store": store.pk,
+        "memory": memory_id,
+        "version": version_id,
+        "exclude": None,
+        "now": None,
+        "limit": settings.MEMORY_STORE_MAX_MEMORIES,
+        **_content_params(content),
+        **_path_params(path),
+        **_actor_params(actor),
+    }
+    row = _write(store, _CREATE, params, fence)
+    _, archived, full, created_at, blocker_id, blocker_path, same, *blocker = row
+    if archived:
         raise StoreArchived()
-    existing = _check_path_free(locked, path)
-    if existing is not None:
-        if existing.content == content:
+    if blocker_id is not None:
+        if blocker_path == path and same:
+            sha, size, current_version_id, existing_created, existing_updated = blocker
+            existing = Memory(
+                id=blocker_id,
+                store_id=store.pk,
+                path=path,
+                content=content,
+                content_sha256=sha,
+                content_size_bytes=size,
+                current_version_id=current_version_id,
+                created_at=existing_created,
+                updated_at=existing_updated,
+            )
             return CreateResult(existing, False)
-        raise MemoryPathConflict(memory_id=existing.pk, path=existing.path, requested=path)
-    if locked.memory_count >= settings.MEMORY_STORE_MAX_MEMORIES:
+        raise MemoryPathConflict(memory_id=blocker_id, path=blocker_path, requested=path)
+    if full:
         raise MemoryLimitReached(details={"limit": settings.MEMORY_STORE_MAX_MEMORIES})
-    memory_id = uuid.uuid4()
-    version = _new_version(
-        store=locked, memory_id=memory_id, operation=Operation.CREATED, path=path, content=content, actor=actor, now=now
-    )
-    memory = Memory.objects.create(
+    memory = Memory(
         id=memory_id,
-        store=locked,
+        store_id=store.pk,
         path=path,
         content=content,
-        content_sha256=version.content_sha256,
-        content_size_bytes=version.content_size_bytes,
-        current_version=version,
-        created_at=now,
-        updated_at=now,
+        content_sha256=params["sha"],
+        content_size_bytes=params["size"],
+        current_version_id=version_id,
+        created_at=created_at,
+        updated_at=created_at,
     )
-    # Only the counter moves: memory writes never touch the store's updated_at or log counters.
-    locked.memory_count += 1
-    locked.save(update_fields=["memory_count"])
     return CreateResult(memory, True)
 
 
-@transaction.atomic
 def update_memory(
     *,
     store: Store,
@@ -167,51 +364,59 @@ def update_memory(
     *current* content hash. A request that describes the stored state (same content and path) is a
     no-op — no version, same `memory_version_id` — even when its precondition is stale (idempotent
     retry). Renames keep the id. Raises MemoryNotFound (404), StoreArchived (409),
-    MemoryPreconditionFailed (409), MemoryPathConflict (409). Locks the store row, passes `fence`, then
-    locks the memory.
+    MemoryPreconditionFailed (409), MemoryPathConflict (409), checked in that order, and StoreNotFound
+    (404) when the store is gone. One statement under the store row lock (see `_write`), or the lock,
+    `fence`, then that statement.
     """
-    locked, now = _lock_and_fence(store, fence)
-    memory = _lock_memory(locked, memory_id)
-    if locked.archived_at is not None:
+    pk = canonical_uuid(memory_id)
+    if pk is None:  # as before: the store is locked (gone → 404 store) before the id is judged
+        with transaction.atomic():
+            _lock_and_fence(store, fence)
+        raise MemoryNotFound()
+    version_id = uuid.uuid4()
+    params = {
+        "store": store.pk,
+        "exclude": pk,
+        "version": version_id,
+        "now": None,
+        "expected": expected_sha256,
+        **_content_params(content),
+        **_path_params(path),
+        **_actor_params(actor),
+    }
+    row = _write(store, _UPDATE, params, fence)
+    (_, archived, updated_at, found, noop, stale_precondition, blocker_id, blocker_path, old_path, old_content,
+     sha, size, current_version_id, created_at, old_updated_at) = row  # fmt: skip
+    if not found:
+        raise MemoryNotFound()
+    if archived:
         raise StoreArchived()
-    new_content = memory.content if content is None else content
-    new_path = memory.path if path is None else path
-    if new_content == memory.content and new_path == memory.path:
+    memory = Memory(
+        id=pk,
+        store_id=store.pk,
+        path=old_path,
+        content=old_content if content is None or noop else content,
+        content_sha256=sha,
+        content_size_bytes=size,
+        current_version_id=current_version_id,
+        created_at=created_at,
+        updated_at=old_updated_at,
+    )
+    if noop:
         return memory
-    if expected_sha256 is not None and expected_sha256 != memory.content_sha256:
-        raise MemoryPreconditionFailed(details={"content_sha256": memory.content_sha256})
-    if new_path != memory.path:
-        occupant = _check_path_free(locked, new_path, exclude=memory.pk)
-        if occupant is not None:
-            raise MemoryPathConflict(memory_id=occupant.pk, path=occupant.path, requested=new_path)
-    version = _new_version(
-        store=locked,
-        memory_id=memory.pk,
-        operation=Operation.MODIFIED,
-        path=new_path,
-        content=new_content,
-        actor=actor,
-        now=now,
-    )
-    memory.path = new_path
-    memory.content = new_content
-    memory.content_sha256 = version.content_sha256
-    memory.content_size_bytes = version.content_size_bytes
-    memory.current_version = version
-    memory.updated_at = now
-    # By (store, id), not by id alone: one shard on Citus (tests/scaling/test_hot_paths.py).
-    Memory.objects.filter(store_id=locked.pk, pk=memory.pk).update(
-        path=new_path,
-        content=new_content,
-        content_sha256=version.content_sha256,
-        content_size_bytes=version.content_size_bytes,
-        current_version=version,
-        updated_at=now,
-    )
+    if stale_precondition:
+        raise MemoryPreconditionFailed(details={"content_sha256": sha})
+    if blocker_id is not None:
+        raise MemoryPathConflict(memory_id=blocker_id, path=blocker_path, requested=path)
+    if path is not None:
+        memory.path = path
+    if content is not None:
+        memory.content_sha256, memory.content_size_bytes = params["sha"], params["size"]
+    memory.current_version_id = version_id
+    memory.updated_at = updated_at
     return memory
 
 
-@transaction.atomic
 def delete_memory(
     *, store: Store, memory_id: object, actor: Actor, expected_sha256: str | None = None, fence: Fence | None = None
 ) -> Version:
@@ -219,25 +424,41 @@ def delete_memory(
 
     Allowed on archived stores (SPEC §3). The path becomes free; the versions stay listable.
     expected_sha256: must equal the current hash, else MemoryPreconditionFailed (409), nothing deleted.
-    Raises MemoryNotFound (404). Locks the store row, passes `fence`, then locks the memory.
+    Raises MemoryNotFound (404), StoreNotFound (404) when the store is gone. One statement under the
+    store row lock (see `_write`), or the lock, `fence`, then that statement.
     """
-    locked, now = _lock_and_fence(store, fence)
-    memory = _lock_memory(locked, memory_id)
-    if expected_sha256 is not None and expected_sha256 != memory.content_sha256:
-        raise MemoryPreconditionFailed(details={"content_sha256": memory.content_sha256})
-    version = _new_version(
-        store=locked,
-        memory_id=memory.pk,
+    pk = canonical_uuid(memory_id)
+    if pk is None:  # as before: the store is locked (gone → 404 store) before the id is judged
+        with transaction.atomic():
+            _lock_and_fence(store, fence)
+        raise MemoryNotFound()
+    version_id = uuid.uuid4()
+    params = {
+        "store": store.pk,
+        "exclude": pk,
+        "version": version_id,
+        "now": None,
+        "expected": expected_sha256,
+        **_actor_params(actor),
+    }
+    _, created_at, found, stale_precondition, path, sha = _write(store, _DELETE, params, fence)
+    if not found:
+        raise MemoryNotFound()
+    if stale_precondition:
+        raise MemoryPreconditionFailed(details={"content_sha256": sha})
+    return Version(
+        id=version_id,
+        store_id=store.pk,
+        memory_id=pk,
         operation=Operation.DELETED,
-        path=memory.path,
+        path=path,
         content=None,
-        actor=actor,
-        now=now,
+        content_sha256=None,
+        content_size_bytes=None,
+        created_by=actor.as_json(),
+        created_at=created_at,
+        **actor.columns(),
     )
-    Memory.objects.filter(store_id=locked.pk, pk=memory.pk).delete()
-    locked.memory_count -= 1
-    locked.save(update_fields=["memory_count"])
-    return version
 
 
 @transaction.atomic

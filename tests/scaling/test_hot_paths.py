@@ -12,11 +12,13 @@ names and measures them.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from config.distribution import DISTRIBUTED
 from tests.log.conftest import fill
@@ -121,7 +123,14 @@ def test_file_hot_paths_filter_every_store_content_statement_by_store(owner_clie
     first_version = created["memory_version_id"]
     calls = [
         ("get", f"{base}/memories/{memory_id}", None),
+        ("post", f"{base}/memories", {"path": "/a/b.md", "content": "one"}),  # the idempotent replay
         ("post", f"{base}/memories/{memory_id}", {"content": "two"}),
+        ("post", f"{base}/memories/{memory_id}", {"content": "two"}),  # no-op
+        (
+            "post",
+            f"{base}/memories/{memory_id}",
+            {"content": "three", "precondition": {"type": "content_sha256", "content_sha256": _sha("two")}},
+        ),
         ("post", f"{base}/memories/{memory_id}", {"path": "/a/c.md"}),
         ("get", f"{base}/memories", None),
         ("get", f"{base}/memories", {"path_prefix": "/a/"}),
@@ -134,6 +143,33 @@ def test_file_hot_paths_filter_every_store_content_statement_by_store(owner_clie
     for method, path, data in calls:
         recorder, _ = _record(owner_client, method, path, data)
         assert not _offenders(recorder, private_store.pk), (method, path, _offenders(recorder, private_store.pk))
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def test_file_writes_under_a_fence_filter_every_statement_by_store(private_store, owner):
+    """The locked path of a file write (a fence, or a first run that waited for the lock): the store lock,
+    the fence, then the same one statement; each names the store and locks only its row."""
+    from versions import services
+    from versions.actors import Actor
+
+    actor = Actor.api(uuid.uuid4())
+    recorder = Recorder()
+    with connection.execute_wrapper(recorder):
+        memory = services.create_memory(
+            store=private_store, path="/f.md", content="one", actor=actor, fence=timezone.now
+        ).memory
+        services.update_memory(
+            store=private_store, memory_id=memory.pk, content="two", expected_sha256=_sha("one"), actor=actor,
+            fence=timezone.now,
+        )  # fmt: skip
+    assert len(recorder.statements) >= 4
+    assert not _offenders(recorder, private_store.pk), _offenders(recorder, private_store.pk)
+    for sql, _ in recorder.statements:
+        if "FOR UPDATE" in sql:
+            assert sql.count("FOR UPDATE") == 1, sql
 
 
 def test_the_check_catches_a_statement_without_the_store(private_store):

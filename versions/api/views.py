@@ -64,6 +64,8 @@ def _validated(serializer_class, data):
 
 
 def _view(request, default: str) -> str:
+    if not request.query_params:  # nothing to validate (and nothing unknown to reject): the default
+        return default
     return _validated(ViewQuerySerializer, request.query_params).get("view", default)
 
 
