@@ -1,8 +1,8 @@
 """File writes are one statement each (issue 17), and that statement never decides on a stale snapshot.
 
-The counts are of a request outside any test transaction (as in production, autocommit): the token, the
-store with the caller's access, then ONE statement for create, update (with or without a precondition,
-rename, no-op) and delete, and for a refusal. The race tests hold the store lock in another connection while
+The counts are of a request outside any test transaction (as in production, autocommit): the token with
+the store and the caller's access (one statement, `accounts.authentication`), then ONE statement for
+create, update (with or without a precondition, rename, no-op) and delete, and for a refusal. The race tests hold the store lock in another connection while
 a write waits for it, then commit a clashing write: the waiting statement's snapshot predates that commit,
 so it must notice, write nothing and decide again under the lock (`versions.services._write`).
 """
@@ -25,7 +25,7 @@ from versions.models import Memory, Version
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-WRITE = 3  # the token, the store (access), the write
+WRITE = 2  # the token with the store (access) in one statement, the write
 
 
 def sha(text: str) -> str:

@@ -117,6 +117,8 @@ class MemoryStoreCollectionView(APIView):
 class MemoryStoreDetailView(APIView):
     """GET (retrieve), POST/PATCH (update) and DELETE /memory_stores/{store_id}."""
 
+    store_kwarg = "store_id"  # the store is fetched with the token (accounts.authentication)
+
     accepted_credentials = STORE_CREDENTIALS
 
     allow_anonymous_reads = True
@@ -174,6 +176,8 @@ class MemoryStoreDetailView(APIView):
 class MemoryStoreArchiveView(APIView):
     """POST /memory_stores/{store_id}/archive."""
 
+    store_kwarg = "store_id"  # the store is fetched with the token (accounts.authentication)
+
     accepted_credentials = STORE_CREDENTIALS
 
     @extend_schema(
@@ -193,6 +197,8 @@ class MemoryStoreArchiveView(APIView):
 
 class MemoryCollectionView(APIView):
     """GET (list) and POST (create) /memory_stores/{store_id}/memories."""
+
+    store_kwarg = "store_id"  # the store is fetched with the token (accounts.authentication)
 
     accepted_credentials = STORE_CREDENTIALS
 
@@ -244,6 +250,8 @@ class MemoryCollectionView(APIView):
 
 class MemoryDetailView(APIView):
     """GET (retrieve), POST/PATCH (update) and DELETE /memory_stores/{store_id}/memories/{memory_id}."""
+
+    store_kwarg = "store_id"  # the store is fetched with the token (accounts.authentication)
 
     accepted_credentials = STORE_CREDENTIALS
 
@@ -321,6 +329,8 @@ class MemoryDetailView(APIView):
 class MemoryVersionCollectionView(APIView):
     """GET /memory_stores/{store_id}/memory_versions."""
 
+    store_kwarg = "store_id"  # the store is fetched with the token (accounts.authentication)
+
     accepted_credentials = STORE_CREDENTIALS
 
     allow_anonymous_reads = True
@@ -365,6 +375,8 @@ class MemoryVersionCollectionView(APIView):
 class MemoryVersionDetailView(APIView):
     """GET /memory_stores/{store_id}/memory_versions/{version_id}."""
 
+    store_kwarg = "store_id"  # the store is fetched with the token (accounts.authentication)
+
     accepted_credentials = STORE_CREDENTIALS
 
     allow_anonymous_reads = True
@@ -384,6 +396,8 @@ class MemoryVersionDetailView(APIView):
 
 class MemoryVersionRedactView(APIView):
     """POST /memory_stores/{store_id}/memory_versions/{version_id}/redact."""
+
+    store_kwarg = "store_id"  # the store is fetched with the token (accounts.authentication)
 
     accepted_credentials = STORE_CREDENTIALS
 
