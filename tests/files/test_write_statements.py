@@ -2,9 +2,10 @@
 
 The counts are of a request outside any test transaction (as in production, autocommit): the token with
 the store and the caller's access (one statement, `accounts.authentication`), then ONE statement for
-create, update (with or without a precondition, rename, no-op) and delete, and for a refusal. The race tests hold the store lock in another connection while
-a write waits for it, then commit a clashing write: the waiting statement's snapshot predates that commit,
-so it must notice, write nothing and decide again under the lock (`versions.services._write`).
+create, update (with or without a precondition, rename, no-op) and delete, and for a refusal. The race
+tests hold the store lock in another connection while a write waits for it, then commit a clashing
+write: the waiting statement's snapshot predates that commit, so it must notice, write nothing and
+decide again under the lock (`versions.services._write`).
 """
 
 from __future__ import annotations
