@@ -294,12 +294,32 @@ def match_spans(regex, text: str) -> list[list[int]]:
     # offset in Python (half of recall's scan time). An ASCII text has one byte per code point, so its
     # bytes give the same offsets — also for empty matches, which advance one byte = one character —
     # without the translation. Other texts keep the str path.
-    matches = regex.finditer(text.encode() if text.isascii() else text)
-    first = next(matches, None)
-    if first is None:  # most entries: no list, dict or generator built for them
+    spans = _ascii_spans(regex, text.encode()) if text.isascii() else [m.span() for m in regex.finditer(text)]
+    if not spans:  # most entries: no list or dict built for them
         return []
     # google-re2's finditer repeats a zero-width match at the end ("$" on "abc" gives (3,3) twice).
-    return [list(span) for span in dict.fromkeys([first.span(), *(match.span() for match in matches)])]
+    return [list(span) for span in dict.fromkeys(spans)]
+
+
+# google-re2's `finditer` over bytes, without a Match object per step (issue 17: recall's scan). These
+# are the wrapper's own steps (re2/__init__.py `_Regexp._match`, bytes branch) on its compiled regexp:
+# private names of google-re2, pinned exactly in requirements.txt; tests/log/test_recall.py compares
+# the spans with `finditer`'s for every pattern shape it knows.
+_UNANCHORED = re2._Anchor.UNANCHORED
+_NO_SPAN = re2._NULL_SPAN
+
+
+def _ascii_spans(regex, data: bytes) -> list[tuple[int, int]]:
+    """Group-0 spans of `regex` in `data`, exactly as ``[m.span() for m in regex.finditer(data)]``."""
+    match, pos, end, spans = regex._regexp.Match, 0, len(data), []
+    while True:
+        span = match(_UNANCHORED, data, pos, end)[0]
+        if span == _NO_SPAN:
+            return spans
+        spans.append(span)
+        if pos == end:
+            return spans
+        pos = pos + 1 if pos == span[1] else span[1]
 
 
 def _binding(store: Store, caller: str, pattern: str, case_sensitive: bool) -> dict[str, Any]:
