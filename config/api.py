@@ -61,6 +61,22 @@ class StrictSerializer(serializers.Serializer):
 _QUERY_INTEGER = re.compile(r"-?[0-9]+")
 
 
+class QueryData(dict):
+    """Query parameters as a plain dict (the last value of each name) that remembers, in `repeated`,
+    the names given more than once — what `StrictQuerySerializer` refuses."""
+
+    repeated: tuple[str, ...] = ()
+
+
+def query_data(data):
+    """`data` as `QueryData` when it is a QueryDict (``request.query_params``); anything else unchanged."""
+    if data is None or not hasattr(data, "getlist"):
+        return data
+    out = QueryData(data.dict())
+    out.repeated = tuple(sorted(key for key in data if len(data.getlist(key)) > 1))
+    return out
+
+
 class StrictQuerySerializer(StrictSerializer):
     """Validates `request.query_params` with one set of rules for every endpoint (SPEC §2):
 
@@ -71,16 +87,12 @@ class StrictQuerySerializer(StrictSerializer):
     """
 
     def __init__(self, *args, data=None, **kwargs):
-        self._repeated: list[str] = []
-        if data is not None and hasattr(data, "getlist"):
-            self._repeated = sorted(key for key in data if len(data.getlist(key)) > 1)
-            data = data.dict()
-        super().__init__(*args, data=data, **kwargs)
+        super().__init__(*args, data=query_data(data), **kwargs)
 
     def to_internal_value(self, data):
         errors = {
             name: ["Given more than once; send it once."]
-            for name in self._repeated
+            for name in getattr(data, "repeated", ())
             if not isinstance(self.fields.get(name), serializers.ListField)  # `statuses[]` may repeat
         }
         if isinstance(data, dict):
@@ -103,6 +115,7 @@ class StrictQuerySerializer(StrictSerializer):
 # (request, view), no state kept between calls. A serializer made only of these (nested ones included)
 # can be shared by every request of the process.
 _SHAREABLE_FIELDS = (
+    QueryBooleanField,
     serializers.BooleanField,
     serializers.CharField,  # Utf8TextField, SignedTokenField, RegexField, … are CharFields
     serializers.ChoiceField,
@@ -159,7 +172,9 @@ def validate(serializer_class: type[serializers.Serializer], data: Any) -> dict:
 
     Raises the ValidationError `is_valid(raise_exception=True)` raises, with the same detail (400): on
     failure the data is validated again by a fresh serializer, whose `errors` DRF shapes (e.g. no data).
+    For a `StrictQuerySerializer`, pass ``request.query_params`` as it is.
     """
+    data = query_data(data)
     try:
         return prototype(serializer_class).run_validation(data)
     except serializers.ValidationError:

@@ -107,9 +107,8 @@ class WakeView(APIView):
     )
     def get(self, request, pk):
         store = get_store_for(request.user, pk)
-        query = s.WakeQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        return envelope(s.render_wake(selectors.wake(store=store, **query.validated_data)))
+        query = validate(s.WakeQuerySerializer, request.query_params)
+        return envelope(s.render_wake(selectors.wake(store=store, **query)))
 
 
 class NapView(APIView):
@@ -177,9 +176,7 @@ class ZoomView(APIView):
     )
     def get(self, request, pk):
         store = get_store_for(request.user, pk)
-        query = s.ZoomQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        params = dict(query.validated_data)
+        params = dict(validate(s.ZoomQuerySerializer, request.query_params))
         return envelope(s.render_zoom(selectors.zoom(store=store, block=params.pop("range"), **params)))
 
 
@@ -198,9 +195,8 @@ class RecallView(APIView):
     )
     def get(self, request, pk):
         store = get_store_for(request.user, pk)
-        query = s.RecallQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        page = selectors.recall(store=store, caller=caller_of(request), **query.validated_data)
+        query = validate(s.RecallQuerySerializer, request.query_params)
+        page = selectors.recall(store=store, caller=caller_of(request), **query)
         meta = {"next_cursor": page.next_cursor, "snapshot": page.snapshot, "examined": page.examined}
         return envelope(s.render_recall_matches(page.matches), meta)
 

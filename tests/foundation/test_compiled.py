@@ -192,3 +192,24 @@ def test_constants_are_written_into_the_text_and_the_slots_stay_parameters():
 def test_the_token_and_store_statement_sends_only_its_two_values():
     compiled = _TOKEN_WITH_STORE._get("default")
     assert sorted(name for _, name in compiled.slots) == ["digest", "pk"] and len(compiled.params) == 2
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["pattern=a", "pattern=a&limit=5", "pattern=a&pattern=b", "pattern=a&limit=5.0", "pattern=a&limit=0",
+     "pattern=a&case_sensitive=yes", "pattern=a&case_sensitive=true", "pattern=a&extra=1", "limit=3", "",
+     "pattern=a&cursor=x&cursor=y"],
+)  # fmt: skip
+def test_validate_equals_is_valid_for_query_parameters(query):
+    from django.http import QueryDict
+
+    from memories.api.serializers import RecallQuerySerializer
+
+    params = QueryDict(query)
+    fresh = RecallQuerySerializer(data=params)
+    if fresh.is_valid():
+        assert validate(RecallQuerySerializer, params) == fresh.validated_data
+    else:
+        with pytest.raises(serializers.ValidationError) as raised:
+            validate(RecallQuerySerializer, params)
+        assert raised.value.detail == fresh.errors
