@@ -136,8 +136,15 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
     answer = loop.create_future()
     work = _pool.submit(_answer_from_thread, loop, answer, _environ(scope, body))
     try:
-        async with asyncio.timeout(settings.REQUEST_TIMEOUT):
-            status, headers, content = await answer
+        try:
+            async with asyncio.timeout(settings.REQUEST_TIMEOUT):
+                status, headers, content = await answer
+        except TimeoutError:
+            if not answer.done() or answer.cancelled():
+                raise
+            # Settled in the loop iteration in which the deadline fired (asyncio.timeout then cancels the
+            # wake-up that carried it): the answer is there, so it is sent, as asyncio.wait_for did.
+            status, headers, content = answer.result()
     except TimeoutError:
         work.cancel()  # a request still queued for a thread is never run
         request_id = new_request_id()

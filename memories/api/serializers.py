@@ -183,7 +183,8 @@ class PlainRendering:
     many=True).data`` (`many`) would, without DRF's per-field machinery (issue 17: hot read responses).
 
     The serializer stays the OpenAPI source; this follows its declared fields: keys in field order, a
-    missing optional field left out and a missing required one a KeyError (as DRF; defaults are refused),
+    missing nullable field None, a missing optional one left out and a missing required one a KeyError
+    (as DRF's `Field.get_attribute`, in that order; defaults are refused),
     None kept as None, int/str/bool/choice values and lists of ints or strs as they are (see `_AS_IS`),
     datetimes through the declared DateTimeField with the active time zone looked up once per call,
     nested serializers recursively. Other field kinds, or a `source`, are a TypeError when the rendering
@@ -192,7 +193,9 @@ class PlainRendering:
     """
 
     def __init__(self, serializer_class: type[serializers.Serializer]):
-        self.plan: list[tuple[str, bool, str, object]] = []
+        # (name, when missing: "null" (DRF renders None for a nullable field) / True (KeyError) / False
+        # (left out), how, its argument)
+        self.plan: list[tuple[str, bool | str, str, object]] = []
         for name, field in serializer_class._declared_fields.items():
             if field._kwargs.get("source", name) != name:
                 raise TypeError(f"{serializer_class.__name__}.{name}: a source is not rendered plainly")
@@ -208,7 +211,7 @@ class PlainRendering:
                 how, arg = "as_is", None
             else:
                 raise TypeError(f"{serializer_class.__name__}.{name}: {type(field).__name__} is not rendered plainly")
-            self.plan.append((name, field.required, how, arg))
+            self.plan.append((name, "null" if field.allow_null else field.required, how, arg))
 
     def one(self, item: dict) -> dict:
         """``serializer_class(item).data`` for one dict."""
@@ -221,9 +224,12 @@ class PlainRendering:
 
     def _render(self, item: dict, formatters: dict) -> dict:
         out = {}
-        for name, required, how, arg in self.plan:
+        for name, missing, how, arg in self.plan:
             if name not in item:
-                if required:
+                if missing == "null":
+                    out[name] = None
+                    continue
+                if missing:
                     raise KeyError(name)
                 continue
             value = item[name]

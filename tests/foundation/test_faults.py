@@ -7,6 +7,7 @@ driven by tests/chaos; these tests pin each piece against the real database in-p
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -208,3 +209,24 @@ def test_the_environ_is_what_gunicorn_wsgi_builds(monkeypatch):
     assert (seen["CONTENT_TYPE"], seen["CONTENT_LENGTH"], seen["HTTP_X_DUP"]) == ("application/json", "2", "1,2")
     assert "HTTP_X_UNDER" not in seen
     assert seen["body"] == b"{}"
+
+
+def test_an_answer_settled_before_the_deadline_fires_is_sent_not_a_503(monkeypatch, settings):
+    """The pool thread settles the answer (call_soon_threadsafe) while the loop is busy; by the time the loop
+    runs it, the REQUEST_TIMEOUT timer is due too and runs in the same iteration. The answer is there: it
+    is sent (asyncio.wait_for did so; asyncio.timeout alone turns it into a 503 — breaker1)."""
+    settings.REQUEST_TIMEOUT = 0.2
+    answered = (200, [(b"content-type", b"application/json"), (b"content-length", b"2")], b"{}")
+
+    class BusyLoopPool:
+        def submit(self, fn, loop, answer, environ):
+            def busy_then_settle():
+                time.sleep(settings.REQUEST_TIMEOUT + 0.1)  # the loop is busy past the deadline...
+                loop.call_soon(front._settle, answer, answered, None)  # ...while the answer comes in
+
+            loop.call_soon(busy_then_settle)
+            return concurrent.futures.Future()
+
+    monkeypatch.setattr(front, "_pool", BusyLoopPool())
+    start, body = run_asgi(http_scope("GET", "/api/v1/me"))
+    assert (start["status"], body["body"]) == (200, b"{}")

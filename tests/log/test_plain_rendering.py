@@ -93,4 +93,21 @@ def test_a_missing_required_field_is_an_error_and_a_missing_optional_one_is_left
     line = {"range": "0-1", "kind": "missing", "text": None}
     assert s.PlainRendering(s.LineSerializer).one(line) == s.LineSerializer(line).data
     with pytest.raises(KeyError):
-        s.PlainRendering(s.LineSerializer).one({"range": "0-1", "kind": "missing"})
+        s.PlainRendering(s.LineSerializer).one({"kind": "missing", "text": None})  # `range`: required, not null
+    nullable_missing = {"range": "0-1", "kind": "missing"}  # `text` is nullable: DRF renders None
+    assert_same(s.PlainRendering(s.LineSerializer).one(nullable_missing), s.LineSerializer(nullable_missing).data)
+
+
+class _NullableShapes(serializers.Serializer):
+    text = serializers.CharField(allow_null=True)  # required, nullable: DRF renders a missing key as None
+    maybe = serializers.IntegerField(required=False, allow_null=True)  # optional, nullable: also None
+    optional = serializers.IntegerField(required=False)  # optional: left out
+    nested = s.CompactionHintSerializer(allow_null=True)
+
+
+def test_a_missing_nullable_field_renders_as_none_like_drf():
+    """DRF's `Field.get_attribute` answers None for a missing key of a nullable field before it looks at
+    `required` (breaker1: the plain rendering raised KeyError or left the key out)."""
+    rendering = s.PlainRendering(_NullableShapes)
+    assert_same(rendering.one({}), _NullableShapes({}).data)
+    assert_same(rendering.many([{}, {"optional": 3}]), _NullableShapes([{}, {"optional": 3}], many=True).data)
