@@ -214,17 +214,22 @@ async def _read_body(receive: Callable, deadline: float, limit: int) -> bytes | 
 
     Raises TimeoutError when it is not complete by `deadline` (event-loop time); None if the client left.
     """
+    # wait_for per message, not one asyncio.timeout around the loop: a message that arrives in the same
+    # loop pass as the deadline is still returned (wait_for checks for it; a cancelled receive loses it).
+    loop = asyncio.get_running_loop()
     chunks, total = [], 0
-    async with asyncio.timeout_at(deadline):
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            chunk = message.get("body", b"")
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit or not message.get("more_body", False):
-                return b"".join(chunks)
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise TimeoutError
+        message = await asyncio.wait_for(receive(), remaining)
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit or not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 def _environ(scope: dict, body: bytes) -> dict[str, Any]:

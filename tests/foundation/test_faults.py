@@ -230,3 +230,25 @@ def test_an_answer_settled_before_the_deadline_fires_is_sent_not_a_503(monkeypat
     monkeypatch.setattr(front, "_pool", BusyLoopPool())
     start, body = run_asgi(http_scope("GET", "/api/v1/me"))
     assert (start["status"], body["body"]) == (200, b"{}")
+
+
+def test_a_body_that_completes_as_the_deadline_fires_is_read_not_a_408(settings):
+    """The last body message arrives while the loop is busy past BODY_TIMEOUT, so its delivery and the
+    deadline's timer run in the same loop pass, the delivery first (breaker1): the body is read."""
+    settings.BODY_TIMEOUT = 0.2
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        got = loop.create_future()
+
+        def busy_then_deliver():
+            time.sleep(settings.BODY_TIMEOUT + 0.1)
+            loop.call_soon(got.set_result, {"type": "http.request", "body": b"{}", "more_body": False})
+
+        async def receive():
+            return await got
+
+        loop.call_soon(busy_then_deliver)
+        return await front._read_body(receive, loop.time() + settings.BODY_TIMEOUT, 100)
+
+    assert asyncio.run(main()) == b"{}"
