@@ -23,6 +23,7 @@ from bench.common import (
     ServerConfig,
     bench_database,
     django_setup,
+    floor_line,
     gunicorn,
     load_log,
     machine_line,
@@ -59,6 +60,7 @@ def main() -> None:
             print(f"  loaded {n:,} entries + summaries with COPY in {time.monotonic() - started:.1f} s", flush=True)
         settle()
         samples: dict[tuple[int, int], list[float]] = {(n, b): [] for n in sizes for b in budgets}
+        cpu: dict[tuple[int, int], float] = {(n, b): 0.0 for n in sizes for b in budgets}
         with gunicorn(db_name, ServerConfig()) as server:
             conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
 
@@ -80,11 +82,14 @@ def main() -> None:
             for _ in range(args.rounds):
                 for owner, n in zip(owners, sizes, strict=True):
                     for budget in budgets:
+                        cpu_before = server.cpu_seconds()
                         for _ in range(args.per_round):
                             t0 = time.perf_counter()
                             wake(owner, budget)
                             samples[(n, budget)].append(time.perf_counter() - t0)
+                        cpu[(n, budget)] += server.cpu_seconds() - cpu_before
             conn.close()
+            floor = floor_line(server, clients=1, duration=2.0, reference_rps=None, what="")
     rows, ratios = [], {}
     for budget in budgets:
         base = percentile(sorted(samples[(sizes[0], budget)]), 50)
@@ -100,10 +105,13 @@ def main() -> None:
                     f"{p50 * 1000:.2f}",
                     f"{percentile(ordered, 99) * 1000:.2f}",
                     f"{p50 / base:.2f}×",
+                    f"{cpu[(n, budget)] * 1000 / len(ordered):.2f}",
                 ]
             )
     print()
-    print(table(["entries", "budget", "requests", "p50 ms", "p99 ms", f"p50 / p50 at {sizes[0]:,}"], rows))
+    headers = ["entries", "budget", "requests", "p50 ms", "p99 ms", f"p50 / p50 at {sizes[0]:,}", "server CPU ms/req"]
+    print(table(headers, rows))
+    print(floor)
     print()
     largest = sizes[-1]
     worst = max(ratios[(largest, b)] for b in budgets)
