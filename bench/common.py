@@ -292,7 +292,8 @@ class LoadResult:
 
 
 class HttpHealth(HttpJob):
-    """The floor of any request: GET /healthz (the serving stack + Django middleware; no DRF, no database)."""
+    """The floor of any request: GET /healthz, answered by the ASGI front itself (the serving stack: HTTP
+    parsing and the event loop; no Django, no database)."""
 
     def call(self, i: int) -> None:
         self.request("GET", "/healthz", None, {}, 200)

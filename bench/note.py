@@ -82,6 +82,18 @@ class HttpNote(HttpJob):
         self.request("POST", path, body, headers, 201)
 
 
+class HttpStoreRead(HttpJob):
+    """The floor of an authenticated store request: GET /api/v1/memories/{id} — Django, DRF, the token
+    and the store access check (one statement), a small JSON body; no write."""
+
+    def __init__(self, port: int, store: str, secret: str):
+        super().__init__(port)
+        self.path, self.headers = f"/api/v1/memories/{store}", {"Authorization": f"Bearer {secret}"}
+
+    def call(self, i: int) -> None:
+        self.request("GET", self.path, None, self.headers, 200)
+
+
 class RawNote(PgJob):
     def __init__(self, params: dict, targets: list[tuple[str, int]], tag: str):
         super().__init__(params)
@@ -150,6 +162,11 @@ def measure_stack(config: ServerConfig, db_name: str, stores, args, client_count
         cpu_before = server.cpu_seconds()
         floor = run_load([HttpHealth(server.port) for _ in range(floor_clients)], duration=args.duration)
         floor_cpu = (server.cpu_seconds() - cpu_before) * 1000 / max(floor.requests, 1)
+        store, _, secret = stores[0]
+        cpu_before = server.cpu_seconds()
+        readers = [HttpStoreRead(server.port, store, secret) for _ in range(floor_clients)]
+        read = run_load(readers, duration=args.duration)
+        read_cpu = (server.cpu_seconds() - cpu_before) * 1000 / max(read.requests, 1)
     print()
     print(
         table(
@@ -174,6 +191,11 @@ def measure_stack(config: ServerConfig, db_name: str, stores, args, client_count
         f"floor: GET /healthz (no DRF, no database) at {floor_clients} clients: "
         f"{floor.rps:,.0f} req/s, p50 {floor.p50_ms:.2f} ms, {floor_cpu:.2f} ms server CPU/req"
         + (f" = {floor.rps / raw_ref:.0%} of the raw append on one store" if raw_ref else "")
+    )
+    print(
+        f"floor with Django, DRF and the access check: GET /api/v1/memories/{{id}} at {floor_clients} clients: "
+        f"{read.rps:,.0f} req/s, p50 {read.p50_ms:.2f} ms, {read_cpu:.2f} ms server CPU/req"
+        + (f" = {read.rps / raw_ref:.0%} of the raw append on one store" if raw_ref else "")
     )
     one = ratios.get((1, 4))
     if one is not None:
