@@ -289,6 +289,17 @@ class CreateResult:
     created: bool
 
 
+def _memory_pk(store: Store, memory_id: object, fence: Fence | None) -> uuid.UUID:
+    """`memory_id` as a UUID. A malformed one raises MemoryNotFound (404), after the store is locked and
+    fenced, as before issue 17: a store that is gone is still a 404 store first."""
+    pk = canonical_uuid(memory_id)
+    if pk is None:
+        with transaction.atomic():
+            _lock_and_fence(store, fence)
+        raise MemoryNotFound()
+    return pk
+
+
 def create_memory(*, store: Store, path: str, content: str, actor: Actor, fence: Fence | None = None) -> CreateResult:
     """Create a memory at `path` and its `created` version (SPEC §5 memory create).
 
@@ -368,11 +379,7 @@ def update_memory(
     (404) when the store is gone. One statement under the store row lock (see `_write`), or the lock,
     `fence`, then that statement.
     """
-    pk = canonical_uuid(memory_id)
-    if pk is None:  # as before: the store is locked (gone → 404 store) before the id is judged
-        with transaction.atomic():
-            _lock_and_fence(store, fence)
-        raise MemoryNotFound()
+    pk = _memory_pk(store, memory_id, fence)
     version_id = uuid.uuid4()
     params = {
         "store": store.pk,
@@ -427,11 +434,7 @@ def delete_memory(
     Raises MemoryNotFound (404), StoreNotFound (404) when the store is gone. One statement under the
     store row lock (see `_write`), or the lock, `fence`, then that statement.
     """
-    pk = canonical_uuid(memory_id)
-    if pk is None:  # as before: the store is locked (gone → 404 store) before the id is judged
-        with transaction.atomic():
-            _lock_and_fence(store, fence)
-        raise MemoryNotFound()
+    pk = _memory_pk(store, memory_id, fence)
     version_id = uuid.uuid4()
     params = {
         "store": store.pk,
