@@ -1,4 +1,4 @@
-"""Statements per request on the hot endpoints, pinned exactly (issue 17).
+"""Statements per request on the hot endpoints of the log and the file Memory Stores, pinned exactly (issue 17).
 
 Each row is one request by the store's owner with a warm API token (its `last_used_at` already recorded).
 A change that adds a round trip to a hot path fails here; one that removes one must lower the pin (and
@@ -45,4 +45,29 @@ LOG = [
 @pytest.mark.parametrize(("name", "method", "suffix", "data", "statements"), LOG, ids=[row[0] for row in LOG])
 def test_log_endpoints(owner_client, log, name, method, suffix, data, statements):
     count, _, sql = _count(owner_client, method, log + suffix, data)
+    assert count == statements, sql
+
+
+@pytest.fixture
+def files(owner_client, private_store):
+    base = f"/api/v1/memory_stores/{private_store.pk}"
+    made = owner_client.post(f"{base}/memories", {"path": "/a/b.md", "content": "one"}, format="json").json()
+    return base, made
+
+
+FILES = [
+    ("memory store", "get", "", None, 1),  # token+store
+    ("memory list", "get", "/memories", None, 2),  # token+store, the page
+    ("memory", "get", "/memories/{id}", None, 2),  # token+store, the memory
+    ("version list", "get", "/memory_versions", None, 2),  # token+store, the page
+    ("create", "post", "/memories", {"path": "/c.md", "content": "two"}, 2),  # token+store, the write
+    ("update", "post", "/memories/{id}", {"content": "three"}, 2),  # token+store, the write
+    ("delete", "delete", "/memories/{id}", None, 2),  # token+store, the write
+]
+
+
+@pytest.mark.parametrize(("name", "method", "suffix", "data", "statements"), FILES, ids=[row[0] for row in FILES])
+def test_memory_store_endpoints(owner_client, files, name, method, suffix, data, statements):
+    base, made = files
+    count, _, sql = _count(owner_client, method, base + suffix.format(id=made["id"]), data)
     assert count == statements, sql
