@@ -19,6 +19,10 @@ from stores.selectors import permissions_of
 SUBJECT_MAX_CHARS = 64  # handles and slugs are ≤64 ASCII characters, UUIDs 36
 CURSOR_MAX_CHARS = 1024
 SEARCH_TEXT_MAX_CHARS = 256
+# `q` must hold a character that is not white space — white space as JSON Schema patterns (ECMA-262 `\s`)
+# define it, spelled out so the server's check and the OpenAPI `pattern` are the same set. Python's own
+# `str.isspace` also counts U+001C–U+001F and U+0085, which a schema-valid request may send (schemathesis).
+_NOT_BLANK = r"[^\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
 BIGINT_MAX = 2**63 - 1
 
 
@@ -294,17 +298,16 @@ class KindsField(serializers.CharField):
 class SearchQuerySerializer(StrictQuerySerializer):
     """GET /api/v1/search: `q` (1–256 characters), `kinds` (comma-separated; only `memories`), `cursor`, `limit`."""
 
-    q = Utf8TextField(min_bytes=1, max_length=SEARCH_TEXT_MAX_CHARS)
+    q = Utf8TextField(
+        min_bytes=1,
+        max_length=SEARCH_TEXT_MAX_CHARS,
+        validators=[RegexValidator(_NOT_BLANK, message="Must contain something to search for.")],
+    )
     kinds = KindsField(required=False, default="memories", max_length=200, trim_whitespace=False)
     cursor = CursorField()
     limit = StrictIntegerField(required=False, min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT)
 
     KNOWN_KINDS = ("memories",)
-
-    def validate_q(self, value: str) -> str:
-        if not value.strip():
-            raise serializers.ValidationError("Must contain something to search for.")
-        return value
 
     def validate_kinds(self, value: str) -> list[str]:
         kinds = [kind.strip() for kind in value.split(",") if kind.strip()]
