@@ -177,6 +177,24 @@ def test_a_serializer_that_may_read_the_context_is_not_shared():
         with pytest.raises(TypeError):
             prototype(cls)
     assert prototype(EntrySerializer) is prototype(EntrySerializer)
+    # A method field is shared only with an explicit, fixed context — one prototype per context.
+    assert prototype(Method, {"view": "a"}) is not prototype(Method, {"view": "b"})
+
+
+def test_a_memory_renders_per_view_as_a_fresh_serializer(owner):
+    from versions.api.serializers import MemorySerializer
+    from versions.models import Memory
+
+    store = StoreFactory(owner=owner)
+    when = dt.datetime(2026, 12, 1, 10, 0, 0, 5, tzinfo=dt.UTC)
+    memory = Memory(
+        id=uuid.uuid4(), store_id=store.pk, path="/a.md", content="ünï", content_sha256="0" * 64,
+        content_size_bytes=6, current_version_id=uuid.uuid4(), created_at=when, updated_at=when,
+    )  # fmt: skip
+    for view in ("basic", "full"):
+        expected = MemorySerializer(memory, context={"view": view}).data
+        assert represent(MemorySerializer, memory, {"view": view}) == expected
+    assert represent(MemorySerializer, memory, {"view": "basic"})["content"] is None
 
 
 def test_constants_are_written_into_the_text_and_the_slots_stay_parameters():

@@ -10,6 +10,7 @@ from typing import Any
 
 from rest_framework.response import Response
 
+from config.api import represent
 from stores.models import Store
 from versions.api.serializers import (
     MemoryDeletedSerializer,
@@ -31,20 +32,10 @@ def store_deleted_body(store_id: Any) -> Response:
     return Response(MemoryStoreDeletedSerializer({"id": store_id}).data)
 
 
-# One `memory` renderer per view, built once: a serializer deep-copies its declared fields on first use,
-# which cost more than rendering the object (issue 17). `to_representation` keeps no state, so they are
-# shared by every request and thread.
-_MEMORY_RENDERERS: dict[str, MemorySerializer] = {}
-
-
 def memory_body(memory: Memory, *, view: str) -> Response:
-    """The `memory` object of `memory` (``content`` only with view ``full``), as `MemorySerializer` renders it."""
-    renderer = _MEMORY_RENDERERS.get(view)
-    if renderer is None:
-        renderer = MemorySerializer(context={"view": view})
-        renderer.fields  # noqa: B018 - build (deep-copy) the bound fields once, before sharing
-        _MEMORY_RENDERERS[view] = renderer
-    return Response(renderer.to_representation(memory))
+    """The `memory` object of `memory` (``content`` only with view ``full``), as `MemorySerializer` renders
+    it, through the shared prototype of each view (`config.api.represent`, issue 17)."""
+    return Response(represent(MemorySerializer, memory, {"view": view}))
 
 
 def memory_deleted_body(memory_id: Any) -> Response:

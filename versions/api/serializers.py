@@ -39,6 +39,8 @@ PAGE_MAX_CHARS = 4400
 class ConstantField(serializers.Field):
     """A read-only field whose value is always `value` (the objects' ``type`` discriminators)."""
 
+    shareable = True  # reads nothing but its value: serializers using it may be shared (config.api.prototype)
+
     def __init__(self, value: str, **kwargs: Any) -> None:
         self.value = value
         kwargs.update(source="*", read_only=True)
