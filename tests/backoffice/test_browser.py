@@ -99,6 +99,7 @@ def test_staff_archives_a_store_in_the_browser_and_the_api_then_refuses_notes(br
 
 def test_the_store_list_fits_1400_pixels_and_view_site_is_not_a_dead_link(browser, live_server):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     staff = UserFactory(handle="auditor", is_staff=True, is_superuser=True)
     staff.set_password("correct horse battery staple")
@@ -113,7 +114,11 @@ def test_the_store_list_fits_1400_pixels_and_view_site_is_not_a_dead_link(browse
     browser.find_element(By.NAME, "username").send_keys("auditor")
     browser.find_element(By.NAME, "password").send_keys("correct horse battery staple")
     browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    # The login must have landed (its session cookie set) before the next page: under a loaded machine the
+    # store list was fetched first and answered with the login page (no table) in 2 of 4 full runs.
+    WebDriverWait(browser, 15).until(lambda b: "/login/" not in b.current_url)
     browser.get(f"{live_server.url}/backoffice/stores/store/")
+    WebDriverWait(browser, 15).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#result_list thead th"))
     headers = [th.text.strip() for th in browser.find_elements(By.CSS_SELECTOR, "#result_list thead th")]
     assert "FILES" in headers and "ENTRIES" in headers, headers  # the README says "entry and file counts"
     archived = browser.find_element(By.CSS_SELECTOR, "#result_list thead th.column-archived_at")
