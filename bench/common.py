@@ -134,6 +134,8 @@ def _granian_cmd(interface: str, app: str):
 # name -> argv builder. Workers and threads come from WEB_CONCURRENCY / WEB_THREADS (set by gunicorn()).
 STACKS = {
     "gunicorn-asgi+front": _gunicorn_cmd("config.asgi:application"),  # what bin/serve runs
+    # the same without the fast lanes (config/fastlane.py): every request through Django and DRF
+    "gunicorn-asgi+front-no-lanes": _gunicorn_cmd("config.asgi:application", "--env", "FAST_LANES=false"),
     "gthread": lambda config, port: _gunicorn_cmd(
         "config.wsgi:application", "--worker-class", "gthread", "--threads", str(config.threads)
     )(config, port),  # the stack before issue 16

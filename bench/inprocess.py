@@ -38,8 +38,13 @@ def main() -> None:
     parser.add_argument("--sort", default="tottime", help="pstats sort key of --profile (tottime, cumulative)")
     parser.add_argument("--top", type=int, default=40, help="functions printed with --profile")
     parser.add_argument("--callees", help="also print the callees of the functions matching this regex")
+    parser.add_argument("--no-lanes", action="store_true", help="turn the fast lanes off (config/fastlane.py)")
     args = parser.parse_args()
     django_setup()
+    if args.no_lanes:
+        from django.conf import settings
+
+        settings.API_FAST_LANES = []
     from django.db import connection, connections
     from django.test.utils import CaptureQueriesContext
 

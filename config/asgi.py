@@ -36,14 +36,15 @@ from django.core.handlers.wsgi import WSGIHandler
 from django.core.wsgi import get_wsgi_application
 from django.test.utils import override_settings
 
-from config import health
+from config import fastlane, health
 from config.database import apply_request_budgets, request_deadline
 from config.errors import error_payload, new_request_id, retry_after_headers
 
 
 class _PathDispatch:
     """The WSGI application Django threads run: requests under `API_PATH_PREFIX` go through a handler built
-    with `API_MIDDLEWARE`, everything else (back office, guide, schema) through the full `MIDDLEWARE`."""
+    with `API_MIDDLEWARE` — after the fast lanes (`config.fastlane`) had their chance at a plain POST —,
+    everything else (back office, guide, schema) through the full `MIDDLEWARE`."""
 
     def __init__(self):
         self.full = get_wsgi_application()  # sets Django up
@@ -52,6 +53,12 @@ class _PathDispatch:
 
     def __call__(self, environ: dict, start_response: Callable):
         if environ.get("PATH_INFO", "").startswith(settings.API_PATH_PREFIX):
+            if environ["REQUEST_METHOD"] == "POST":
+                response = fastlane.answer(environ)
+                if response is not None:  # what Django's WSGIHandler hands back, done the same way
+                    status = f"{response.status_code} {response.reason_phrase}"
+                    start_response(status, [*response.items()])
+                    return response
             return self.api(environ, start_response)
         return self.full(environ, start_response)
 

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from accounts.permissions import token_scopes
 from config.api import envelope, represent, validate
 from config.errors import InvalidRequest, request_id_of
+from config.fastlane import UUID_GROUP, Lane
 from memories import nap, selectors, services, tree
 from memories.api import serializers as s
 from memories.exchange import format as export_format
@@ -90,6 +91,18 @@ class NoteView(APIView):
             {"replayed": not result.created},
             status=201 if result.created else 200,
         )
+
+
+# POST /api/v1/memories/{id}/note in its plain case without Django's resolver and DRF's dispatch
+# (settings.API_FAST_LANES, config/fastlane.py). NoteView.post qualifies: its one write is the append, one
+# statement in autocommit; every refusal (403/404 access, 400 body, 409 archived/nonce/redacted) is raised
+# before it or decided by it without inserting.
+NOTE_LANE = Lane(
+    method="POST",
+    pattern=rf"/api/v1/memories/(?P<pk>{UUID_GROUP})/note",
+    view=NoteView,
+    example={"pk": "00000000-0000-4000-8000-000000000000"},
+)
 
 
 class WakeView(APIView):

@@ -16,6 +16,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
 from config.api import reject_body
+from config.fastlane import UUID_GROUP, Lane
 from sessions.selectors import store_for_request
 from sessions.services.work import fence_for_request
 from stores import services as store_services
@@ -324,6 +325,25 @@ class MemoryDetailView(APIView):
             fence=fence_for_request(request),
         )
         return responses.memory_deleted_body(version.memory_id)
+
+
+# File memory create and update in their plain case without Django's resolver and DRF's dispatch
+# (settings.API_FAST_LANES, config/fastlane.py). Both methods qualify: their one write is one statement
+# (`versions.services`, "one-statement writes") that writes only when every check it makes passes; each
+# refusal (409 archived/conflict/limit/precondition, 404, the lease fence) is raised before it or decided by
+# it without writing.
+MEMORY_CREATE_LANE = Lane(
+    method="POST",
+    pattern=rf"/api/v1/memory_stores/(?P<store_id>{UUID_GROUP})/memories",
+    view=MemoryCollectionView,
+    example={"store_id": "00000000-0000-4000-8000-000000000000"},
+)
+MEMORY_UPDATE_LANE = Lane(
+    method="POST",
+    pattern=rf"/api/v1/memory_stores/(?P<store_id>{UUID_GROUP})/memories/(?P<memory_id>{UUID_GROUP})",
+    view=MemoryDetailView,
+    example={"store_id": "00000000-0000-4000-8000-000000000000", "memory_id": "00000000-0000-4000-8000-000000000001"},
+)
 
 
 class MemoryVersionCollectionView(APIView):

@@ -1,0 +1,270 @@
+"""Fast lanes: a few hot API writes answered without Django's middleware chain, URL resolver and DRF's
+dispatch (issue 17; numbers in bench/RESULTS.md, reasons in docs/performance.md "Fast lanes").
+
+A lane stands in for one method of one DRF view on one route, for the plain case only, and runs that
+view's own code: its authentication classes and permission classes (in the view's order), the project's
+JSON parser, **the view's method itself** (`NoteView.post`, …) with a request object that offers what a
+DRF `Request` offers, DRF's `Response.render` with the project's renderer, the view's default response
+headers (``Allow``) and the request and response sides of every API middleware. What it leaves out is the
+machinery between them: Django's handler and middleware chain, the URL resolver, DRF's `Request` wrapper,
+content negotiation, exception handling and `finalize_response`.
+
+Anything but the plain case goes to Django unchanged, *before anything was written*, so every error is
+rendered by the normal path (same status, body and headers):
+
+- the request's shape (`_plain`): no query string, ``Content-Type: application/json`` (or with
+  ``charset=utf-8``), a ``Content-Length`` within `MAX_REQUEST_BYTES`, no ``Transfer-Encoding``, no
+  ``Accept`` other than ``*/*`` / ``application/json``, an ``Authorization`` header; a path matching the
+  lane's pattern (ASCII only: the hostile-input screening of the path has nothing to find there);
+- a middleware's request side answering or refusing (an HTTPS redirect, a disallowed host);
+- no credential, or the authenticators, the permissions, the parser or the view method raising anything
+  but a database fault.
+
+A database fault is rendered at once by the project's exception handler (503, the view's own answer): a
+hung database is never waited for twice. **The contract of a lane's view method:** it writes at most once,
+as its last database action, and raises only before that write or from it without committing (a
+one-statement service in autocommit, whose refusals are decided by that statement, qualifies). A method
+that committed and then raised would be run a second time by Django. Each lane's definition says why its
+method qualifies.
+
+`settings.API_FAST_LANES` lists the lanes (dotted paths of `Lane` objects; ``FAST_LANES=false`` in the
+environment empties it). A lane whose example route does not resolve to its view, a view with throttles,
+versioning, several renderers or parsers, or an API middleware this module cannot run turns the lanes off
+at first use with one warning: nothing is ever skipped silently.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+from django.core import signals
+from django.core.exceptions import DisallowedHost
+from django.core.handlers.wsgi import WSGIRequest
+from django.http import HttpResponse
+from django.urls import resolve
+from django.utils.deprecation import MiddlewareMixin
+from django.utils.module_loading import import_string
+from rest_framework.response import Response
+
+from config.errors import exception_handler, is_database_fault, new_request_id
+from config.parsers import StrictJSONParser
+from config.renderers import JSONRenderer
+
+logger = logging.getLogger("memories.fastlane")
+_RENDERER = JSONRenderer()  # stateless; DRF makes one per request
+
+UUID_GROUP = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # lowercase canonical only
+JSON_TYPES = frozenset({"application/json", "application/json; charset=utf-8", "application/json;charset=utf-8"})
+ACCEPTED = frozenset({None, "", "*/*", "application/json"})
+
+# API middleware the lanes reproduce themselves: the request id, and the hostile-input screening, which
+# `_plain` and the lanes' ASCII patterns make moot (no chunked body, a declared length within the limit,
+# no query string, a path without escapes). Every other entry must be a MiddlewareMixin with at most
+# process_request / process_response, which the lanes run.
+_OWN = {"config.middleware.RequestIdMiddleware", "config.middleware.HostileInputMiddleware"}
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One route answered by a fast lane.
+
+    method: the HTTP method (``"POST"``), which names the view method run. pattern: a regular expression
+    matched in full against PATH_INFO; its named groups are the view's keyword arguments (ASCII only).
+    view: the DRF APIView (its authenticators, permissions, method, headers and OpenAPI description).
+    example: keyword arguments for the route check, which must resolve through Django's URLconf to `view`
+    with the same arguments.
+    """
+
+    method: str
+    pattern: str
+    view: type
+    example: dict[str, str]
+    compiled: re.Pattern = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "compiled", re.compile(self.pattern))
+
+
+class LaneRequest:
+    """The request a view method gets from a lane: what DRF's `Request` offers, built without it.
+
+    `data` is the parsed JSON body, `query_params` the (empty) query, `user` and `auth` what the view's
+    authenticator returned, `parser_context` ``{"view", "args", "kwargs", "request"}`` as DRF sets it;
+    every other attribute is the Django request's (`_request`), as DRF's `Request.__getattr__` does.
+    """
+
+    def __init__(self, django_request: WSGIRequest, view: Any, kwargs: dict[str, str], data: Any):
+        self._request = django_request
+        self.data = data
+        self.query_params = django_request.GET
+        self.parser_context = {"view": view, "args": (), "kwargs": kwargs, "request": self}
+        self.user = None
+        self.auth = None
+        self.successful_authenticator = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._request, name)
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    lanes: tuple[Lane, ...]
+    hooks: tuple[MiddlewareMixin, ...]  # the API middleware the lanes run, outermost first
+
+
+@cache
+def _load(paths: tuple[str, ...], middleware: tuple[str, ...]) -> _Loaded:
+    """The lanes of `paths` and the middleware hooks; no lanes when any check fails (logged once)."""
+    try:
+        hooks = tuple(_middleware_hooks(middleware))
+        lanes = tuple(import_string(path) for path in paths)
+        for lane in lanes:
+            _check(lane)
+        return _Loaded(lanes, hooks)
+    except Exception as exc:
+        logger.warning("fast lanes are off: %s", exc)
+        return _Loaded((), ())
+
+
+def _middleware_hooks(middleware: tuple[str, ...]) -> list[MiddlewareMixin]:
+    hooks = []
+    for path in middleware:
+        if path in _OWN:
+            continue
+        cls = import_string(path)
+        if not issubclass(cls, MiddlewareMixin) or any(
+            getattr(cls, name, None) is not getattr(MiddlewareMixin, name, None)
+            for name in ("__call__", "process_view", "process_exception", "process_template_response")
+        ):
+            raise ValueError(f"API middleware {path} does more than process_request/process_response")
+        hooks.append(cls(lambda request: None))
+    return hooks
+
+
+def _check(lane: Lane) -> None:
+    view = lane.view
+    if view.throttle_classes or view.versioning_class is not None:
+        raise ValueError(f"{view.__name__} has throttles or versioning, which a lane does not run")
+    if len(view.renderer_classes) != 1 or len(view.parser_classes) != 1:
+        raise ValueError(f"{view.__name__} negotiates between renderers or parsers, which a lane does not")
+    if not hasattr(view, lane.method.lower()):
+        raise ValueError(f"{view.__name__} has no {lane.method} method")
+    example_path = lane.pattern
+    for name, value in lane.example.items():
+        example_path = re.sub(rf"\(\?P<{name}>[^)]*\)", value, example_path)
+    if not lane.compiled.fullmatch(example_path):
+        raise ValueError(f"the example path {example_path} does not match the lane's pattern")
+    found = resolve(example_path)
+    if getattr(found.func, "view_class", None) is not view or found.kwargs != lane.example:
+        raise ValueError(f"{example_path} does not resolve to {view.__name__} with {lane.example}")
+
+
+def active() -> tuple[Lane, ...]:
+    """The lanes in use under the current settings (empty when they are off or a check failed)."""
+    return _load(tuple(settings.API_FAST_LANES), tuple(settings.API_MIDDLEWARE)).lanes
+
+
+def _plain(environ: dict[str, Any]) -> bool:
+    length = environ.get("CONTENT_LENGTH", "")
+    return (
+        not environ.get("QUERY_STRING")
+        and environ.get("CONTENT_TYPE") in JSON_TYPES
+        and length.isdigit()
+        and 0 < int(length) <= settings.MAX_REQUEST_BYTES
+        and "HTTP_TRANSFER_ENCODING" not in environ
+        and environ.get("HTTP_ACCEPT") in ACCEPTED
+        and "HTTP_AUTHORIZATION" in environ
+    )
+
+
+class _Decline(Exception):
+    """Raised inside a lane: this request goes to Django."""
+
+
+def answer(environ: dict[str, Any]) -> HttpResponse | None:
+    """The response of the lane for `environ` (a WSGI environ whose body is complete in ``wsgi.input``),
+    or None when no lane takes it; Django then answers from the environ as it came (body unread).
+
+    The response is what Django's handler would hand back: closing it sends `request_finished`. Raises
+    only what rendering a view method's success raises (after its write; the front answers 500).
+    """
+    loaded = _load(tuple(settings.API_FAST_LANES), tuple(settings.API_MIDDLEWARE))
+    method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+    for lane in loaded.lanes:
+        matched = lane.compiled.fullmatch(path) if lane.method == method else None
+        if matched is not None:
+            break
+    else:
+        return None
+    if not _plain(environ):
+        return None
+    body = environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"]))
+    environ["wsgi.input"] = io.BytesIO(body)
+    signals.request_started.send(sender=WSGIRequest, environ=environ)
+    request = WSGIRequest(environ)
+    request.request_id = new_request_id()
+    try:
+        response = _run(lane, matched.groupdict(), request, body, loaded.hooks)
+    except _Decline:
+        environ["wsgi.input"] = io.BytesIO(body)  # unread, for Django
+        return None
+    for hook in reversed(loaded.hooks):
+        if hasattr(hook, "process_response"):
+            response = hook.process_response(request, response)
+    response["Request-Id"] = request.request_id
+    response._resource_closers.append(request.close)
+    return response
+
+
+def _run(lane: Lane, kwargs: dict[str, str], request: WSGIRequest, body: bytes, hooks) -> HttpResponse:
+    for hook in hooks:
+        try:
+            if hasattr(hook, "process_request") and hook.process_request(request) is not None:
+                raise _Decline
+        except DisallowedHost:
+            raise _Decline from None
+    view = lane.view()  # as `View.as_view()` and `APIView.dispatch` set it up
+    view.setup(request, **kwargs)
+    view.format_kwarg = None
+    view.headers = view.default_response_headers
+    try:
+        data = StrictJSONParser().parse(io.BytesIO(body), "application/json", {"request": request})
+        view.request = lane_request = LaneRequest(request, view, kwargs, data)
+        _authenticate(lane_request, view)
+        for permission in view.get_permissions():
+            if not permission.has_permission(lane_request, view):
+                raise _Decline
+        response = getattr(view, lane.method.lower())(lane_request, **kwargs)
+    except _Decline:
+        raise
+    except Exception as exc:
+        if not is_database_fault(exc):
+            raise _Decline from exc
+        response = exception_handler(exc, {"request": request, "view": view})
+    if isinstance(response, Response):  # what finalize_response and Django's handler do with it
+        response.accepted_renderer = _RENDERER
+        response.accepted_media_type = "application/json"
+        response.renderer_context = view.get_renderer_context()
+    for name, value in view.headers.items():
+        response[name] = value
+    if isinstance(response, Response):
+        response.render()
+    return response
+
+
+def _authenticate(request: LaneRequest, view: Any) -> None:
+    """Run the view's authenticators in order, as DRF's `Request._authenticate` does; decline when none
+    authenticates (an anonymous write is Django's to refuse)."""
+    for authenticator in view.get_authenticators():
+        found = authenticator.authenticate(request)
+        if found is not None:
+            request.user, request.auth = found
+            request.successful_authenticator = authenticator
+            return
+    raise _Decline
