@@ -109,6 +109,39 @@ class RawNote(PgJob):
                 raise RuntimeError("raw append found no store")
 
 
+class NoteStatements(PgJob):
+    """The ceiling of any note server: the note's own two statements, as the service runs them — the token +
+    store access statement (`accounts.authentication`) and the append (`memories.services`) — from a
+    psycopg client, prepared, with no HTTP, no Django and no DRF in between."""
+
+    def __init__(self, params: dict, store: str, author, secret: str, tag: str):
+        import uuid
+
+        from accounts.authentication import _TOKEN_WITH_STORE
+        from accounts.services import token_digest
+
+        super().__init__(params)
+        compiled = _TOKEN_WITH_STORE._get("default")
+        values = {"digest": token_digest(secret), "pk": uuid.UUID(store)}
+        self.access_sql, self.access_args = compiled.sql, list(compiled.params)
+        for index, name in compiled.slots:
+            self.access_args[index] = values[name]
+        self.store, self.author, self.tag = store, author, tag
+        self.size = len(BODY.encode("utf-8"))
+
+    def call(self, i: int) -> None:
+        from memories.services import _APPEND_WITH_NONCE
+
+        with self.pg.cursor() as cur:
+            cur.execute(self.access_sql, self.access_args)
+            if not cur.fetchall():
+                raise RuntimeError("the access statement found no token")
+            args = {"store": self.store, "author": self.author, "body": BODY, "size": self.size}
+            cur.execute(_APPEND_WITH_NONCE, {**args, "nonce": f"{self.tag}-{i}"})
+            if cur.fetchone() is None:
+                raise RuntimeError("the append found no store")
+
+
 def targets_for(client: int, stores: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
     """Client `client`'s round-robin over `stores`, starting at its own offset (spreads the load)."""
     k = client % len(stores)
@@ -167,6 +200,11 @@ def measure_stack(config: ServerConfig, db_name: str, stores, args, client_count
         readers = [HttpStoreRead(server.port, store, secret) for _ in range(floor_clients)]
         read = run_load(readers, duration=args.duration)
         read_cpu = (server.cpu_seconds() - cpu_before) * 1000 / max(read.requests, 1)
+    user = stores[0][1]
+    ceiling = run_load(
+        [NoteStatements(params, store, user, secret, f"sql{next(run)}") for _ in range(floor_clients)],
+        duration=args.duration,
+    )
     print()
     print(
         table(
@@ -196,6 +234,11 @@ def measure_stack(config: ServerConfig, db_name: str, stores, args, client_count
         f"floor with Django, DRF and the access check: GET /api/v1/memories/{{id}} at {floor_clients} clients: "
         f"{read.rps:,.0f} req/s, p50 {read.p50_ms:.2f} ms, {read_cpu:.2f} ms server CPU/req"
         + (f" = {read.rps / raw_ref:.0%} of the raw append on one store" if raw_ref else "")
+    )
+    print(
+        f"ceiling: the note's own two statements from psycopg (no HTTP, no Django, no DRF) at {floor_clients} "
+        f"clients: {ceiling.rps:,.0f} req/s, p50 {ceiling.p50_ms:.2f} ms"
+        + (f" = {ceiling.rps / raw_ref:.0%} of the raw append on one store" if raw_ref else "")
     )
     one = ratios.get((1, 4))
     if one is not None:

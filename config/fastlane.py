@@ -44,7 +44,6 @@ from typing import Any
 
 from django.conf import settings
 from django.core import signals
-from django.core.exceptions import DisallowedHost
 from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpResponse
 from django.urls import resolve
@@ -61,7 +60,7 @@ _RENDERER = JSONRenderer()  # stateless; DRF makes one per request
 
 UUID_GROUP = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # lowercase canonical only
 JSON_TYPES = frozenset({"application/json", "application/json; charset=utf-8", "application/json;charset=utf-8"})
-ACCEPTED = frozenset({None, "", "*/*", "application/json"})
+ACCEPTED = frozenset({None, "*/*", "application/json"})  # an empty Accept matches no renderer: DRF's 406
 
 # API middleware the lanes reproduce themselves: the request id, and the hostile-input screening, which
 # `_plain` and the lanes' ASCII patterns make moot (no chunked body, a declared length within the limit,
@@ -147,12 +146,27 @@ def _middleware_hooks(middleware: tuple[str, ...]) -> list[MiddlewareMixin]:
     return hooks
 
 
+# APIView's machinery a lane stands in for: a view overriding any of it does something a lane would skip.
+_DISPATCH = (
+    "setup", "dispatch", "initialize_request", "initial", "perform_authentication", "check_permissions",
+    "check_throttles", "determine_version", "perform_content_negotiation", "finalize_response",
+    "handle_exception", "get_exception_handler", "get_renderer_context", "get_parser_context",
+)  # fmt: skip
+
+
 def _check(lane: Lane) -> None:
+    from rest_framework.views import APIView  # imports the authentication classes: not before Django is set up
+
     view = lane.view
     if view.throttle_classes or view.versioning_class is not None:
         raise ValueError(f"{view.__name__} has throttles or versioning, which a lane does not run")
-    if len(view.renderer_classes) != 1 or len(view.parser_classes) != 1:
-        raise ValueError(f"{view.__name__} negotiates between renderers or parsers, which a lane does not")
+    if list(view.renderer_classes) != [JSONRenderer] or list(view.parser_classes) != [StrictJSONParser]:
+        raise ValueError(f"{view.__name__} renders or parses with other classes than the lane's")
+    if view.content_negotiation_class is not APIView.content_negotiation_class:
+        raise ValueError(f"{view.__name__} has its own content negotiation")
+    overridden = [name for name in _DISPATCH if getattr(view, name) is not getattr(APIView, name)]
+    if overridden:
+        raise ValueError(f"{view.__name__} overrides {', '.join(overridden)}, which a lane does not run")
     if not hasattr(view, lane.method.lower()):
         raise ValueError(f"{view.__name__} has no {lane.method} method")
     example_path = lane.pattern
@@ -175,7 +189,8 @@ def _plain(environ: dict[str, Any]) -> bool:
     return (
         not environ.get("QUERY_STRING")
         and environ.get("CONTENT_TYPE") in JSON_TYPES
-        and length.isdigit()
+        and length.isascii()
+        and length.isdigit()  # ASCII digits only ("²".isdigit() is true)
         and 0 < int(length) <= settings.MAX_REQUEST_BYTES
         and "HTTP_TRANSFER_ENCODING" not in environ
         and environ.get("HTTP_ACCEPT") in ACCEPTED
@@ -205,18 +220,23 @@ def answer(environ: dict[str, Any]) -> HttpResponse | None:
     if not _plain(environ):
         return None
     body = environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"]))
-    environ["wsgi.input"] = io.BytesIO(body)
+    environ["wsgi.input"] = io.BytesIO(body)  # unread, for Django if the lane declines
     signals.request_started.send(sender=WSGIRequest, environ=environ)
-    request = WSGIRequest(environ)
+    # A copy: WSGIRequest and the middleware write to META (SCRIPT_NAME, PATH_INFO, …); a declined request
+    # reaches Django as it came.
+    request = WSGIRequest({**environ, "wsgi.input": io.BytesIO(body)})
     request.request_id = new_request_id()
     try:
         response = _run(lane, matched.groupdict(), request, body, loaded.hooks)
+        for hook in reversed(loaded.hooks):
+            if hasattr(hook, "process_response"):
+                response = hook.process_response(request, response)
     except _Decline:
-        environ["wsgi.input"] = io.BytesIO(body)  # unread, for Django
+        signals.request_finished.send(sender=WSGIRequest)  # started and finished stay paired
         return None
-    for hook in reversed(loaded.hooks):
-        if hasattr(hook, "process_response"):
-            response = hook.process_response(request, response)
+    except BaseException:
+        signals.request_finished.send(sender=WSGIRequest)  # the front answers 500; Django's housekeeping runs
+        raise
     response["Request-Id"] = request.request_id
     response._resource_closers.append(request.close)
     return response
@@ -225,10 +245,11 @@ def answer(environ: dict[str, Any]) -> HttpResponse | None:
 def _run(lane: Lane, kwargs: dict[str, str], request: WSGIRequest, body: bytes, hooks) -> HttpResponse:
     for hook in hooks:
         try:
-            if hasattr(hook, "process_request") and hook.process_request(request) is not None:
-                raise _Decline
-        except DisallowedHost:
-            raise _Decline from None
+            refused = hasattr(hook, "process_request") and hook.process_request(request) is not None
+        except Exception as exc:  # DisallowedHost, PermissionDenied (DISALLOWED_USER_AGENTS), …: Django's to render
+            raise _Decline from exc
+        if refused:
+            raise _Decline
     view = lane.view()  # as `View.as_view()` and `APIView.dispatch` set it up
     view.setup(request, **kwargs)
     view.format_kwarg = None

@@ -496,3 +496,46 @@ def test_a_per_work_credential_writes_through_the_lane_and_a_lapsed_one_is_the_v
     assert (s1, s2) == (409, 409) and h1 == h2 and without_request_id(b1, r1) == without_request_id(b2, r2)
     assert json.loads(b1)["error"]["details"]["reason"] == "lease_expired"
     assert len(django_calls) == 3 and not Memory.objects.filter(path="/x.md").exists()
+
+
+class _OwnInitial(NoteView):
+    def initial(self, request, *args, **kwargs):  # e.g. a check of its own: a lane would skip it
+        super().initial(request, *args, **kwargs)
+
+
+OWN_INITIAL_LANE = fastlane.Lane(
+    method="POST",
+    pattern=NOTE_LANE.pattern,
+    view=_OwnInitial,
+    example={"pk": "00000000-0000-4000-8000-000000000000"},
+)
+
+
+def test_a_view_overriding_drfs_dispatch_machinery_turns_the_lanes_off(settings, caplog):
+    settings.API_FAST_LANES = ["tests.foundation.test_fastlane.OWN_INITIAL_LANE"]
+    with caplog.at_level(logging.WARNING, logger="memories.fastlane"):
+        assert fastlane.active() == ()
+    assert "_OwnInitial overrides initial" in caplog.text
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_request_started_and_finished_stay_paired(world, refused):
+    from django.core import signals
+
+    seen = []
+
+    def started(**kwargs):
+        seen.append("started")
+
+    def finished(**kwargs):
+        seen.append("finished")
+
+    signals.request_started.connect(started)
+    signals.request_finished.connect(finished)
+    try:
+        body = {"body_md": ""} if refused else {"body_md": "a"}  # refused: the lane declines, the view answers
+        send(note_path(world["store"]), body, bearer(world["secret"]))
+    finally:
+        signals.request_started.disconnect(started)
+        signals.request_finished.disconnect(finished)
+    assert seen == ["started", "finished"] * (2 if refused else 1)
