@@ -1,6 +1,6 @@
 """Benchmark file memories: create and precondition update through HTTP vs raw SQL (SPEC §5, issue 9).
 
-    .venv/bin/python bench/files.py [--duration 3] [--clients 1,4] [--keep]
+    .venv/bin/python bench/files.py [--duration 3] [--clients 1,4] [--keep] [--stack gunicorn-asgi+front-no-lanes]
 
 - create: HTTP `POST /api/v1/memory_stores/{id}/memories {path, content}` vs ONE raw statement that
   locks the store row (bumping `memory_count` under the 2,000 cap), inserts the `created` version and
@@ -168,6 +168,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=3.0)
     parser.add_argument("--clients", default="1,4")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--stack", default=ServerConfig.stack, help="server stack (bench/common.py STACKS)")
     args = parser.parse_args()
     django_setup()
     clients = [int(c) for c in args.clients.split(",")]
@@ -177,7 +178,7 @@ def main() -> None:
         owners = {"http": make_owners(16, "bench-files-http"), "raw": make_owners(16, "bench-files-raw")}
         params = pg_params()
         rows, ratios, raw_rps = [], {}, {}
-        with gunicorn(db_name, ServerConfig()) as server:
+        with gunicorn(db_name, ServerConfig(stack=args.stack)) as server:
             for mode in ("create", "update"):
                 for n in clients:
                     results, cpu_ms = {}, 0.0
