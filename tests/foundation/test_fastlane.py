@@ -539,3 +539,37 @@ def test_request_started_and_finished_stay_paired(world, refused):
         signals.request_started.disconnect(started)
         signals.request_finished.disconnect(finished)
     assert seen == ["started", "finished"] * (2 if refused else 1)
+
+
+def test_the_official_sdk_creates_and_updates_file_memories_through_the_lanes(world, django_calls):
+    """The `anthropic` SDK's own requests (its headers, its JSON) are the plain case; its 409 is the view's."""
+    import asyncio
+
+    import httpx2  # the SDK's own HTTP client package (a dependency of the pinned anthropic)
+    from anthropic import AsyncAnthropic, ConflictError
+
+    store_id = str(world["store"].pk)
+
+    async def run():
+        transport = httpx2.ASGITransport(app=front.application)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            sdk = AsyncAnthropic(
+                base_url="http://testserver/api", auth_token=world["secret"], http_client=http, max_retries=0
+            )
+            made = await sdk.beta.memory_stores.memories.create(store_id, path="/sdk.md", content="one")
+            updated = await sdk.beta.memory_stores.memories.update(
+                made.id,
+                memory_store_id=store_id,
+                content="two",
+                precondition={"type": "content_sha256", "content_sha256": made.content_sha256},
+            )
+            lanes_only = list(django_calls)
+            with pytest.raises(ConflictError):
+                await sdk.beta.memory_stores.memories.create(store_id, path="/sdk.md", content="other")
+            return made, updated, lanes_only
+
+    made, updated, lanes_only = asyncio.run(run())
+    assert lanes_only == []  # both writes were answered by the lanes
+    assert len(django_calls) == 1  # the conflict went to the view
+    assert updated.id == made.id and updated.memory_version_id != made.memory_version_id
+    assert Memory.objects.get(pk=made.id).content == "two"
