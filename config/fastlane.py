@@ -15,8 +15,9 @@ rendered by the normal path (same status, body and headers):
 - the request's shape (`_plain`): no query string, ``Content-Type: application/json`` (or with
   ``charset=utf-8``), a ``Content-Length`` within `MAX_REQUEST_BYTES`, no ``Transfer-Encoding``, no
   ``Accept`` other than ``*/*`` / ``application/json``, an ``Authorization`` header; a path matching the
-  lane's pattern (ASCII only: the hostile-input screening of the path has nothing to find there);
-- a middleware's request side answering or refusing (an HTTPS redirect, a disallowed host);
+  lane's pattern (ASCII only);
+- a middleware's request side answering or refusing (the hostile-input screening, an HTTPS redirect, a
+  disallowed host or user agent);
 - no credential, or the authenticators, the permissions, the parser or the view method raising anything
   but a database fault.
 
@@ -62,11 +63,18 @@ UUID_GROUP = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # 
 JSON_TYPES = frozenset({"application/json", "application/json; charset=utf-8", "application/json;charset=utf-8"})
 ACCEPTED = frozenset({None, "*/*", "application/json"})  # an empty Accept matches no renderer: DRF's 406
 
-# API middleware the lanes reproduce themselves: the request id, and the hostile-input screening, which
-# `_plain` and the lanes' ASCII patterns make moot (no chunked body, a declared length within the limit,
-# no query string, a path without escapes). Every other entry must be a MiddlewareMixin with at most
-# process_request / process_response, which the lanes run.
-_OWN = {"config.middleware.RequestIdMiddleware", "config.middleware.HostileInputMiddleware"}
+# API middleware that is not a MiddlewareMixin: the request id, which a lane sets itself (the same two
+# lines), and the hostile-input screening, whose request side a lane runs (`screen`). Every other entry must
+# be a MiddlewareMixin with at most process_request / process_response, which the lanes run.
+_OWN = {"config.middleware.RequestIdMiddleware"}
+_REQUEST_SIDES = {"config.middleware.HostileInputMiddleware": "screen"}
+
+
+class _RequestSide:
+    """A middleware whose request side is one method (`_REQUEST_SIDES`), as a process_request hook."""
+
+    def __init__(self, screen):
+        self.process_request = screen
 
 
 @dataclass(frozen=True)
@@ -114,7 +122,7 @@ class LaneRequest:
 @dataclass(frozen=True)
 class _Loaded:
     lanes: tuple[Lane, ...]
-    hooks: tuple[MiddlewareMixin, ...]  # the API middleware the lanes run, outermost first
+    hooks: tuple[Any, ...]  # the API middleware the lanes run (process_request / process_response), outermost first
 
 
 @cache
@@ -131,12 +139,15 @@ def _load(paths: tuple[str, ...], middleware: tuple[str, ...]) -> _Loaded:
         return _Loaded((), ())
 
 
-def _middleware_hooks(middleware: tuple[str, ...]) -> list[MiddlewareMixin]:
+def _middleware_hooks(middleware: tuple[str, ...]) -> list[Any]:
     hooks = []
     for path in middleware:
         if path in _OWN:
             continue
         cls = import_string(path)
+        if path in _REQUEST_SIDES:
+            hooks.append(_RequestSide(getattr(cls(lambda request: None), _REQUEST_SIDES[path])))
+            continue
         if not issubclass(cls, MiddlewareMixin) or any(
             getattr(cls, name, None) is not getattr(MiddlewareMixin, name, None)
             for name in ("__call__", "process_view", "process_exception", "process_template_response")

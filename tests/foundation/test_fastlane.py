@@ -573,3 +573,22 @@ def test_the_official_sdk_creates_and_updates_file_memories_through_the_lanes(wo
     assert len(django_calls) == 1  # the conflict went to the view
     assert updated.id == made.id and updated.memory_version_id != made.memory_version_id
     assert Memory.objects.get(pk=made.id).content == "two"
+
+
+def test_the_lanes_run_the_hostile_input_screening_itself(world, django_calls, monkeypatch):
+    """A refusal the screening adds later (here: every request) reaches the lanes without a change to them."""
+    from config.errors import error_response
+    from config.middleware import HostileInputMiddleware
+
+    def refuse_all(self, request):
+        return error_response(request, status=400, type="invalid_request_error", message="Screened.")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(HostileInputMiddleware, "screen", refuse_all)
+        fastlane._load.cache_clear()
+        try:
+            status, _h, body, _r = send(note_path(world["store"]), {"body_md": "a"}, bearer(world["secret"]))
+        finally:
+            fastlane._load.cache_clear()
+    assert status == 400 and json.loads(body)["error"]["message"] == "Screened."
+    assert len(django_calls) == 1 and Entry.objects.count() == 0
