@@ -31,21 +31,12 @@ from sessions.models import Work
 from stores.services import archive_store
 from tests.agent.conftest import environment, make_session, run_session  # noqa: F401 (fixtures used below)
 from tests.factories import ReaderGrantFactory, StoreFactory, UserFactory
+from tests.foundation.test_api_stack import one_thread  # noqa: F401 (autouse: the front on one thread of ours)
 from tests.foundation.test_faults import http_scope, run_asgi
 from versions.api.views import MEMORY_CREATE_LANE, MEMORY_UPDATE_LANE
 from versions.models import Memory, Version
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def one_thread(monkeypatch):
-    """The front's Django calls on one thread of our own, whose database connection is closed after."""
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    monkeypatch.setattr(front, "_pool", pool)
-    yield
-    pool.submit(connections.close_all).result()
-    pool.shutdown()
 
 
 @pytest.fixture
