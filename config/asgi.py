@@ -43,7 +43,7 @@ from config.errors import error_payload, new_request_id, retry_after_headers
 
 class _PathDispatch:
     """The WSGI application Django threads run: requests under `API_PATH_PREFIX` go through a handler built
-    with `API_MIDDLEWARE` — after the fast lanes (`config.fastlane`) had their chance at a plain POST —,
+    with `API_MIDDLEWARE` — after the fast lanes (`config.fastlane`) had their chance at a plain POST or GET —,
     everything else (back office, guide, schema) through the full `MIDDLEWARE`."""
 
     def __init__(self):
@@ -53,7 +53,7 @@ class _PathDispatch:
 
     def __call__(self, environ: dict, start_response: Callable):
         if environ.get("PATH_INFO", "").startswith(settings.API_PATH_PREFIX):
-            if environ["REQUEST_METHOD"] == "POST":
+            if environ["REQUEST_METHOD"] in ("POST", "GET"):
                 response = fastlane.answer(environ)
                 if response is not None:  # what Django's WSGIHandler hands back, done the same way
                     status = f"{response.status_code} {response.reason_phrase}"

@@ -81,8 +81,10 @@ class _RequestSide:
 class Lane:
     """One route answered by a fast lane.
 
-    method: the HTTP method (``"POST"``), which names the view method run. pattern: a regular expression
-    matched in full against PATH_INFO; its named groups are the view's keyword arguments (ASCII only).
+    method: ``"POST"`` (a JSON body, no query) or ``"GET"`` (no body, a query), which names the view method
+    run; a GET lane's method must write nothing but what authentication writes (a token's last use).
+    pattern: a regular expression matched in full against PATH_INFO; its named groups are the view's keyword
+    arguments (ASCII only).
     view: the DRF APIView (its authenticators, permissions, method, headers and OpenAPI description).
     example: keyword arguments for the route check, which must resolve through Django's URLconf to `view`
     with the same arguments.
@@ -98,22 +100,32 @@ class Lane:
         object.__setattr__(self, "compiled", re.compile(self.pattern))
 
 
+_NO_BODY = object()  # a GET's `data`: reading it declines (DRF's parsing of an absent body is Django's to do)
+
+
 class LaneRequest:
     """The request a view method gets from a lane: what DRF's `Request` offers, built without it.
 
-    `data` is the parsed JSON body, `query_params` the (empty) query, `user` and `auth` what the view's
+    `data` is the parsed JSON body (a GET lane declines when its view reads it), `query_params` the query
+    (`QueryDict`, DRF's too), `user` and `auth` what the view's
     authenticator returned, `parser_context` ``{"view", "args", "kwargs", "request"}`` as DRF sets it;
     every other attribute is the Django request's (`_request`), as DRF's `Request.__getattr__` does.
     """
 
     def __init__(self, django_request: WSGIRequest, view: Any, kwargs: dict[str, str], data: Any):
         self._request = django_request
-        self.data = data
+        self._data = data
         self.query_params = django_request.GET
         self.parser_context = {"view": view, "args": (), "kwargs": kwargs, "request": self}
         self.user = None
         self.auth = None
         self.successful_authenticator = None
+
+    @property
+    def data(self) -> Any:
+        if self._data is _NO_BODY:
+            raise _Decline
+        return self._data
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._request, name)
@@ -169,6 +181,8 @@ def _check(lane: Lane) -> None:
     from rest_framework.views import APIView  # imports the authentication classes: not before Django is set up
 
     view = lane.view
+    if lane.method not in ("POST", "GET"):
+        raise ValueError(f"a lane answers POST or GET, not {lane.method}")
     if view.throttle_classes or view.versioning_class is not None:
         raise ValueError(f"{view.__name__} has throttles or versioning, which a lane does not run")
     if list(view.renderer_classes) != [JSONRenderer] or list(view.parser_classes) != [StrictJSONParser]:
@@ -195,17 +209,24 @@ def active() -> tuple[Lane, ...]:
     return _load(tuple(settings.API_FAST_LANES), tuple(settings.API_MIDDLEWARE)).lanes
 
 
-def _plain(environ: dict[str, Any]) -> bool:
+def _plain(environ: dict[str, Any], method: str) -> bool:
+    """The plain case's shape: a JSON body and no query for POST; no body (any query, which the hostile-input
+    screening then checks) for GET."""
     length = environ.get("CONTENT_LENGTH", "")
+    if not (
+        "HTTP_TRANSFER_ENCODING" not in environ
+        and environ.get("HTTP_ACCEPT") in ACCEPTED
+        and "HTTP_AUTHORIZATION" in environ
+    ):
+        return False
+    if method == "GET":
+        return length in ("", "0")
     return (
         not environ.get("QUERY_STRING")
         and environ.get("CONTENT_TYPE") in JSON_TYPES
         and length.isascii()
         and length.isdigit()  # ASCII digits only ("²".isdigit() is true)
         and 0 < int(length) <= settings.MAX_REQUEST_BYTES
-        and "HTTP_TRANSFER_ENCODING" not in environ
-        and environ.get("HTTP_ACCEPT") in ACCEPTED
-        and "HTTP_AUTHORIZATION" in environ
     )
 
 
@@ -228,9 +249,9 @@ def answer(environ: dict[str, Any]) -> HttpResponse | None:
             break
     else:
         return None
-    if not _plain(environ):
+    if not _plain(environ, method):
         return None
-    body = environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"]))
+    body = environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"])) if method == "POST" else b""
     environ["wsgi.input"] = io.BytesIO(body)  # unread, for Django if the lane declines
     signals.request_started.send(sender=WSGIRequest, environ=environ)
     # A copy: WSGIRequest and the middleware write to META (SCRIPT_NAME, PATH_INFO, …); a declined request
@@ -266,7 +287,9 @@ def _run(lane: Lane, kwargs: dict[str, str], request: WSGIRequest, body: bytes, 
     view.format_kwarg = None
     view.headers = view.default_response_headers
     try:
-        data = StrictJSONParser().parse(io.BytesIO(body), "application/json", {"request": request})
+        data = (
+            StrictJSONParser().parse(io.BytesIO(body), "application/json", {"request": request}) if body else _NO_BODY
+        )
         view.request = lane_request = LaneRequest(request, view, kwargs, data)
         _authenticate(lane_request, view)
         for permission in view.get_permissions():

@@ -63,9 +63,17 @@ BACK_OFFICE_ONLY_MIDDLEWARE = [
 API_MIDDLEWARE = [name for name in MIDDLEWARE if name not in BACK_OFFICE_ONLY_MIDDLEWARE]
 API_PATH_PREFIX = "/api/"
 # Hot routes answered without Django's resolver and DRF's dispatch in their plain case (config/fastlane.py,
-# issue 17); everything else about them still goes through Django. [] turns the lanes off.
+# issue 17): note, wake, zoom, recall, file create and update; everything else about them still goes
+# through Django. [] (or FAST_LANES=false) turns the lanes off.
 API_FAST_LANES = (
-    ["memories.api.views.NOTE_LANE", "versions.api.views.MEMORY_CREATE_LANE", "versions.api.views.MEMORY_UPDATE_LANE"]
+    [
+        "memories.api.views.NOTE_LANE",
+        "memories.api.views.WAKE_LANE",
+        "memories.api.views.ZOOM_LANE",
+        "memories.api.views.RECALL_LANE",
+        "versions.api.views.MEMORY_CREATE_LANE",
+        "versions.api.views.MEMORY_UPDATE_LANE",
+    ]
     if env.bool("FAST_LANES", default=True)
     else []
 )

@@ -214,6 +214,16 @@ class RecallView(APIView):
         return envelope(s.render_recall_matches(page.matches), meta)
 
 
+# wake, zoom and recall in their plain case (a bearer credential, no body) without Django's resolver and
+# DRF's dispatch (config/fastlane.py). They write nothing; the query goes through the hostile-input
+# screening and the views' own validation, and every refusal is the view's.
+_STORE_EXAMPLE = {"pk": "00000000-0000-4000-8000-000000000000"}
+_LOG = rf"/api/v1/memories/(?P<pk>{UUID_GROUP})"
+WAKE_LANE = Lane(method="GET", pattern=f"{_LOG}/wake", view=WakeView, example=_STORE_EXAMPLE)
+ZOOM_LANE = Lane(method="GET", pattern=f"{_LOG}/zoom", view=ZoomView, example=_STORE_EXAMPLE)
+RECALL_LANE = Lane(method="GET", pattern=f"{_LOG}/recall", view=RecallView, example=_STORE_EXAMPLE)
+
+
 class ForgetView(APIView):
     """Invalidate a range's summary and its ancestors (owner)."""
 

@@ -25,7 +25,7 @@ from accounts import services as account_services
 from accounts.models import TokenScope
 from config import fastlane
 from memories import services as memory_services
-from memories.api.views import NOTE_LANE, NoteView
+from memories.api.views import NOTE_LANE, RECALL_LANE, WAKE_LANE, ZOOM_LANE, NoteView
 from memories.models import Entry
 from sessions.models import Work
 from stores.services import archive_store
@@ -117,7 +117,7 @@ def bearer(secret: str) -> dict[str, str]:
 
 
 def test_the_lanes_are_on():
-    assert fastlane.active() == (NOTE_LANE, MEMORY_CREATE_LANE, MEMORY_UPDATE_LANE)
+    assert fastlane.active() == (NOTE_LANE, WAKE_LANE, ZOOM_LANE, RECALL_LANE, MEMORY_CREATE_LANE, MEMORY_UPDATE_LANE)
 
 
 def test_a_plain_note_is_answered_by_the_lane_exactly_as_the_view_answers(settings, world, django_calls):
@@ -583,3 +583,118 @@ def test_the_lanes_run_the_hostile_input_screening_itself(world, django_calls, m
             fastlane._load.cache_clear()
     assert status == 400 and json.loads(body)["error"]["message"] == "Screened."
     assert len(django_calls) == 1 and Entry.objects.count() == 0
+
+
+# --- wake, zoom and recall (GET lanes) ------------------------------------------------------------------
+
+
+def get(path: str, query: bytes = b"", headers: dict[str, str] | None = None, body: bytes | None = None):
+    """GET through the ASGI front; returns (status, headers without Request-Id, body bytes, request id)."""
+    head = [(b"host", b"testserver")] + [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    messages = None
+    if body is not None:
+        head.append((b"content-length", str(len(body)).encode()))
+        messages = [{"type": "http.request", "body": body}]
+    start, message = run_asgi(http_scope("GET", path, head, query), messages)
+    sent = dict(start["headers"])
+    return start["status"], sent, message["body"], sent.pop(b"request-id").decode()
+
+
+def get_both(settings, *args, **kwargs):
+    on, lanes = get(*args, **kwargs), settings.API_FAST_LANES
+    settings.API_FAST_LANES = []
+    try:
+        off = get(*args, **kwargs)
+    finally:
+        settings.API_FAST_LANES = lanes
+    return on, off
+
+
+@pytest.fixture
+def logged(world):
+    """The owner's store with five entries (seq 0–4), one of them naming CVE-2024-1234."""
+    for i in range(5):
+        text = "patched CVE-2024-1234 today" if i == 2 else f"entry {i}"
+        memory_services.append_entry(store=world["store"], author=world["store"].owner, body_md=text)
+    return world
+
+
+GETS_SERVED = [
+    ("wake", b""),
+    ("wake", b"budget=64"),
+    ("zoom", b"range=2"),
+    ("zoom", b"range=0-1"),
+    ("recall", b"pattern=cve-%5Cd%2B"),
+    ("recall", b"pattern=entry&limit=2"),
+    ("recall", b"pattern=entry&case_sensitive=true"),
+]
+
+
+@pytest.mark.parametrize(("what", "query"), GETS_SERVED, ids=[f"{w}?{q.decode()}" for w, q in GETS_SERVED])
+def test_a_plain_read_is_answered_by_the_lane_exactly_as_the_view_answers(settings, logged, django_calls, what, query):
+    path = f"/api/v1/memories/{logged['store'].pk}/{what}"
+    (s1, h1, b1, _), (s2, h2, b2, _) = get_both(settings, path, query, bearer(logged["secret"]))
+    assert django_calls == [path]
+    assert (s1, s2) == (200, 200) and list(h1.items()) == list(h2.items())
+    if what == "recall":  # the cursor is signed afresh per call; everything else is the same bytes
+        one, two = json.loads(b1), json.loads(b2)
+        assert (one["meta"].pop("next_cursor") is None) == (two["meta"].pop("next_cursor") is None)
+        assert one == two
+    else:
+        assert b1 == b2
+
+
+def quote(text: str) -> bytes:
+    from urllib.parse import quote as percent
+
+    return percent(text, safe="").encode()
+
+
+def test_a_recall_cursor_from_the_lane_pages_on_through_the_view_and_back(settings, logged, django_calls):
+    path, auth = f"/api/v1/memories/{logged['store'].pk}/recall", bearer(logged["secret"])
+    first = json.loads(get(path, b"pattern=entry&limit=1", auth)[2])
+    settings.API_FAST_LANES = []
+    second = json.loads(get(path, b"pattern=entry&limit=1&cursor=" + quote(first["meta"]["next_cursor"]), auth)[2])
+    settings.API_FAST_LANES = ["memories.api.views.RECALL_LANE"]
+    third = json.loads(get(path, b"pattern=entry&limit=1&cursor=" + quote(second["meta"]["next_cursor"]), auth)[2])
+    seqs = [m["seq"] for page in (first, second, third) for m in page["data"]]
+    assert seqs == [4, 3, 1] and third["meta"]["next_cursor"] is not None
+    assert len(django_calls) == 1
+
+
+GETS_REFUSED = [
+    ("recall", b"pattern=(", "secret"),  # not RE2
+    ("recall", b"pattern=a%00b", "secret"),  # NUL: the hostile-input screening
+    ("recall", b"pattern=%ff", "secret"),  # bad UTF-8: the screening
+    ("recall", b"pattern=a&cursor=tampered", "secret"),
+    ("recall", b"pattern=a&limit=0", "secret"),
+    ("recall", b"", "secret"),  # no pattern
+    ("recall", b"pattern=a&extra=1", "secret"),  # unknown parameter
+    ("recall", b"pattern=a", "Bearer mem_unknown"),
+    ("recall", b"pattern=a", "revoked"),
+    ("wake", b"budget=8", "secret"),
+    ("wake", b"", "Token abc"),
+    ("wake", b"snapshot=bogus", "secret"),
+    ("zoom", b"range=1-2", "secret"),  # not aligned
+    ("zoom", b"range=99", "secret"),  # past the end
+    ("zoom", b"", "secret"),
+    ("wake", b"", "reader"),  # a stranger to the owner's store: 404
+]
+
+
+@pytest.mark.parametrize(("what", "query", "who"), GETS_REFUSED, ids=[f"{w}?{q!r}-{c}" for w, q, c in GETS_REFUSED])
+def test_every_refused_read_is_answered_by_the_view(settings, logged, django_calls, what, query, who):
+    path = f"/api/v1/memories/{logged['store'].pk}/{what}"
+    (s1, h1, b1, r1), (s2, h2, b2, r2) = get_both(settings, path, query, _headers(logged, who))
+    assert len(django_calls) == 2, "the lane must leave this request to the view"
+    assert s1 == s2 and s1 >= 400, (s1, b1)
+    assert h1 == h2 and without_request_id(b1, r1) == without_request_id(b2, r2)
+
+
+def test_a_get_with_a_body_or_without_a_credential_is_the_views(settings, logged, django_calls):
+    path, auth = f"/api/v1/memories/{logged['store'].pk}/wake", bearer(logged["secret"])
+    with_body = get_both(settings, path, b"", auth, body=b"{}")
+    anonymous = get_both(settings, path, b"", {})
+    assert len(django_calls) == 4
+    for (s1, h1, b1, r1), (s2, h2, b2, r2) in (with_body, anonymous):
+        assert s1 == s2 and h1 == h2 and without_request_id(b1, r1) == without_request_id(b2, r2)
