@@ -1,46 +1,47 @@
-"""Fast lanes: a few hot API writes answered without Django's middleware chain, URL resolver and DRF's
+"""Fast lanes: a few hot API routes answered without Django's middleware chain, URL resolver and DRF's
 dispatch (issue 17; numbers in bench/RESULTS.md, reasons in docs/performance.md "Fast lanes").
 
 A lane stands in for one method of one DRF view on one route, for the plain case only, and runs that
-view's own code: its authentication classes and permission classes (in the view's order), the project's
-JSON parser, **the view's method itself** (`NoteView.post`, …) with a request object that offers what a
-DRF `Request` offers, DRF's `Response.render` with the project's renderer, the view's default response
-headers (``Allow``) and the request and response sides of every API middleware. What it leaves out is the
-machinery between them: Django's handler and middleware chain, the URL resolver, DRF's `Request` wrapper,
-content negotiation, exception handling and `finalize_response`.
+view's own code in `APIView.dispatch`'s order: the request side of every API middleware (the hostile-input
+screening, the host check, …), the view's authentication classes (as DRF's `Request._authenticate` runs
+them), the view's `check_permissions`, **the view's method itself** (`NoteView.post`, …) given a request
+object that offers what a DRF `Request` offers (the body parsed on first use by the project's parser), and
+for anything raised there the view's own `handle_exception` — DRF's 401 header or 403, the project's
+exception handler, its logging — then DRF's `Response.render` with the project's renderer, the view's
+default headers (``Allow``), the response side of every API middleware, the request id and Django's
+request log. What it leaves out is the machinery between them: Django's handler and middleware chain, the
+URL resolver, DRF's `Request` wrapper, content negotiation and `finalize_response`. Errors are therefore
+rendered by the same code as with the lanes off; `tests/foundation/test_fastlane*.py` compare the bytes.
 
-Anything but the plain case goes to Django unchanged, *before anything was written*, so every error is
-rendered by the normal path (same status, body and headers):
+A lane *declines* — Django answers the request from the environ as it came, and nothing was written — when
+the request is not the plain case:
 
-- the request's shape (`_plain`): no query string, ``Content-Type: application/json`` (or with
-  ``charset=utf-8``), a ``Content-Length`` within `MAX_REQUEST_BYTES`, no ``Transfer-Encoding``, no
-  ``Accept`` other than ``*/*`` / ``application/json``, an ``Authorization`` header; a path matching the
-  lane's pattern (ASCII only);
-- a middleware's request side answering or refusing (the hostile-input screening, an HTTPS redirect, a
-  disallowed host or user agent);
-- no credential, or the authenticators, the permissions, the parser or the view method raising anything
-  but a database fault.
+- its shape (`_plain`): a JSON body (``Content-Type: application/json``, or with ``charset=utf-8``, a
+  ``Content-Length`` within `MAX_REQUEST_BYTES`) and no query string for POST; no body for GET; no
+  ``Transfer-Encoding``; no ``Accept`` other than ``*/*`` / ``application/json``; an ``Authorization``
+  header; a path matching the lane's pattern (ASCII only);
+- a middleware's request side answering or raising (an HTTPS redirect, a disallowed host or user agent, a
+  hostile query), or a ``format`` query parameter (DRF negotiates it before it authenticates);
+- no authenticator taking the credential (an anonymous request), or a GET lane's view reading the body.
 
-A database fault is rendered at once by the project's exception handler (503, the view's own answer): a
-hung database is never waited for twice. **The contract of a lane's view method:** it writes at most once,
-as its last database action, and raises only before that write or from it without committing (a
-one-statement service in autocommit, whose refusals are decided by that statement, qualifies). A method
-that committed and then raised would be run a second time by Django. Each lane's definition says why its
-method qualifies.
+A lane never runs a view method twice: whatever the method raises, after or before its write, is answered
+by `handle_exception`, as the view's dispatch would. A GET lane's method must write nothing (wake, zoom and
+recall are reads; the authentication's touch of a token's last use is idempotent).
 
 `settings.API_FAST_LANES` lists the lanes (dotted paths of `Lane` objects; ``FAST_LANES=false`` in the
 environment empties it). A lane whose example route does not resolve to its view, a view with throttles,
-versioning, several renderers or parsers, or an API middleware this module cannot run turns the lanes off
-at first use with one warning: nothing is ever skipped silently.
+versioning, its own negotiation, other parser or renderer classes or its own dispatch steps, or an API
+middleware this module cannot run turns the lanes off at first use with one warning: nothing is ever
+skipped silently.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import re
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 from django.conf import settings
@@ -49,10 +50,13 @@ from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpResponse
 from django.urls import resolve
 from django.utils.deprecation import MiddlewareMixin
+from django.utils.log import log_response
 from django.utils.module_loading import import_string
+from rest_framework import exceptions
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
-from config.errors import exception_handler, is_database_fault, new_request_id
+from config.errors import new_request_id
 from config.parsers import StrictJSONParser
 from config.renderers import JSONRenderer
 
@@ -100,32 +104,38 @@ class Lane:
         object.__setattr__(self, "compiled", re.compile(self.pattern))
 
 
-_NO_BODY = object()  # a GET's `data`: reading it declines (DRF's parsing of an absent body is Django's to do)
-
-
 class LaneRequest:
     """The request a view method gets from a lane: what DRF's `Request` offers, built without it.
 
-    `data` is the parsed JSON body (a GET lane declines when its view reads it), `query_params` the query
-    (`QueryDict`, DRF's too), `user` and `auth` what the view's
-    authenticator returned, `parser_context` ``{"view", "args", "kwargs", "request"}`` as DRF sets it;
-    every other attribute is the Django request's (`_request`), as DRF's `Request.__getattr__` does.
+    `data` parses the JSON body on first use, as DRF does (a ParseError is the view's 400); a GET lane
+    declines when its view reads `data`. `query_params` is the query (`QueryDict`, DRF's too); `user`,
+    `auth`, `authenticators` and `successful_authenticator` are set by the authentication;
+    `parser_context` is ``{"view", "args", "kwargs", "request", "encoding"}`` as DRF sets it. Every other
+    attribute is the Django request's (`_request`), as DRF's `Request.__getattr__` does.
     """
 
-    def __init__(self, django_request: WSGIRequest, view: Any, kwargs: dict[str, str], data: Any):
+    def __init__(self, django_request: WSGIRequest, view: Any, kwargs: dict[str, str], body: bytes):
         self._request = django_request
-        self._data = data
+        self._body = body
         self.query_params = django_request.GET
-        self.parser_context = {"view": view, "args": (), "kwargs": kwargs, "request": self}
+        self.parser_context = {
+            "view": view,
+            "args": (),
+            "kwargs": kwargs,
+            "request": self,
+            "encoding": django_request.encoding or settings.DEFAULT_CHARSET,
+        }
         self.user = None
         self.auth = None
+        self.authenticators = ()
         self.successful_authenticator = None
 
-    @property
+    @functools.cached_property
     def data(self) -> Any:
-        if self._data is _NO_BODY:
+        if self._request.method == "GET":
             raise _Decline
-        return self._data
+        media_type = self._request.META.get("CONTENT_TYPE")
+        return StrictJSONParser().parse(io.BytesIO(self._body), media_type, self.parser_context)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._request, name)
@@ -137,7 +147,7 @@ class _Loaded:
     hooks: tuple[Any, ...]  # the API middleware the lanes run (process_request / process_response), outermost first
 
 
-@cache
+@functools.cache
 def _load(paths: tuple[str, ...], middleware: tuple[str, ...]) -> _Loaded:
     """The lanes of `paths` and the middleware hooks; no lanes when any check fails (logged once)."""
     try:
@@ -282,26 +292,21 @@ def _run(lane: Lane, kwargs: dict[str, str], request: WSGIRequest, body: bytes, 
             raise _Decline from exc
         if refused:
             raise _Decline
+    if api_settings.URL_FORMAT_OVERRIDE in request.GET:  # DRF negotiates ?format= before it authenticates
+        raise _Decline
     view = lane.view()  # as `View.as_view()` and `APIView.dispatch` set it up
     view.setup(request, **kwargs)
     view.format_kwarg = None
     view.headers = view.default_response_headers
-    try:
-        data = (
-            StrictJSONParser().parse(io.BytesIO(body), "application/json", {"request": request}) if body else _NO_BODY
-        )
-        view.request = lane_request = LaneRequest(request, view, kwargs, data)
+    view.request = lane_request = LaneRequest(request, view, kwargs, body)
+    try:  # APIView.dispatch's order: authenticate, check permissions, run the method
         _authenticate(lane_request, view)
-        for permission in view.get_permissions():
-            if not permission.has_permission(lane_request, view):
-                raise _Decline
+        view.check_permissions(lane_request)
         response = getattr(view, lane.method.lower())(lane_request, **kwargs)
     except _Decline:
         raise
-    except Exception as exc:
-        if not is_database_fault(exc):
-            raise _Decline from exc
-        response = exception_handler(exc, {"request": request, "view": view})
+    except Exception as exc:  # DRF's own: the 401 header or 403, the project's exception handler, its logging
+        response = view.handle_exception(exc)
     if isinstance(response, Response):  # what finalize_response and Django's handler do with it
         response.accepted_renderer = _RENDERER
         response.accepted_media_type = "application/json"
@@ -310,14 +315,22 @@ def _run(lane: Lane, kwargs: dict[str, str], request: WSGIRequest, body: bytes, 
         response[name] = value
     if isinstance(response, Response):
         response.render()
+    if response.status_code >= 400:  # Django's request log, as its handler writes it
+        log_response("%s: %s", response.reason_phrase, request.path, response=response, request=request)
     return response
 
 
 def _authenticate(request: LaneRequest, view: Any) -> None:
-    """Run the view's authenticators in order, as DRF's `Request._authenticate` does; decline when none
-    authenticates (an anonymous write is Django's to refuse)."""
-    for authenticator in view.get_authenticators():
-        found = authenticator.authenticate(request)
+    """DRF's `Request._authenticate` over the view's authenticators: the first that returns a user wins; an
+    authenticator's APIException leaves the request anonymous and propagates (the view's 401). Declines when
+    none authenticates (an anonymous request is Django's to answer)."""
+    request.authenticators = view.get_authenticators()
+    for authenticator in request.authenticators:
+        try:
+            found = authenticator.authenticate(request)
+        except exceptions.APIException:
+            request.user, request.auth = api_settings.UNAUTHENTICATED_USER(), None  # DRF's _not_authenticated
+            raise
         if found is not None:
             request.user, request.auth = found
             request.successful_authenticator = authenticator

@@ -384,12 +384,7 @@ def _pick(store: Store, n: int, pending: int, claimant: str | None, limit: int) 
 def _jobs(store: Store, n: int, blocks: list[tree.Block], claimed: dict[tree.Block, datetime]) -> list[dict]:
     """The job objects of `blocks` (children read in one query); a job whose child vanished is dropped."""
     halves = [half for block in blocks for half in block.halves()]
-    try:
-        lines = {line["range"]: line for line in render_lines(store, halves)}
-    except KeyError:  # an entry is missing: entries only go with their store, deleted after it was read
-        if not Store.objects.filter(pk=store.pk).exists():
-            raise StoreNotFound() from None
-        raise
+    lines = {line["range"]: line for line in render_lines(store, halves)}  # StoreNotFound if it vanished
     jobs = []
     for block in blocks:
         left, right = (lines[half.label] for half in block.halves())

@@ -26,6 +26,7 @@ from config.compiled import prepared_cursor
 from memories import tree
 from memories.errors import InvalidCursor, InvalidPattern, InvalidRange, SnapshotTooLarge
 from memories.models import BODY_MAX_BYTES, Entry, Summary
+from stores.errors import StoreNotFound
 from stores.models import Store
 
 RECALL_MAX_PATTERN_CHARS = 200
@@ -88,6 +89,7 @@ def render_lines(store: Store, blocks: list[tree.Block]) -> list[dict[str, Any]]
     ``{range, kind: "redacted", seq, text: None, author, created_at, redacted_at}`` (SPEC §4 redact).
     Summary line: ``{range, kind: "summary", text, model, author, created_at, generation, first_at,
     last_at}``. A block of size ≥ 2 without a live summary: ``{range, kind: "missing", text: None}``.
+    Raises StoreNotFound (404) when the store was deleted after the caller read it (its entries went with it).
     """
     if not blocks:
         return []
@@ -104,6 +106,10 @@ def render_lines(store: Store, blocks: list[tree.Block]) -> list[dict[str, Any]]
         rows = cursor.fetchall()
     summaries = {(row[1], row[2]): row for row in rows if row[0] == "summary"}
     entries = {row[1]: row for row in rows if row[0] == "entry"}
+    missing = any(block.is_entry and block.start not in entries for block in blocks)
+    # Entries go only with their store: one missing means the store was deleted after it was read.
+    if missing and not Store.objects.filter(pk=store.pk).exists():
+        raise StoreNotFound()
     lines = []
     for block, kind in tree.classify(blocks, set(summaries)):
         if kind == "entry":

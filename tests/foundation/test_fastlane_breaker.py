@@ -151,12 +151,13 @@ def test_a_declined_request_under_a_non_ascii_root_path_gets_the_views_answer(se
     every request the lane declines becomes a 500: the lane's own ``WSGIRequest(environ)`` rewrites
     ``environ["SCRIPT_NAME"]`` in place (WSGIRequest stores the UTF-8-decoded script name into META, which
     *is* the environ), so Django's handler then decodes an already-decoded value and raises
-    UnicodeDecodeError. Without lanes the same request is the view's 404 (here: a store the caller cannot
-    read). The contract: "Django then answers from the environ as it came"."""
+    UnicodeDecodeError. Without lanes the same request is the view's answer (here: 406 for an Accept it cannot
+    satisfy, which the lane declines). The contract: "Django then answers from the environ as it came"."""
     raw = json.dumps({"body_md": "hello"}).encode()
-    path = note_path(world["stranger_store"])
-    on, off = raw_both(settings, path, raw, plain_head(world["secret"], raw), root_path="/\u00e9")
-    assert off[0] == 404
+    path = note_path(world["store"])
+    head = [*plain_head(world["secret"], raw), (b"accept", b"text/html")]  # declined: the view's 406
+    on, off = raw_both(settings, path, raw, head, root_path="/\u00e9")
+    assert off[0] == 406
     assert_same(on, off)
     assert len(django_calls) == 2
 
@@ -170,11 +171,12 @@ def test_a_declined_request_leaves_the_environ_as_it_came(world):
     from config.asgi import _environ
 
     raw = json.dumps({"body_md": "hello"}).encode()
-    scope = http_scope("POST", note_path(world["stranger_store"]), plain_head(world["secret"], raw))
+    head = [*plain_head(world["secret"], raw), (b"accept", b"text/html")]
+    scope = http_scope("POST", note_path(world["store"]), head)
     scope["root_path"] = "/\u00e9"
     environ = _environ(scope, raw)
     before = {k: v for k, v in environ.items() if k != "wsgi.input"}
-    assert fastlane.answer(environ) is None  # the view's 404: declined
+    assert fastlane.answer(environ) is None  # an Accept the lane leaves to the view: declined
     environ["wsgi.input"] = io.BytesIO()
     after = {k: v for k, v in environ.items() if k != "wsgi.input"}
     assert after == before
