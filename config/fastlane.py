@@ -25,7 +25,9 @@ the request is not the plain case:
 - no authenticator taking the credential (an anonymous request), or a GET lane's view reading the body.
 
 A lane never runs a view method twice: whatever the method raises, after or before its write, is answered
-by `handle_exception`, as the view's dispatch would. A GET lane's method must write nothing (wake, zoom and
+by `handle_exception`, as the view's dispatch would; an exception out of that or out of the render is
+answered as Django's handler answers it (the API middleware's `process_exception` — a database fault is a
+503 — else the URLconf's handler500 and Django's request log). A GET lane's method must write nothing (wake, zoom and
 recall are reads; the authentication's touch of a token's last use is idempotent).
 
 `settings.API_FAST_LANES` lists the lanes (dotted paths of `Lane` objects; ``FAST_LANES=false`` in the
@@ -46,6 +48,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core import signals
+from django.core.handlers.exception import response_for_exception
 from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpResponse
 from django.urls import resolve
@@ -68,9 +71,11 @@ JSON_TYPES = frozenset({"application/json", "application/json; charset=utf-8", "
 ACCEPTED = frozenset({None, "*/*", "application/json"})  # an empty Accept matches no renderer: DRF's 406
 
 # API middleware that is not a MiddlewareMixin: the request id, which a lane sets itself (the same two
-# lines), and the hostile-input screening, whose request side a lane runs (`screen`). Every other entry must
+# lines) and whose process_exception it runs, and the hostile-input screening, whose request side a lane
+# runs (`screen`). Every other entry must
 # be a MiddlewareMixin with at most process_request / process_response, which the lanes run.
 _OWN = {"config.middleware.RequestIdMiddleware"}
+_EXCEPTION_SIDES = {"config.middleware.RequestIdMiddleware"}  # their process_exception runs as Django runs it
 _REQUEST_SIDES = {"config.middleware.HostileInputMiddleware": "screen"}
 
 
@@ -125,10 +130,25 @@ class LaneRequest:
             "request": self,
             "encoding": django_request.encoding or settings.DEFAULT_CHARSET,
         }
-        self.user = None
-        self.auth = None
+        self._user = self._auth = None
         self.authenticators = ()
         self.successful_authenticator = None
+
+    @property
+    def user(self) -> Any:
+        return self._user
+
+    @user.setter
+    def user(self, value: Any) -> None:  # as DRF's setter: the Django request carries it too (logs, handlers)
+        self._user = self._request.user = value
+
+    @property
+    def auth(self) -> Any:
+        return self._auth
+
+    @auth.setter
+    def auth(self, value: Any) -> None:
+        self._auth = self._request.auth = value
 
     @functools.cached_property
     def data(self) -> Any:
@@ -144,6 +164,7 @@ class LaneRequest:
 @dataclass(frozen=True)
 class _Loaded:
     lanes: tuple[Lane, ...]
+    exception_hooks: tuple[Any, ...]  # API middleware with process_exception, innermost first (Django's order)
     hooks: tuple[Any, ...]  # the API middleware the lanes run (process_request / process_response), outermost first
 
 
@@ -152,13 +173,16 @@ def _load(paths: tuple[str, ...], middleware: tuple[str, ...]) -> _Loaded:
     """The lanes of `paths` and the middleware hooks; no lanes when any check fails (logged once)."""
     try:
         hooks = tuple(_middleware_hooks(middleware))
+        exception_hooks = tuple(
+            import_string(path)(lambda request: None) for path in reversed(middleware) if path in _EXCEPTION_SIDES
+        )
         lanes = tuple(import_string(path) for path in paths)
         for lane in lanes:
             _check(lane)
-        return _Loaded(lanes, hooks)
+        return _Loaded(lanes, exception_hooks, hooks)
     except Exception as exc:
         logger.warning("fast lanes are off: %s", exc)
-        return _Loaded((), ())
+        return _Loaded((), (), ())
 
 
 def _middleware_hooks(middleware: tuple[str, ...]) -> list[Any]:
@@ -248,8 +272,9 @@ def answer(environ: dict[str, Any]) -> HttpResponse | None:
     """The response of the lane for `environ` (a WSGI environ whose body is complete in ``wsgi.input``),
     or None when no lane takes it; Django then answers from the environ as it came (body unread).
 
-    The response is what Django's handler would hand back: closing it sends `request_finished`. Raises
-    only what rendering a view method's success raises (after its write; the front answers 500).
+    The response is what Django's handler would hand back: closing it sends `request_finished`. An
+    exception out of the view's `handle_exception` or the render is answered as Django's handler answers it
+    (`_exception_response`); only BaseExceptions that are not Exceptions propagate.
     """
     loaded = _load(tuple(settings.API_FAST_LANES), tuple(settings.API_MIDDLEWARE))
     method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
@@ -269,7 +294,12 @@ def answer(environ: dict[str, Any]) -> HttpResponse | None:
     request = WSGIRequest({**environ, "wsgi.input": io.BytesIO(body)})
     request.request_id = new_request_id()
     try:
-        response = _run(lane, matched.groupdict(), request, body, loaded.hooks)
+        try:
+            response = _run(lane, matched.groupdict(), request, body, loaded.hooks)
+        except _Decline:
+            raise
+        except Exception as exc:  # out of handle_exception or the render: what Django's handler does with it
+            response = _exception_response(request, exc, loaded.exception_hooks)
         for hook in reversed(loaded.hooks):
             if hasattr(hook, "process_response"):
                 response = hook.process_response(request, response)
@@ -318,6 +348,17 @@ def _run(lane: Lane, kwargs: dict[str, str], request: WSGIRequest, body: bytes, 
     if response.status_code >= 400:  # Django's request log, as its handler writes it
         log_response("%s: %s", response.reason_phrase, request.path, response=response, request=request)
     return response
+
+
+def _exception_response(request: WSGIRequest, exc: Exception, hooks) -> HttpResponse:
+    """Django's answer to an exception out of a view or its render: the API middleware's
+    `process_exception` (RequestIdMiddleware: a database fault is a 503), else `response_for_exception`
+    (the URLconf's handler500, the ``django.request`` log with the traceback, `got_request_exception`)."""
+    for hook in hooks:
+        response = hook.process_exception(request, exc)
+        if response is not None:
+            return response
+    return response_for_exception(request, exc)
 
 
 def _authenticate(request: LaneRequest, view: Any) -> None:
