@@ -27,8 +27,8 @@ the request is not the plain case:
 A lane never runs a view method twice: whatever the method raises, after or before its write, is answered
 by `handle_exception`, as the view's dispatch would; an exception out of that or out of the render is
 answered as Django's handler answers it (the API middleware's `process_exception` — a database fault is a
-503 — else the URLconf's handler500 and Django's request log). A GET lane's method must write nothing (wake, zoom and
-recall are reads; the authentication's touch of a token's last use is idempotent).
+503 — else the URLconf's handler500 and Django's request log). A GET lane's method must write nothing
+(wake, zoom and recall are reads; the authentication's touch of a token's last use is idempotent).
 
 `settings.API_FAST_LANES` lists the lanes (dotted paths of `Lane` objects; ``FAST_LANES=false`` in the
 environment empties it). A lane whose example route does not resolve to its view, a view with throttles,
@@ -60,20 +60,21 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from config.errors import new_request_id
+from config.fields import UUID_PATTERN
 from config.parsers import StrictJSONParser
 from config.renderers import JSONRenderer
 
 logger = logging.getLogger("memories.fastlane")
 _RENDERER = JSONRenderer()  # stateless; DRF makes one per request
 
-UUID_GROUP = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # lowercase canonical only
+UUID_GROUP = UUID_PATTERN.removeprefix("^").removesuffix("$")  # the canonical (lowercase) UUID, unanchored
 JSON_TYPES = frozenset({"application/json", "application/json; charset=utf-8", "application/json;charset=utf-8"})
 ACCEPTED = frozenset({None, "*/*", "application/json"})  # an empty Accept matches no renderer: DRF's 406
 
 # API middleware that is not a MiddlewareMixin: the request id, which a lane sets itself (the same two
 # lines) and whose process_exception it runs, and the hostile-input screening, whose request side a lane
-# runs (`screen`). Every other entry must
-# be a MiddlewareMixin with at most process_request / process_response, which the lanes run.
+# runs (`screen`). Every other entry must be a MiddlewareMixin with at most process_request /
+# process_response, which the lanes run.
 _OWN = {"config.middleware.RequestIdMiddleware"}
 _EXCEPTION_SIDES = {"config.middleware.RequestIdMiddleware"}  # their process_exception runs as Django runs it
 _REQUEST_SIDES = {"config.middleware.HostileInputMiddleware": "screen"}
