@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from array import array
 from dataclasses import dataclass
@@ -281,12 +282,118 @@ class PgJob(Job):
 
 
 @dataclass(frozen=True)
+class MachineCpu:
+    """Where the machine's CPU went during one measured window, in seconds (Linux /proc).
+
+    server: the server's process tree (master + workers); database: every local `postgres` process
+    (live backends and, through the postmaster's reaped-children counters, backends that exited), None
+    when PostgreSQL is not on this machine; clients: the load generator's client processes; busy: all
+    non-idle CPU of the machine (those three plus everything else); steal: time the hypervisor gave to
+    other guests — a quiet machine has next to none; wall: the window's length.
+    """
+
+    server: float
+    database: float | None
+    clients: float
+    busy: float
+    steal: float
+    wall: float
+
+    def per_request_ms(self, requests: int) -> dict[str, float | None]:
+        """Milliseconds of CPU per request for each part, plus "other" (busy minus the three parts)."""
+        n = max(requests, 1)
+        known = self.server + (self.database or 0.0) + self.clients
+        return {
+            "server": self.server * 1000 / n,
+            "database": None if self.database is None else self.database * 1000 / n,
+            "clients": self.clients * 1000 / n,
+            "other": max(self.busy - known, 0.0) * 1000 / n,
+            "machine": self.busy * 1000 / n,
+        }
+
+    @property
+    def steal_share(self) -> float:
+        """Steal as a share of the machine's CPU capacity over the window (0.05 = 5 %)."""
+        return self.steal / max(self.wall * (os.cpu_count() or 1), 1e-9)
+
+
+def _proc_cpu(pid: int, *, reaped: bool = False) -> float:
+    """User + system CPU seconds of `pid` (plus its reaped children's when `reaped`); 0 if it is gone."""
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    used = int(fields[11]) + int(fields[12])
+    if reaped:
+        used += int(fields[13]) + int(fields[14])
+    return used / tick
+
+
+def _postgres_cpu() -> float | None:
+    """CPU seconds of all local `postgres` processes; the postmaster's count includes exited backends."""
+    total, seen = 0.0, False
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "comm").read_text().strip() != "postgres":
+                continue
+            parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            is_postmaster = Path(f"/proc/{parent}/comm").read_text().strip() != "postgres"
+        except OSError:
+            continue
+        seen = True
+        total += _proc_cpu(int(entry.name), reaped=is_postmaster)
+    return total if seen else None
+
+
+def _machine_times() -> tuple[float, float]:
+    """(busy, steal) CPU seconds of the whole machine since boot (/proc/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = values[:8]
+    return (user + nice + system + irq + softirq) / tick, steal / tick
+
+
+class MachineMeter:
+    """Measures `MachineCpu` over a window: `start(client_pids)`, then `stop()` (see run_load's `meter`)."""
+
+    def __init__(self, server_pid: int | None = None):
+        self.server_pid = server_pid
+
+    def _snapshot(self, client_pids) -> tuple:
+        busy, steal = _machine_times()
+        server = process_tree_cpu(self.server_pid) if self.server_pid else 0.0
+        clients = sum(_proc_cpu(pid) for pid in client_pids)
+        return time.perf_counter(), server, _postgres_cpu(), clients, busy, steal
+
+    def start(self, client_pids) -> None:
+        self._pids = list(client_pids)
+        self._before = self._snapshot(self._pids)
+
+    def stop(self) -> MachineCpu:
+        after = self._snapshot(self._pids)
+        before = self._before
+        database = None if before[2] is None or after[2] is None else after[2] - before[2]
+        return MachineCpu(
+            server=after[1] - before[1],
+            database=database,
+            clients=after[3] - before[3],
+            busy=after[4] - before[4],
+            steal=after[5] - before[5],
+            wall=after[0] - before[0],
+        )
+
+
+@dataclass(frozen=True)
 class LoadResult:
     clients: int
     requests: int
     seconds: float
     p50_ms: float
     p99_ms: float
+    machine: MachineCpu | None = None  # when run_load was given a meter: the window's CPU, by part
 
     @property
     def rps(self) -> float:
@@ -304,13 +411,13 @@ class HttpHealth(HttpJob):
 def measured_load(server: Server, jobs: list[Job], *, duration: float, warmup: int = 20) -> tuple[LoadResult, float]:
     """`run_load(jobs)` against `server`; returns (result, server CPU milliseconds per request).
 
-    Server CPU is user + system time of gunicorn's master and workers (/proc) over the window, warm-up
-    included in neither the count nor (approximately) the time; a busy machine disturbs it far less than
-    wall-clock latency.
+    Server CPU is user + system time of gunicorn's master and workers (/proc) over exactly the measured
+    window, divided by the requests completed in it; warm-up requests and a worker thread's first-use costs
+    (a new database connection, its prepared statements) fall outside it. A busy machine disturbs it far
+    less than wall-clock latency. `result.machine` has the rest of the machine's CPU for the window.
     """
-    before = server.cpu_seconds()
-    result = run_load(jobs, duration=duration, warmup=warmup)
-    return result, (server.cpu_seconds() - before) * 1000 / max(result.requests + warmup * len(jobs), 1)
+    result = run_load(jobs, duration=duration, warmup=warmup, meter=MachineMeter(server.pid))
+    return result, result.machine.per_request_ms(result.requests)["server"]
 
 
 def floor_line(server: Server, *, clients: int, duration: float, reference_rps: float | None, what: str) -> str:
@@ -344,16 +451,20 @@ def _client(job: Job, warmup: int, barrier, start_at, duration: float, out) -> N
             lat.append(done - now)
             now = done
             i += 1
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait(timeout=60)  # the parent has measured the window: its connections still count
         job.close()
         out.put(("ok", lat.tobytes()))
     except BaseException as exc:  # report, never hang the parent
         out.put(("error", repr(exc)))
 
 
-def run_load(jobs: list[Job], *, duration: float, warmup: int = 20) -> LoadResult:
+def run_load(jobs: list[Job], *, duration: float, warmup: int = 20, meter: MachineMeter | None = None) -> LoadResult:
     """Run one client process per job (fork), all together for `duration` seconds; return the totals.
 
-    Raises RuntimeError if any client fails (e.g. an unexpected HTTP status).
+    `meter`, when given, measures the machine's CPU over exactly the measured window (warm-up and
+    process start excluded) into `LoadResult.machine`. Raises RuntimeError if any client fails (e.g. an
+    unexpected HTTP status).
     """
     from django.db import connections
 
@@ -367,10 +478,17 @@ def run_load(jobs: list[Job], *, duration: float, warmup: int = 20) -> LoadResul
     ]
     for proc in procs:
         proc.start()
+    machine = None
     with contextlib.suppress(Exception):  # a broken barrier: the failing client reports its error below
         barrier.wait(timeout=300)  # all warmed up: only now fix the window
         start_at.value = time.perf_counter()  # CLOCK_MONOTONIC: the same clock in every process
+        if meter is not None:
+            meter.start(proc.pid for proc in procs)
         barrier.wait(timeout=60)
+        if meter is not None:
+            time.sleep(max(start_at.value + duration - time.perf_counter(), 0.0))
+            machine = meter.stop()
+        barrier.wait(timeout=duration + 120)  # every client has left its loop; they may now disconnect
     lat = array("d")
     errors = []
     for _ in procs:
@@ -390,6 +508,7 @@ def run_load(jobs: list[Job], *, duration: float, warmup: int = 20) -> LoadResul
         seconds=duration,
         p50_ms=percentile(ordered, 50) * 1000,
         p99_ms=percentile(ordered, 99) * 1000,
+        machine=machine,
     )
 
 
@@ -426,6 +545,68 @@ def table(headers: list[str], rows: list[list]) -> str:
     for row in cells[1:]:
         lines.append("| " + " | ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) + " |")
     return "\n".join(lines)
+
+
+# Columns of `machine_row`, after the label's column.
+MACHINE_HEADERS = [
+    "clients",
+    "raw: PostgreSQL",
+    "raw: clients",
+    "raw: machine",
+    "HTTP: server",
+    "HTTP: PostgreSQL",
+    "HTTP: clients",
+    "HTTP: other",
+    "HTTP: machine",
+    "steal",
+]
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def machine_row(label, clients: int, results: dict) -> list:
+    """One row of the machine table for `results` {"raw": LoadResult, "http": LoadResult} measured with a
+    meter: `label` (the row's first cell), the clients, then CPU ms per request by part and the steal."""
+    raw = results["raw"].machine.per_request_ms(results["raw"].requests)
+    web = results["http"].machine.per_request_ms(results["http"].requests)
+    steal = max(results["raw"].machine.steal_share, results["http"].machine.steal_share)
+    return [
+        label,
+        clients,
+        _ms(raw["database"]),
+        _ms(raw["clients"]),
+        _ms(raw["machine"]),
+        _ms(web["server"]),
+        _ms(web["database"]),
+        _ms(web["clients"]),
+        _ms(web["other"]),
+        _ms(web["machine"]),
+        f"{steal:.0%}",
+    ]
+
+
+def budget_line(raw_rps: float, web: dict, *, goal: float, unit: str) -> str:
+    """What a ratio goal leaves for the server, from one run's own figures (ms of CPU per request).
+
+    raw_rps: the raw SQL rate the goal is a share of; web: `MachineCpu.per_request_ms` of the HTTP side;
+    goal: the share (0.5 = 50 %); unit: what a request is, for the text ("notes"). At `goal` × the raw
+    rate the machine's cores give `cores / rate` of CPU per request; PostgreSQL, the client processes and
+    the rest of the machine took `web["database"] + web["clients"] + web["other"]` of that per HTTP request
+    in this run, so the server may use at most what remains. A necessary condition for the goal, not a
+    sufficient one: nothing else on the machine gets cheaper when the server does.
+    """
+    cores = os.cpu_count() or 1
+    rate = goal * raw_rps
+    per_note = cores * 1000 / rate
+    others = (web["database"] or 0.0) + web["clients"] + web["other"]
+    left = per_note - others
+    return (
+        f"budget: {goal:.0%} of the raw rate is {rate:,.0f} {unit}/s; {cores} cores give {per_note:.2f} ms of CPU per "
+        f"request at that rate; PostgreSQL, the clients and the rest took {others:.2f} ms per HTTP request here, "
+        f"which leaves the server {left:.2f} ms (it used {web['server']:.2f} ms)"
+    )
 
 
 def verdict(ok: bool) -> str:

@@ -26,16 +26,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import (
+    MACHINE_HEADERS,
     HttpJob,
+    MachineMeter,
     PgJob,
     ServerConfig,
     bench_database,
+    budget_line,
     django_setup,
     floor_line,
     gunicorn,
     machine_line,
+    machine_row,
     make_owners,
-    measured_load,
     pg_params,
     run_load,
     table,
@@ -177,11 +180,11 @@ def main() -> None:
         print(machine_line())
         owners = {"http": make_owners(16, "bench-files-http"), "raw": make_owners(16, "bench-files-raw")}
         params = pg_params()
-        rows, ratios, raw_rps = [], {}, {}
+        rows, ratios, raw_rps, machine, machine_rows = [], {}, {}, {}, []
         with gunicorn(db_name, ServerConfig(stack=args.stack)) as server:
             for mode in ("create", "update"):
                 for n in clients:
-                    results, cpu_ms = {}, 0.0
+                    results = {}
                     for kind in ("raw", "http"):
                         jobs = []
                         for c in range(n):
@@ -189,11 +192,12 @@ def main() -> None:
                             tag = f"{kind}{next(run)}"
                             job = HttpFiles(server.port, mine, tag, mode) if kind == "http" else None
                             jobs.append(job or RawFiles(params, mine, tag, mode))
-                        if kind == "http":
-                            results[kind], cpu_ms = measured_load(server, jobs, duration=args.duration, warmup=5)
-                        else:
-                            results[kind] = run_load(jobs, duration=args.duration, warmup=5)
+                        meter = MachineMeter(server.pid)
+                        results[kind] = run_load(jobs, duration=args.duration, warmup=5, meter=meter)
                     raw, web = results["raw"], results["http"]
+                    machine[(mode, n)] = web.machine.per_request_ms(web.requests)
+                    cpu_ms = machine[(mode, n)]["server"]
+                    machine_rows.append(machine_row(mode, n, results))
                     raw_rps[(mode, n)] = raw.rps
                     ratios[(mode, n)] = web.rps / raw.rps
                     rows.append(
@@ -236,7 +240,13 @@ def main() -> None:
         )
     )
     print()
+    print("where the machine's CPU went, ms per request (server, PostgreSQL, the client processes, the rest):")
+    print(table(["operation", *MACHINE_HEADERS], machine_rows))
+    print()
     print(floor)
+    for mode in ("create", "update"):
+        worst_n = min(clients, key=lambda n: ratios[(mode, n)])
+        print(budget_line(raw_rps[(mode, worst_n)], machine[(mode, worst_n)], goal=0.4, unit=f"{mode}s"))
     for mode in ("create", "update"):
         worst = min(ratios[(mode, n)] for n in clients)
         print(

@@ -37,7 +37,7 @@ from bench.common import (
     gunicorn,
     machine_line,
     make_owners,
-    run_load,
+    measured_load,
     table,
 )
 
@@ -276,11 +276,10 @@ def main() -> None:
                         base = {}
                         for label, make in cases:
                             tag = f"{mount}-{n}-{len(rows)}"
-                            cpu_before = server.cpu_seconds()
-                            result = run_load([make(f"{tag}-{c}") for c in range(n)], duration=args.duration)
-                            # Server CPU per request (warm-up included in both terms): steadier than wall
-                            # clock on a shared machine.
-                            cpu_ms = (server.cpu_seconds() - cpu_before) * 1000 / (result.requests + 20 * n)
+                            # Server CPU per request over the measured window: steadier than wall clock
+                            # on a shared machine.
+                            jobs = [make(f"{tag}-{c}") for c in range(n)]
+                            result, cpu_ms = measured_load(server, jobs, duration=args.duration)
                             kind = "note" if "note" in label else "get"
                             base.setdefault(kind, (result, cpu_ms))
                             ratio = result.p50_ms / base[kind][0].p50_ms

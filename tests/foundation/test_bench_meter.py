@@ -1,0 +1,54 @@
+"""The benchmarks' CPU meter (bench/common.py `MachineMeter`, issue 17): it must count the CPU of the client
+processes and of their PostgreSQL backends over exactly the measured window.
+
+These tests check the instrument, not the product's speed: they compare CPU time a job is known to spend
+per call with what the meter attributes to it, so a loaded machine changes neither side.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bench.common import Job, MachineMeter, PgJob, pg_params, run_load
+
+
+class _Burn(Job):
+    """Spends ~2 ms of its own CPU per call."""
+
+    def call(self, i: int) -> None:
+        end = time.process_time() + 0.002
+        while time.process_time() < end:
+            pass
+
+
+class _HeavyQuery(PgJob):
+    """Each call makes its PostgreSQL backend do ~1-10 ms of CPU and the client next to none."""
+
+    def call(self, i: int) -> None:
+        self.pg.execute("SELECT count(*) FROM generate_series(1, 200000)").fetchone()
+
+
+def test_client_cpu_is_counted_per_call():
+    result = run_load([_Burn(), _Burn()], duration=0.6, warmup=2, meter=MachineMeter())
+    per = result.machine.per_request_ms(result.requests)
+    assert result.machine.server == 0.0  # no server process given
+    assert 1.5 <= per["clients"] <= 4.0, per  # the 2 ms each call burns, plus the loop's own cost
+    assert result.machine.busy >= result.machine.clients * 0.9
+    assert 0.5 <= result.machine.wall <= 1.0
+
+
+@pytest.mark.django_db
+def test_backend_cpu_of_client_connections_is_counted():
+    """The work a client's queries cause in its PostgreSQL backend is the database's share, not the client's.
+
+    (Clients also keep their connections open until the parent has read /proc: a backend that exited
+    during that read could vanish from the count. That race is too narrow to provoke reliably here.)"""
+    params = {**pg_params(), "dbname": "postgres"}
+    result = run_load([_HeavyQuery(params), _HeavyQuery(params)], duration=0.6, warmup=2, meter=MachineMeter())
+    per = result.machine.per_request_ms(result.requests)
+    if per["database"] is None:
+        pytest.skip("PostgreSQL does not run on this machine: its processes cannot be read")
+    assert per["database"] >= 0.5, per  # the query's work is the backend's, never missing
+    assert per["database"] > per["clients"], per
