@@ -39,17 +39,20 @@ from django.test.utils import override_settings
 from config import fastlane, health
 from config.database import apply_request_budgets, request_deadline
 from config.errors import error_payload, new_request_id, retry_after_headers
+from config.middleware import ScreenedRequest
 
 
 class _PathDispatch:
     """The WSGI application Django threads run: requests under `API_PATH_PREFIX` go through a handler built
     with `API_MIDDLEWARE` — after the fast lanes (`config.fastlane`) had their chance at a plain POST or GET —,
-    everything else (back office, guide, schema) through the full `MIDDLEWARE`."""
+    everything else (back office, guide, schema) through the full `MIDDLEWARE`. Every request is built as a
+    `ScreenedRequest`, so a Content-Type Django cannot take is HostileInputMiddleware's 400, not a 500."""
 
     def __init__(self):
         self.full = get_wsgi_application()  # sets Django up
         with override_settings(MIDDLEWARE=settings.API_MIDDLEWARE):
             self.api = WSGIHandler()
+        self.full.request_class = self.api.request_class = ScreenedRequest
 
     def __call__(self, environ: dict, start_response: Callable):
         if environ.get("PATH_INFO", "").startswith(settings.API_PATH_PREFIX):

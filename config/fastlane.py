@@ -21,7 +21,8 @@ the request is not the plain case:
   ``Transfer-Encoding``; no ``Accept`` other than ``*/*`` / ``application/json``; an ``Authorization``
   header; a path matching the lane's pattern (ASCII only);
 - a middleware's request side answering or raising (an HTTPS redirect, a disallowed host or user agent, a
-  hostile query), or a ``format`` query parameter (DRF negotiates it before it authenticates);
+  hostile query, a Content-Type Django cannot take), or a ``format`` query parameter (DRF negotiates it
+  before it authenticates);
 - no authenticator taking the credential (an anonymous request), or a GET lane's view reading the body.
 
 A lane never runs a view method twice: whatever the method raises, after or before its write, is answered
@@ -61,6 +62,7 @@ from rest_framework.settings import api_settings
 
 from config.errors import new_request_id
 from config.fields import UUID_PATTERN
+from config.middleware import ScreenedRequest
 from config.parsers import StrictJSONParser
 from config.renderers import JSONRenderer
 
@@ -290,11 +292,12 @@ def answer(environ: dict[str, Any]) -> HttpResponse | None:
     body = environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"])) if method == "POST" else b""
     environ["wsgi.input"] = io.BytesIO(body)  # unread, for Django if the lane declines
     signals.request_started.send(sender=WSGIRequest, environ=environ)
-    # A copy: WSGIRequest and the middleware write to META (SCRIPT_NAME, PATH_INFO, …); a declined request
-    # reaches Django as it came.
-    request = WSGIRequest({**environ, "wsgi.input": io.BytesIO(body)})
-    request.request_id = new_request_id()
     try:
+        # A copy: WSGIRequest and the middleware write to META (SCRIPT_NAME, PATH_INFO, …); a declined request
+        # reaches Django as it came. The handlers' request class: a Content-Type it cannot take is the
+        # hostile-input screening's 400 (the lane declines; Django answers it).
+        request = ScreenedRequest({**environ, "wsgi.input": io.BytesIO(body)})
+        request.request_id = new_request_id()
         try:
             response = _run(lane, matched.groupdict(), request, body, loaded.hooks)
         except _Decline:

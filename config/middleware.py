@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import codecs
+import functools
 import io
 from urllib.parse import unquote_to_bytes
 
 from django.conf import settings
+from django.core.handlers.wsgi import WSGIRequest
+from django.utils.http import parse_header_parameters
 
 from config.errors import error_response, fault_response, is_database_fault, new_request_id
 from config.text import first_forbidden_char
@@ -52,8 +56,72 @@ def _path_problem(request) -> str | None:
     return _bad_bytes(raw) or _bad_bytes(unquote_to_bytes(raw))
 
 
+# Python text codecs that are no character set: the domain-name encodings, whose decoding fails with a
+# UnicodeError Django's query and form parsing do not catch, and the codec that fails on every input.
+_NOT_CHARSETS = frozenset({"idna", "punycode", "undefined"})
+
+
+def content_type_problem(value: str) -> str | None:
+    """Why Django's request cannot take `value` as its Content-Type header, or None when it can.
+
+    value: the header as the server decoded it (latin-1 text; ``""`` when absent). Returns the end of the
+    400's message, after "Content-Type header": ``"is malformed"`` when Django's parser raises on the
+    parameters (an RFC 2231 parameter with an unknown charset, ``a*=bogus''%41``, which makes
+    `WSGIRequest()` raise), ``"has an empty charset"``, ``"names an unknown charset"``, or ``"names a codec
+    that is not a character set"`` (``rot13``, ``hex``, ``idna``…: decoding the query or a form with it
+    raises). SPEC §2: such a request is refused before any view runs (`HostileInputMiddleware`).
+    """
+    if ";" not in value:  # no parameters: Django takes the whole value as the media type
+        return None
+    return _parameters_problem(value)
+
+
+@functools.lru_cache(maxsize=256)  # clients repeat their header: Django's own parse stays the only one
+def _parameters_problem(value: str) -> str | None:
+    try:
+        _, params = parse_header_parameters(value)  # what HttpRequest._set_content_type_params runs
+    except Exception:  # ValueError (an RFC 2231 charset Django rejects), anything its email parser raises
+        return "is malformed"
+    charset = params.get("charset")
+    if charset is None:
+        return None
+    if not charset.strip():
+        return "has an empty charset"
+    try:
+        codec = codecs.lookup(charset)
+    except (LookupError, ValueError):  # ValueError: a NUL in the name
+        return "names an unknown charset"
+    if codec.name in _NOT_CHARSETS:
+        return "names a codec that is not a character set"
+    try:
+        b"a".decode(codec.name)  # not b"": an empty input is decoded without looking at the codec
+    except LookupError:  # a bytes transform (rot13, hex, base64, zlib…), not a text encoding
+        return "names a codec that is not a character set"
+    except UnicodeError:  # "a" alone is no whole character in it (UTF-16, UTF-32): a text encoding still
+        pass
+    return None
+
+
+class ScreenedRequest(WSGIRequest):
+    """Django's WSGIRequest, built without raising from a Content-Type it cannot take.
+
+    When `content_type_problem` finds one, the request has no content type (``""``, no parameters, the
+    default charset) instead of raising in the constructor, and `HostileInputMiddleware` answers it with a
+    400 before anything reads it. The request class of the front's two Django handlers (`config.asgi`),
+    of the fast lanes (`config.fastlane`) and of `config.wsgi`: Django's handler then sends
+    ``request_finished`` for every ``request_started``.
+    """
+
+    def _set_content_type_params(self, meta):  # HttpRequest's, which WSGIRequest.__init__ calls
+        if content_type_problem(meta.get("CONTENT_TYPE", "")) is None:
+            super()._set_content_type_params(meta)
+        else:
+            self.content_type, self.content_params = "", {}
+
+
 class HostileInputMiddleware:
-    """Reject oversized bodies (413) and NUL / lone surrogates / bad UTF-8 in the path or query (400).
+    """Reject oversized bodies (413), a Content-Type Django cannot take (`content_type_problem`) and NUL /
+    lone surrogates / bad UTF-8 in the path or query (400).
 
     JSON bodies are screened by `config.parsers.StrictJSONParser`, which names the offending field.
     """
@@ -77,6 +145,11 @@ class HostileInputMiddleware:
                 status=413,
                 type="request_too_large",
                 message=f"Request body is {length} bytes; the limit is {settings.MAX_REQUEST_BYTES} bytes.",
+            )
+        problem = content_type_problem(request.META.get("CONTENT_TYPE", ""))
+        if problem:
+            return error_response(
+                request, status=400, type="invalid_request_error", message=f"Content-Type header {problem}."
             )
         if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
             too_large = self._buffer_chunked_body(request)

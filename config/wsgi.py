@@ -12,5 +12,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 application = get_wsgi_application()
 
 from config.database import apply_request_budgets  # noqa: E402  (needs the settings loaded above)
+from config.middleware import ScreenedRequest  # noqa: E402
 
+application.request_class = ScreenedRequest  # a Content-Type Django cannot take is a 400 (config.middleware)
 apply_request_budgets()
