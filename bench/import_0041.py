@@ -3,7 +3,7 @@
 One command (uses the embedded PostgreSQL unless DATABASE_URL is set; works in a throw-away
 database `bench_0041` that is dropped afterwards, so development data is never touched):
 
-    .venv/bin/python bench/import_0041.py [--records 100000] [--batch-size 1000] [--keep]
+    .venv/bin/python bench/import_0041.py [--records 100000] [--batch-size N] [--keep]
 
 SPEC §7 goal: ≥ 5,000 records/s on a 2-core machine. The timed part is `legacy.services.migrate_0041`
 (archive every row + import every record); generating the data is not timed.
@@ -99,7 +99,9 @@ def settle() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument(
+        "--batch-size", type=int, default=None, help="records per transaction (default: the command's own default)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the bench_0041 database afterwards")
     args = parser.parse_args()
 
@@ -113,7 +115,7 @@ def main() -> None:
         generate(args.records, rng=random.Random(41))
         print(f"generated {args.records:,} records in {time.monotonic() - started:.1f} s", flush=True)
         settle()
-        summary = services.migrate_0041(batch_size=args.batch_size)
+        summary = services.migrate_0041(batch_size=args.batch_size or services.DEFAULT_BATCH_SIZE)
         assert summary.records == args.records and Entry.objects.count() == summary.entries
         rate = summary.records / summary.duration_s
         print(

@@ -47,6 +47,11 @@ class _AlwaysPreparedCursor(psycopg.Cursor):
     def execute(self, query, params=None, *, prepare=None, binary=None):
         return super().execute(query, params, prepare=True, binary=binary)
 
+    def executemany(self, query, params_seq, *, returning=True):
+        # Django's cursor wrapper calls executemany(sql, param_list): keep every statement's rows (psycopg
+        # sends them all in one pipeline, each prepared; `fetchall()` / `nextset()` walk the results).
+        return super().executemany(query, params_seq, returning=returning)
+
     def _send_query_prepared(self, name, pgq, *, binary=None):
         # psycopg records the last query only on the unprepared path; Django's query log (and
         # CaptureQueriesContext) reads it from `_query`, so record it here too ($n placeholders).
@@ -132,6 +137,25 @@ def _fetch(using: str, sql: str, params: list, slots: list[tuple[int, str]], val
         return cursor.fetchall()
 
 
+def _fetch_many(using: str, sql: str, params: list, slots: list[tuple[int, str]], values_seq: list[dict]) -> list:
+    """Run prepared `sql` once per mapping of `values_seq`, all in ONE round trip (a psycopg pipeline);
+    return each execution's rows, in order. The server runs them one after another, in that order."""
+    batches = []
+    for values in values_seq:
+        batch = list(params)
+        for index, name in slots:
+            batch[index] = values[name]
+        batches.append(batch)
+    if not batches:
+        return []
+    with prepared_cursor(using) as cursor:
+        cursor.executemany(sql, batches)  # Django's wrapper: query log, error wrapping
+        results = [cursor.fetchall()]
+        while cursor.nextset():
+            results.append(cursor.fetchall())
+    return results
+
+
 class _Compiled:
     def __init__(self, queryset: QuerySet, sentinels: dict[str, Any], using: str):
         compiler = queryset.query.get_compiler(using=using)
@@ -162,6 +186,12 @@ class _Compiled:
     def run(self, values: dict[str, Any]) -> list:
         rows = _fetch(self.using, self.sql, self.params, self.slots, values)
         return [self.instance(row) for row in self.convert(rows)]
+
+    def run_many(self, values_seq: list[dict[str, Any]]) -> list[list]:
+        return [
+            [self.instance(row) for row in self.convert(rows)]
+            for rows in _fetch_many(self.using, self.sql, self.params, self.slots, values_seq)
+        ]
 
     def convert(self, rows: list) -> list:
         """Apply the fields' database converters to raw `rows` (what `results_iter` does, with the
@@ -258,6 +288,14 @@ class CompiledQuery:
     def first(self, using: str = "default", **values: Any):
         found = self.all(using, **values)
         return found[0] if found else None
+
+    def many(self, values_seq, using: str = "default") -> list[list]:
+        """Run the query once per mapping in `values_seq` (each as `all`'s keywords), in order, in ONE round
+        trip: the executions are pipelined, each a prepared statement of its own. Returns one list of
+        instances per mapping. The server runs them sequentially in that order, so row locks
+        (``select_for_update``) are taken in it, each waiting as a statement of its own would; the first
+        error ends the batch (inside a transaction, the transaction is then aborted, as usual)."""
+        return self._get(using).run_many(list(values_seq))
 
 
 class CompiledLateral:

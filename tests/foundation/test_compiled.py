@@ -231,3 +231,45 @@ def test_validate_equals_is_valid_for_query_parameters(query):
         with pytest.raises(serializers.ValidationError) as raised:
             validate(RecallQuerySerializer, params)
         assert raised.value.detail == fresh.errors
+
+
+def test_many_returns_what_first_returns_for_each_value_in_order(owner, stranger):
+    """`CompiledQuery.many`: one pipelined round trip, the same rows as one call per value."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from stores.services import _LOCK_STORE
+
+    ids = list(_cases(owner, stranger).values())
+    ids = [ids[3], ids[4], ids[0], ids[2]]  # not in id order, one missing
+    one_by_one = [_fields(_LOCK_STORE.first(pk=pk)) for pk in ids]
+    with CaptureQueriesContext(connection) as queries:
+        pipelined = _LOCK_STORE.many({"pk": pk} for pk in ids)
+    assert len(queries) == 1  # Django logs the executemany once
+    assert [len(rows) for rows in pipelined] == [1, 0, 1, 1]
+    assert [_fields(rows[0]) if rows else {} for rows in pipelined] == one_by_one
+    assert _LOCK_STORE.many([]) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pipelined_store_locks_are_all_held_until_the_transaction_ends():
+    """lock_stores_in_order locks every store (each statement waits its turn on the server) and holds them."""
+    import psycopg
+    from django.db import connection, transaction
+
+    from stores.services import lock_stores_in_order
+    from tests.factories import UserFactory
+
+    stores = [StoreFactory(owner=UserFactory(), name=f"locked-{n}") for n in range(3)]
+    settings_dict = connection.settings_dict
+    params = {"dbname": settings_dict["NAME"], "user": settings_dict["USER"]}
+    params.update({k: v for k, v in (("host", settings_dict["HOST"]), ("port", settings_dict["PORT"])) if v})
+    with psycopg.connect(**params, autocommit=True) as other:
+        with transaction.atomic():
+            locked = lock_stores_in_order([s.pk for s in reversed(stores)] + [uuid.uuid4()])
+            assert sorted(locked) == sorted(s.pk for s in stores)
+            for store in stores:
+                with pytest.raises(psycopg.errors.LockNotAvailable):
+                    other.execute("SELECT 1 FROM stores_store WHERE id = %s FOR UPDATE NOWAIT", [store.pk])
+        for store in stores:  # released at commit
+            assert other.execute("SELECT 1 FROM stores_store WHERE id = %s FOR UPDATE NOWAIT", [store.pk]).fetchone()
