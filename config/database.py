@@ -10,9 +10,24 @@ Three layers, each for a fault the one before cannot see:
 - the request deadline (`Watchdog`, armed around each request by the ASGI front, `config.asgi`):
   a server that is frozen (SIGSTOP, a hung host, a partition) cancels nothing and its kernel still
   acknowledges our packets, so a query would wait forever. When a request is still inside the database
-  `DB_REQUEST_DEADLINE` seconds after it started, the watchdog shuts the request thread's database
-  socket down; the blocked call fails at once with an OperationalError, which `config.errors` renders
-  as 503 `overloaded_error`, and Django replaces the connection on the next request.
+  `DB_REQUEST_DEADLINE` seconds after it started, the watchdog cuts its connection: it sends PostgreSQL
+  a cancel request for the running statement (at most `CANCEL_TIMEOUT` seconds, on a thread of its own),
+  then shuts the request thread's database socket down. The blocked call fails with an OperationalError,
+  which `config.errors` renders as 503 `overloaded_error`, and Django replaces the connection on the next
+  request. A request stays armed until it ends: a connection it opens after its deadline (or after a
+  cut) is cut by the next scan.
+
+A cut write did not happen, unless it had committed already. Shutting our socket down alone is not
+enough: PostgreSQL reads the client socket only between statements, so a statement queued behind a row
+lock would still run, and commit, once the lock is released (seen 4/4 for a note cut while another
+transaction held its store row). So the cut first cancels: the server signals the backend before it
+answers the cancel request, and a cancelled statement never commits. When the server cannot take the
+cancel (frozen, unreachable), `client_connection_check_interval` (`DB_CLIENT_CHECK_INTERVAL`, part of
+the request budgets, PostgreSQL >= 14) is the backstop: a backend running a statement polls its client
+socket that often, finds it shut and aborts, lock waits included. What neither can stop is a statement
+that the frozen server had already received and that completes the moment it thaws; the client cannot
+tell that case from the others, so a 503 on a write means "retry", and retrying is safe only with the
+same `client_nonce` (`Idempotency-Key`), which every client we ship sends.
 
 Every error these produce is a `django.db.OperationalError` (psycopg: `QueryCanceled`,
 `LockNotAvailable`, a closed connection, a connect timeout) and so a 503 with `Retry-After`.
@@ -22,24 +37,41 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
+import math
 import os
+import select
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import connections
+from psycopg import pq
+
+logger = logging.getLogger("memories.errors")
+
+# Seconds a cut waits for PostgreSQL to take its cancel request before shutting the socket down anyway:
+# a live server answers in milliseconds; a frozen one accepts the connection and never answers.
+CANCEL_TIMEOUT = 0.5
 
 
 def budget_options() -> str:
     """The libpq `options` string that sets the request budgets, e.g. ``-c statement_timeout=5000 …``.
 
-    Values are milliseconds (PostgreSQL's unit for both settings); 0 means no limit.
+    Values are milliseconds (PostgreSQL's unit for these settings); 0 means no limit. The client check
+    (`DB_CLIENT_CHECK_INTERVAL`; PostgreSQL >= 14, older servers refuse the connection) is left out when 0.
     """
     statement_ms = int(settings.DB_STATEMENT_TIMEOUT * 1000)
     lock_ms = int(settings.DB_LOCK_TIMEOUT * 1000)
-    return f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
+    options = f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
+    check_ms = int(settings.DB_CLIENT_CHECK_INTERVAL * 1000)
+    if check_ms > 0:
+        options += f" -c client_connection_check_interval={check_ms}"
+    return options
 
 
 def apply_request_budgets() -> None:
@@ -57,19 +89,55 @@ def apply_request_budgets() -> None:
             options["options"] = f"{current} {extra}".strip()
 
 
-def _cut(wrapper: Any) -> bool:
-    """Shut down the socket of `wrapper`'s open psycopg connection; True when there was one to cut."""
-    raw = getattr(wrapper, "connection", None)
-    if raw is None:
-        return False
+def _handles(raw: Any) -> tuple[int, Any] | None:
+    """What a cut of psycopg connection `raw` needs, taken at once: (a duplicate of its socket, a libpq
+    cancel connection or None), or None when `raw` is closed or lost.
+
+    The duplicate keeps the socket itself (not a file descriptor number the owner may close and the
+    process reuse) until the cut is done; the cancel connection is a copy of what libpq needs to reach
+    the server and name the backend, so nothing of `raw` is touched from the cutting thread.
+    """
     try:
-        fd = raw.pgconn.socket
-    except Exception:  # already closed, or never connected
+        pgconn = raw.pgconn
+        fd = os.dup(pgconn.socket)
+    except Exception:  # closed, or never connected
+        return None
+    cancel = None
+    if psycopg.capabilities.has_cancel_safe():  # libpq >= 17; the older cancel blocks without a timeout
+        with contextlib.suppress(Exception):
+            cancel = pgconn.cancel_conn()
+    return fd, cancel
+
+
+def _cancel(cancel: Any, timeout: float) -> bool:
+    """Send the cancel request of libpq cancel connection `cancel`; True once the server took it.
+
+    The server signals the backend before it closes the cancel connection, so after True the statement
+    then running cannot commit (unless it was committing already). Waits at most `timeout` seconds;
+    False on timeout or failure. Never raises; frees `cancel`.
+    """
+    end = time.monotonic() + timeout
+    try:
+        cancel.start()
+        while (status := cancel.poll()) in (pq.PollingStatus.READING, pq.PollingStatus.WRITING):
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            poller = select.poll()
+            poller.register(cancel.socket, select.POLLIN if status == pq.PollingStatus.READING else select.POLLOUT)
+            poller.poll(math.ceil(left * 1000))
+        return status == pq.PollingStatus.OK
+    except Exception:
         return False
-    with contextlib.suppress(OSError), socket.socket(fileno=os.dup(fd)) as sock:
-        sock.shutdown(socket.SHUT_RDWR)  # acts on the shared socket: the owner's blocked wait returns
-        return True
-    return False
+    finally:
+        cancel.finish()
+
+
+@dataclass
+class _Armed:
+    deadline: float  # time.monotonic()
+    wrapper: Any  # the Django DatabaseWrapper of the request's thread
+    cut: Any = None  # the psycopg connection last cut, never cut twice
 
 
 class Watchdog:
@@ -77,15 +145,20 @@ class Watchdog:
 
     `arm(wrapper, seconds)` returns a token for `disarm(token)`; both are a dict store, cheap enough for
     every request. One daemon thread per process scans the armed requests every `interval` seconds, so a
-    cut happens at most `interval` late. Thread-safe.
+    cut starts at most `interval` late; each cut runs on a short-lived thread of its own (the cancel may
+    wait up to `cancel_timeout` seconds on a frozen server), so one stuck cut never delays another.
+    A request past its deadline stays armed until `disarm`: a connection it opens later is cut too.
+    `cuts` counts the connections cut. Thread-safe.
     """
 
-    def __init__(self, interval: float = 0.25) -> None:
+    def __init__(self, interval: float = 0.25, cancel_timeout: float = CANCEL_TIMEOUT) -> None:
         self.interval = interval
-        self._armed: dict[int, tuple[float, Any]] = {}
+        self.cancel_timeout = cancel_timeout
+        self._armed: dict[int, _Armed] = {}
         self._ids = itertools.count()
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # disarm vs. the socket shutdown of a cut
+        self._stopped = threading.Event()
         self.cuts = 0
 
     def arm(self, wrapper: Any, seconds: float) -> int:
@@ -93,12 +166,17 @@ class Watchdog:
         if self._thread is None:
             self._start()
         token = next(self._ids)
-        self._armed[token] = (time.monotonic() + seconds, wrapper)
+        self._armed[token] = _Armed(time.monotonic() + seconds, wrapper)
         return token
 
     def disarm(self, token: int) -> None:
-        """Stop watching; a token already cut or disarmed is ignored."""
-        self._armed.pop(token, None)
+        """Stop watching; an unknown token is ignored. Once this returns, no cut shuts this request's socket."""
+        with self._lock:
+            self._armed.pop(token, None)
+
+    def stop(self) -> None:
+        """End the scanning thread after its current scan (tests' own watchdogs; the process's never stops)."""
+        self._stopped.set()
 
     def _start(self) -> None:
         with self._lock:
@@ -107,12 +185,46 @@ class Watchdog:
                 self._thread.start()
 
     def _run(self) -> None:
-        while True:
-            time.sleep(self.interval)
+        while not self._stopped.wait(self.interval):
             now = time.monotonic()
-            for token, (deadline, wrapper) in list(self._armed.items()):
-                if deadline <= now and self._armed.pop(token, None) is not None and _cut(wrapper):
-                    self.cuts += 1
+            for token, armed in list(self._armed.items()):
+                if armed.deadline <= now:
+                    try:
+                        self._scan(token, armed)
+                    except Exception:  # the watchdog must outlive anything a cut runs into
+                        logger.exception("the request deadline watchdog could not cut a connection")
+
+    def _scan(self, token: int, armed: _Armed) -> None:
+        """Start the cut of `armed`'s connection, if it has one open that was not cut yet."""
+        raw = getattr(armed.wrapper, "connection", None)
+        if raw is None or raw is armed.cut:  # not connected yet (a later scan cuts it), or cut already
+            return
+        handles = _handles(raw)
+        if handles is None:
+            return
+        if token not in self._armed:  # ended meanwhile
+            os.close(handles[0])
+            if handles[1] is not None:
+                handles[1].finish()
+            return
+        armed.cut = raw
+        self.cuts += 1
+        threading.Thread(target=self._cut, args=(token, *handles), name="db-deadline-cut", daemon=True).start()
+
+    def _cut(self, token: int, fd: int, cancel: Any) -> None:
+        """Cancel the running statement (at most `cancel_timeout` s), then shut the socket down unless the
+        request ended meanwhile (its connection is then healthy, or for Django to replace).
+
+        A cancel that reaches the server after the request ended finds the backend idle, and PostgreSQL
+        ignores it; only if the thread's next request had started a statement within those milliseconds
+        does that statement fail, with a 503 and nothing written.
+        """
+        with socket.socket(fileno=fd) as sock:  # closes the duplicate whatever happens
+            if cancel is not None:
+                _cancel(cancel, self.cancel_timeout)
+            with self._lock, contextlib.suppress(OSError):
+                if token in self._armed:
+                    sock.shutdown(socket.SHUT_RDWR)  # acts on the shared socket: the owner's blocked wait returns
 
 
 watchdog = Watchdog()

@@ -117,9 +117,14 @@ DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = env.bool("DB_DISABLE_SERVE
 DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env.int("DB_CONNECT_TIMEOUT", default=2)
 DB_STATEMENT_TIMEOUT = env.float("DB_STATEMENT_TIMEOUT", default=5.0)  # seconds; PostgreSQL cancels the statement
 DB_LOCK_TIMEOUT = env.float("DB_LOCK_TIMEOUT", default=3.0)  # seconds waiting for a row or table lock
-# Seconds a request may spend on the database before its connection is cut client-side: what bounds a
-# request when the server cannot cancel anything itself (frozen, partitioned). 0 turns the cut off.
+# Seconds a request may spend on the database before its statement is cancelled and its connection cut
+# (`config.database.Watchdog`): what bounds a request when the server cannot cancel anything itself
+# (frozen, partitioned). 0 turns the cut off.
 DB_REQUEST_DEADLINE = env.float("DB_REQUEST_DEADLINE", default=7.0)
+# Seconds between PostgreSQL's checks, while it runs a statement of a request, that the client is still
+# connected (`client_connection_check_interval`, PostgreSQL >= 14): a statement whose connection the
+# request deadline cut is aborted, even waiting on a lock, instead of committing later. 0 leaves it out.
+DB_CLIENT_CHECK_INTERVAL = env.float("DB_CLIENT_CHECK_INTERVAL", default=0.25)
 # Whole seconds a client is told to wait (Retry-After) after a 503 overloaded_error.
 RETRY_AFTER = env.int("RETRY_AFTER", default=1)
 # Slow clients (config/asgi.py, config/server.py): headers and bodies not complete within these many

@@ -2,7 +2,8 @@
 
 While frozen: `/healthz` answers 200 throughout (it never touches the database), `/readyz` answers 503
 within 2 s, API reads and writes answer 503 `overloaded_error` with `Retry-After` within their 10 s
-budget — no 500, no hang. After SIGCONT everything recovers without restarting the server.
+budget — no 500, no hang. After SIGCONT everything recovers without restarting the server. A note cut
+by the request deadline while the server was frozen is not appended after the thaw.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.chaos.harness import wait_until
+from tests.chaos.harness import Server, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -111,3 +112,59 @@ def test_frozen_database_gives_503_in_budget_and_recovers_without_restart(server
     log = server.log()
     assert "Traceback" not in log, log[-3000:]
     assert "503 POST" in log or "503 GET" in log
+
+
+def test_a_note_cut_while_the_database_is_frozen_is_not_appended_after_the_thaw(cluster, owners):
+    """A note waits on its store row (another transaction holds it) when the database freezes. The request
+    deadline (2 s here) cuts it: its cancel request gets no answer from the frozen server, so the watchdog
+    shuts the socket down and the client gets 503. After SIGCONT the lock is released; the note's backend,
+    still queued for the row, finds its client gone at its next client check (`DB_CLIENT_CHECK_INTERVAL`)
+    and aborts instead of appending (with the check off, `DB_CLIENT_CHECK_INTERVAL=0`, it appends)."""
+    owner = owners[1]
+    note_path = f"/api/v1/memories/{owner.store}/note"
+
+    def counts(holder) -> tuple[int, int]:
+        """(entry_count, entries) of the store, read after whoever holds or waits for its row (the lock)."""
+        [entry_count] = holder.execute(
+            "SELECT entry_count FROM stores_store WHERE id = %s FOR UPDATE", (owner.store,)
+        ).fetchone()
+        [entries] = holder.execute("SELECT count(*) FROM memories_entry WHERE store_id = %s", (owner.store,)).fetchone()
+        return entry_count, entries  # two statements: the second's snapshot is taken after the lock was granted
+
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s"
+    budgets = {"DB_REQUEST_DEADLINE": "2", "DB_LOCK_TIMEOUT": "30", "DB_STATEMENT_TIMEOUT": "30"}
+    with (
+        Server(cluster, workers=1, env=budgets) as server,
+        httpx.Client(base_url=server.url, timeout=API_BUDGET_S + 5) as client,
+        cluster.connect() as holder,
+        cluster.connect() as probe,
+    ):
+        # Warm: the thread that takes the note has its connection and prepared statements, so the 2 s
+        # deadline finds the note waiting for the row, not still setting up.
+        warm = {"body_md": "warm", "client_nonce": "warm"}
+        assert client.post(note_path, headers=owner.auth, json=warm).status_code == 201
+        holder.autocommit = False
+        before = counts(holder)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            note = pool.submit(
+                timed, client, "POST", note_path, headers=owner.auth, json={"body_md": "cut while frozen"}
+            )
+            wait_until(
+                lambda: probe.execute(waiting, ("%memories_entry%",)).fetchone()[0] == 1,
+                5,
+                0.02,
+                "the note to wait for the store row",
+            )
+            cluster.freeze()
+            try:
+                status, took, response = note.result(timeout=API_BUDGET_S + 5)
+            finally:
+                cluster.thaw()
+        holder.rollback()  # releases the row: the queued append, were it alive, would take it now and commit
+        after = counts(holder)
+        holder.rollback()
+    assert status == 503, (status, took, response.text if response is not None else None)
+    assert response.json()["error"]["type"] == "overloaded_error"
+    assert took < 5, took  # 2 s deadline + a scan + the cancel's 0.5 s
+    assert before == (1, 1)
+    assert after == before

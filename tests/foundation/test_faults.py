@@ -14,7 +14,7 @@ import time
 
 import psycopg
 import pytest
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, connections
 from django.test import RequestFactory
 
 import config.asgi as front
@@ -85,6 +85,8 @@ def test_a_lock_held_past_lock_timeout_is_a_503_and_changes_nothing(make_client,
             assert cursor.fetchone()[0] == "300ms"
             cursor.execute("SHOW statement_timeout")
             assert cursor.fetchone()[0] == "5s"
+            cursor.execute("SHOW client_connection_check_interval")
+            assert cursor.fetchone()[0] == "250ms"
             cursor.execute("SELECT count(*) FROM memories_entry WHERE store_id = %s", [store.pk])
             assert cursor.fetchone()[0] == 0
     finally:
@@ -119,6 +121,115 @@ def test_the_request_deadline_cuts_a_connection_stuck_in_the_database():
         cursor.execute("SELECT pg_terminate_backend(%s)", [outcome["pid"]])
     assert isinstance(outcome.get("error"), OperationalError)
     assert 0.5 <= outcome["took"] < 2.0
+
+
+class LateWrapper:
+    """A stand-in for a Django DatabaseWrapper whose psycopg connection is opened only later."""
+
+    connection = None
+
+
+def test_a_request_whose_connection_opens_after_its_deadline_stays_armed():
+    """Scans past the deadline find no connection to cut: the request is neither dropped nor counted."""
+    watchdog = database.Watchdog(interval=0.02)
+    token = watchdog.arm(LateWrapper(), 0.05)
+    time.sleep(0.3)  # a dozen scans past the deadline
+    watchdog.stop()
+    assert token in watchdog._armed
+    assert watchdog.cuts == 0
+    watchdog.disarm(token)
+    assert token not in watchdog._armed
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_opened_after_the_deadline_or_after_a_cut_is_cut_by_a_later_scan():
+    """A request that opens its connection late (here 0.4 s after a 0.1 s deadline) and then hangs in the
+    database (what a frozen server does) is cut by the next scan, not left to REQUEST_TIMEOUT; so is a
+    connection it opens again after that cut. Each cut is counted once."""
+    watchdog = database.Watchdog(interval=0.05)
+    outcome = {"pids": [], "errors": [], "took": []}
+
+    def hang(mine):
+        with mine.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            outcome["pids"].append(cursor.fetchone()[0])
+            started = time.monotonic()
+            try:
+                cursor.execute("SELECT pg_sleep(20)")
+            except OperationalError as exc:
+                outcome["errors"].append(exc)
+            outcome["took"].append(time.monotonic() - started)
+        mine.close()
+
+    def late():
+        mine = connections["default"]  # this thread's DatabaseWrapper (not the proxy: the watchdog reads it)
+        mine.close()
+        token = watchdog.arm(mine, 0.1)
+        try:
+            time.sleep(0.4)  # past the deadline, before the connection exists
+            hang(mine)
+            hang(mine)  # a new connection, after the first was cut
+        finally:
+            watchdog.disarm(token)
+
+    thread = threading.Thread(target=late)
+    thread.start()
+    thread.join(timeout=5)
+    if thread.is_alive():  # not cut: end the sleeps so the thread and the test database can go
+        with connection.cursor() as cursor:
+            for pid in outcome["pids"]:
+                cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+        thread.join(timeout=10)
+    watchdog.stop()
+    assert len(outcome["errors"]) == 2 and all(isinstance(e, OperationalError) for e in outcome["errors"]), outcome
+    assert all(took < 1.0 for took in outcome["took"]), outcome["took"]
+    assert watchdog.cuts == 2
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("lanes", ["on", "off"])
+def test_a_note_cut_by_the_deadline_while_it_waits_for_the_store_lock_is_never_appended(
+    make_client, owner, settings, monkeypatch, lanes
+):
+    """A 503 from the request deadline means the note was not written. Another transaction holds the store
+    row (`SELECT ... FOR UPDATE`); a note through the ASGI front (the note lane, or the DRF view with the
+    lanes off) waits for it until the watchdog cuts it at DB_REQUEST_DEADLINE: 503. Once the lock is
+    released, PostgreSQL must not run the append it had queued (it did, before the watchdog cancelled the
+    statement server-side: a client retrying without a nonce appended twice)."""
+    store = StoreFactory(owner=owner)
+    secret = make_client(owner).secret
+    if lanes == "off":
+        settings.API_FAST_LANES = []
+    settings.DB_REQUEST_DEADLINE = 0.5
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    monkeypatch.setattr(front, "_pool", pool)
+    params = {k: v for k, v in connection.get_connection_params().items() if k in ("host", "port", "user", "dbname")}
+    body = b'{"body_md": "cut while waiting"}'
+    headers = [(b"host", b"testserver"), (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
+               (b"authorization", f"Bearer {secret}".encode())]  # fmt: skip
+    try:
+        with psycopg.connect(**params) as holder:
+            holder.execute("SELECT 1 FROM stores_store WHERE id = %s FOR UPDATE", (store.pk,))
+            started = time.monotonic()
+            start, message = run_asgi(
+                http_scope("POST", f"/api/v1/memories/{store.pk}/note", headers),
+                [{"type": "http.request", "body": body}],
+            )
+            took = time.monotonic() - started
+            holder.rollback()  # releases the row: a queued append would take it now and commit
+            # Locking the row again waits for whoever took it first, so this reads after that append.
+            locked = holder.execute("SELECT entry_count FROM stores_store WHERE id = %s FOR UPDATE", (store.pk,))
+            [entry_count] = locked.fetchone()
+            counted = holder.execute("SELECT count(*) FROM memories_entry WHERE store_id = %s", (store.pk,))
+            [entries] = counted.fetchone()
+            holder.rollback()
+    finally:
+        pool.submit(connections.close_all).result()
+        pool.shutdown()
+    assert start["status"] == 503, message["body"]
+    assert b'"overloaded_error"' in message["body"]
+    assert 0.5 <= took < 2.0
+    assert (entries, entry_count) == (0, 0)
 
 
 # --- the ASGI front (config/asgi.py) ---------------------------------------------------------------
