@@ -298,6 +298,8 @@ class MachineCpu:
     busy: float
     steal: float
     wall: float
+    workers: tuple[float, ...] = ()  # CPU seconds of each server worker process (SO_REUSEPORT spreads
+    # connections by a hash: with few clients one worker may get them all, and its GIL sets the rate)
 
     def per_request_ms(self, requests: int) -> dict[str, float | None]:
         """Milliseconds of CPU per request for each part, plus "other" (busy minus the three parts)."""
@@ -310,6 +312,14 @@ class MachineCpu:
             "other": max(self.busy - known, 0.0) * 1000 / n,
             "machine": self.busy * 1000 / n,
         }
+
+    @property
+    def worker_split(self) -> str:
+        """Each worker's share of the workers' CPU, e.g. ``"61/39"`` (per cent); ``""`` without workers."""
+        total = sum(self.workers)
+        if not self.workers or total <= 0:
+            return ""
+        return "/".join(f"{100 * w / total:.0f}" for w in self.workers)
 
     @property
     def steal_share(self) -> float:
@@ -366,10 +376,16 @@ class MachineMeter:
         busy, steal = _machine_times()
         server = process_tree_cpu(self.server_pid) if self.server_pid else 0.0
         clients = sum(_proc_cpu(pid) for pid in client_pids)
-        return time.perf_counter(), server, _postgres_cpu(), clients, busy, steal
+        workers = tuple(_proc_cpu(pid) for pid in self._workers)
+        return time.perf_counter(), server, _postgres_cpu(), clients, busy, steal, workers
 
     def start(self, client_pids) -> None:
         self._pids = list(client_pids)
+        self._workers: list[int] = []
+        if self.server_pid:
+            with contextlib.suppress(OSError):
+                children = Path(f"/proc/{self.server_pid}/task/{self.server_pid}/children").read_text().split()
+                self._workers = sorted(int(c) for c in children)
         self._before = self._snapshot(self._pids)
 
     def stop(self) -> MachineCpu:
@@ -383,6 +399,7 @@ class MachineMeter:
             busy=after[4] - before[4],
             steal=after[5] - before[5],
             wall=after[0] - before[0],
+            workers=tuple(b - a for a, b in zip(before[6], after[6], strict=True)),
         )
 
 
@@ -559,6 +576,7 @@ MACHINE_HEADERS = [
     "HTTP: other",
     "HTTP: machine",
     "steal",
+    "HTTP: worker split %",
 ]
 
 
@@ -584,6 +602,7 @@ def machine_row(label, clients: int, results: dict) -> list:
         _ms(web["other"]),
         _ms(web["machine"]),
         f"{steal:.0%}",
+        results["http"].machine.worker_split,
     ]
 
 
