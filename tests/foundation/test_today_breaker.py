@@ -121,6 +121,13 @@ def locked_counts(holder, store_pk) -> tuple[int, int]:
     return entry_count, entries
 
 
+def locked_memory_count(holder, store_pk) -> int:
+    """The store's memory_count read after whoever holds or waits for its row (locking it again)."""
+    [count] = holder.execute("SELECT memory_count FROM stores_store WHERE id = %s FOR UPDATE", (store_pk,)).fetchone()
+    holder.rollback()
+    return count
+
+
 # --- 1. the request deadline cut ------------------------------------------------------------------
 
 
@@ -180,10 +187,7 @@ def test_a_file_create_cut_while_its_statement_waits_for_the_store_row_is_never_
         holder.execute("SELECT 1 FROM stores_store WHERE id = %s FOR UPDATE", (store.pk,))
         status, body = send("POST", path, secret, {"path": "/cut.md", "content": "never"})
         holder.rollback()
-        [count] = holder.execute(
-            "SELECT memory_count FROM stores_store WHERE id = %s FOR UPDATE", (store.pk,)
-        ).fetchone()
-        holder.rollback()
+        count = locked_memory_count(holder, store.pk)
     assert status == 503, body
     assert count == 0
     assert not Memory.objects.filter(store_id=store.pk).exists()
@@ -215,10 +219,7 @@ def test_a_file_create_cut_in_its_locked_retry_is_never_written(cast, front_pool
         wait_until(lambda: waiting_for_lock(probe, "%FOR UPDATE OF%") == 1, 5, "the retry's lock_store to wait")
         status, body = write.result(timeout=10)
         second.rollback()
-        [count] = second.execute(
-            "SELECT memory_count FROM stores_store WHERE id = %s FOR UPDATE", (store.pk,)
-        ).fetchone()
-        second.rollback()
+        count = locked_memory_count(second, store.pk)
     assert status == 503, body
     assert count == 0
     assert not Memory.objects.filter(store_id=store.pk).exists()
