@@ -3,7 +3,7 @@
 One command (uses the embedded PostgreSQL unless DATABASE_URL is set; works in a throw-away
 database `bench_0041` that is dropped afterwards, so development data is never touched):
 
-    .venv/bin/python bench/import_0041.py [--records 100000] [--batch-size N] [--keep]
+    .venv/bin/python bench/import_0041.py [--records 100000] [--batch-size N] [--workers N] [--keep]
 
 SPEC §7 goal: ≥ 5,000 records/s on a 2-core machine. The timed part is `legacy.services.migrate_0041`
 (archive every row + import every record); generating the data is not timed.
@@ -102,6 +102,9 @@ def main() -> None:
     parser.add_argument(
         "--batch-size", type=int, default=None, help="records per transaction (default: the command's own default)"
     )
+    parser.add_argument(
+        "--workers", type=int, default=None, help="connections importing at once (default: the command's own)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the bench_0041 database afterwards")
     args = parser.parse_args()
 
@@ -115,12 +118,15 @@ def main() -> None:
         generate(args.records, rng=random.Random(41))
         print(f"generated {args.records:,} records in {time.monotonic() - started:.1f} s", flush=True)
         settle()
-        summary = services.migrate_0041(batch_size=args.batch_size or services.DEFAULT_BATCH_SIZE)
+        summary = services.migrate_0041(
+            batch_size=args.batch_size or services.DEFAULT_BATCH_SIZE,
+            workers=args.workers or services.DEFAULT_WORKERS,
+        )
         assert summary.records == args.records and Entry.objects.count() == summary.entries
         rate = summary.records / summary.duration_s
         print(
             f"imported {summary.records:,} records as {summary.entries:,} entries for {summary.authors} authors "
-            f"in {summary.duration_s:.2f} s (archive included)"
+            f"in {summary.duration_s:.2f} s (archive included; {args.workers or services.DEFAULT_WORKERS} workers)"
         )
         print(f"{rate:,.0f} records/s (goal ≥ 5,000: {'met' if rate >= 5000 else 'NOT met'})")
     finally:

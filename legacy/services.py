@@ -4,7 +4,9 @@ SPEC §7. Entry point: `migrate_0041` (the `migrate_0041_memories` command is a 
 
 1. `archive_legacy_rows`: one ``INSERT … SELECT to_jsonb(row) … ON CONFLICT DO NOTHING`` per legacy
    table, so every column of every row is copied losslessly, once (re-runs add only new rows).
-2. `import_records`: records in chronological order (created_at, then id), in batches. Per batch, in
+2. `import_records`: records in chronological order (created_at, then id), in batches, on `workers`
+   connections at once, each the records of its own group of authors (so each store still receives its
+   author's records in that order; docs/migration-0041.md "Workers"). Per batch, in
    one transaction: ensure each author's canonical user store, lock the affected stores once, in pk
    order (`select_for_update`), drop records already imported (their part-1 nonce exists), then
    `bulk_create` the entries with contiguous seqs from `entry_count` and `bulk_update` the counters.
@@ -18,12 +20,16 @@ once the owner makes the store private again (see docs/migration-0041.md).
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import BooleanField, Count
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from accounts.models import User, Visibility
@@ -35,6 +41,7 @@ from stores.services import ensure_canonical_store, lock_stores_in_order
 
 NONCE_PREFIX = "legacy-0041"
 DEFAULT_BATCH_SIZE = 2000
+DEFAULT_WORKERS = 2  # connections importing at once: one prepares a batch while PostgreSQL writes another
 ARCHIVES = ((Record, ArchivedRecord), (Assessment, ArchivedAssessment), (Revision, ArchivedRevision))
 
 
@@ -80,6 +87,14 @@ class ImportSummary:
     def records_per_second(self) -> float:
         return (self.records + self.skipped) / self.duration_s if self.duration_s else 0.0
 
+    def add(self, other: ImportSummary) -> None:
+        """Add the record, entry and skip counts, authors and created stores of `other` (a worker's)."""
+        counts = ("records", "entries", "skipped_already_imported", "skipped_shared_store", "skipped_archived_store")
+        for name in counts:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self._authors |= other._authors
+        self._stores_created |= other._stores_created
+
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("_authors")
@@ -115,15 +130,38 @@ def archive_legacy_rows(*, dry_run: bool = False) -> dict[str, int]:
     return added
 
 
-def _record_batches(batch_size: int) -> Iterator[list[dict[str, Any]]]:
-    """Yield legacy records as dicts in (created_at, id) order, `batch_size` at a time.
+def _author_partitions(parts: int) -> list[list[Any]]:
+    """Split the authors of every legacy record into at most `parts` groups of about equal record counts.
+
+    Greedy, largest author first, each to the group with the fewest records so far. Authors never share a
+    canonical store, so groups write disjoint stores: imported in parallel, each store still receives its
+    author's records in (created_at, id) order. Returns the non-empty groups (lists of author ids).
+    """
+    counts = Record.objects.values_list("author_id").annotate(n=Count("id")).order_by("-n", "author_id")
+    groups: list[tuple[int, list[Any]]] = [(0, []) for _ in range(parts)]
+    for author_id, n in counts:
+        index = min(range(parts), key=lambda k: groups[k][0])
+        total, authors = groups[index]
+        authors.append(author_id)
+        groups[index] = (total + n, authors)
+    return [authors for _, authors in groups if authors]
+
+
+def _record_batches(batch_size: int, authors: list[Any] | None = None) -> Iterator[list[dict[str, Any]]]:
+    """Yield legacy records as dicts in (created_at, id) order, `batch_size` at a time; only the records
+    of `authors` (author ids) when given.
 
     The order is read once from the (created_at, id) index as a list of ids (8 bytes a record), then
     each batch is fetched by primary key: no repeated sort of wide rows. Records added while the run
     is going are left for the next run.
     """
     columns = ("id", "author_id", "project_id", "key", "label", "description", "status")
-    order = list(Record.objects.order_by("created_at", "id").values_list("id", flat=True))
+    records = Record.objects.all()
+    if authors is not None:  # one array parameter, however many authors (an IN list has a 65,535 cap)
+        column = connection.ops.quote_name(Record._meta.get_field("author").column)  # our column, quoted
+        in_group = RawSQL(f"{column} = ANY(%s::uuid[])", (authors,), output_field=BooleanField())  # noqa: S611
+        records = records.filter(in_group)
+    order = list(records.order_by("created_at", "id").values_list("id", flat=True))
     for start in range(0, len(order), batch_size):
         ids = order[start : start + batch_size]
         rows = {row["id"]: row for row in Record.objects.filter(pk__in=ids).values(*columns)}
@@ -275,27 +313,86 @@ def import_records(
     dry_run: bool = False,
     summary: ImportSummary | None = None,
     on_batch: Callable[[int], None] | None = None,
+    workers: int = DEFAULT_WORKERS,
 ) -> ImportSummary:
     """Import every legacy record's current label and description into its author's private store.
 
     batch_size: records per transaction (≥ 1). on_batch(n) is called after each batch with its size
-    (progress bars). Records are taken in (created_at, id) order, so each store receives its
-    author's records chronologically; a record's parts get consecutive seqs, part 1 first. Each entry
-    gets ``client_nonce = legacy-0041:<source_id>:<part>`` and `provenance` ``{source: "record",
-    source_id, project, key, status, part, parts, label_length}`` (label_length in code points:
-    ``document[:label_length] == label``). Returns the (updated) summary. Raises ValueError for a bad
-    batch size.
+    (progress bars; from the workers' threads, one call at a time). Records are taken in (created_at, id)
+    order, so each store receives its author's records chronologically; a record's parts get consecutive
+    seqs, part 1 first. Each entry gets ``client_nonce = legacy-0041:<source_id>:<part>`` and `provenance`
+    ``{source: "record", source_id, project, key, status, part, parts, label_length}`` (label_length in
+    code points: ``document[:label_length] == label``).
+
+    workers: connections importing at once (≥ 1), each the records of its own group of authors
+    (`_author_partitions`): while PostgreSQL writes one worker's batch, another's is being prepared.
+    Authors never share a store, so the workers lock disjoint stores and the result is the same as with
+    one worker. Inside a transaction (a caller's `atomic`, a test's) the import runs on the caller's
+    connection alone, since other connections could not see what that transaction wrote. When a worker
+    fails, the others stop after their current batch, and its exception is raised; committed batches stay
+    (a re-run skips them). Returns the (updated) summary. Raises ValueError for a bad batch size or count.
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1.")
+    if workers < 1:
+        raise ValueError("workers must be at least 1.")
     summary = summary or ImportSummary(dry_run=dry_run)
-    for batch in _record_batches(batch_size):
-        _import_batch(batch, summary, dry_run=dry_run)
-        if on_batch is not None:
-            on_batch(len(batch))
+    if workers == 1 or connection.in_atomic_block:
+        _import_group(None, batch_size, summary, dry_run, on_batch, threading.Event())
+    else:
+        _import_in_parallel(_author_partitions(workers), batch_size, summary, dry_run, on_batch)
     summary.authors = len(summary._authors)
     summary.stores_created = len(summary._stores_created)
     return summary
+
+
+def _import_group(
+    authors: list[Any] | None,
+    batch_size: int,
+    summary: ImportSummary,
+    dry_run: bool,
+    on_batch: Callable[[int], None] | None,
+    stop: threading.Event,
+) -> None:
+    """Import the records of `authors` (all when None) batch by batch until done or `stop` is set."""
+    for batch in _record_batches(batch_size, authors):
+        if stop.is_set():
+            return
+        _import_batch(batch, summary, dry_run=dry_run)
+        if on_batch is not None:
+            on_batch(len(batch))
+
+
+def _import_in_parallel(
+    groups: list[list[Any]],
+    batch_size: int,
+    summary: ImportSummary,
+    dry_run: bool,
+    on_batch: Callable[[int], None] | None,
+) -> None:
+    """One thread and one database connection per author group; their counts are added to `summary`."""
+    stop, progress = threading.Event(), threading.Lock()
+    parts = [ImportSummary(dry_run=dry_run) for _ in groups]
+
+    def report(n: int) -> None:
+        with progress:
+            on_batch(n)
+
+    def run(authors: list[Any], part: ImportSummary) -> None:
+        try:
+            _import_group(authors, batch_size, part, dry_run, report if on_batch else None, stop)
+        except BaseException:
+            stop.set()
+            raise
+        finally:
+            connection.close()  # this thread's own connection
+
+    with ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix="import-0041") as pool:
+        futures = [pool.submit(run, authors, part) for authors, part in zip(groups, parts, strict=True)]
+    for part in parts:
+        summary.add(part)
+    for future in futures:
+        future.result()  # the first failure, once every worker has stopped
 
 
 def migrate_0041(
@@ -304,10 +401,12 @@ def migrate_0041(
     dry_run: bool = False,
     on_start: Callable[[int], None] | None = None,
     on_batch: Callable[[int], None] | None = None,
+    workers: int = DEFAULT_WORKERS,
 ) -> ImportSummary:
     """Run the whole 0041 migration: archive every legacy row, then import the records (SPEC §7).
 
-    on_start(total_records) is called once before the import; on_batch(n) after each batch.
+    on_start(total_records) is called once before the import; on_batch(n) after each batch; `workers`
+    as in `import_records`.
     With `dry_run` the same numbers are computed and nothing is written (no archive row, store,
     entry or counter). Safe to re-run: archives and entries are never duplicated.
     """
@@ -319,6 +418,6 @@ def migrate_0041(
     summary.archived_revisions = archived["revisions"]
     if on_start is not None:
         on_start(Record.objects.count())
-    import_records(batch_size=batch_size, dry_run=dry_run, summary=summary, on_batch=on_batch)
+    import_records(batch_size=batch_size, dry_run=dry_run, summary=summary, on_batch=on_batch, workers=workers)
     summary.duration_s = time.monotonic() - started
     return summary

@@ -36,10 +36,15 @@ class Entry(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     redacted_at = models.DateTimeField(null=True, blank=True)
     redacted_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
 
     class Meta:
+        indexes = [
+            # Almost every entry has no redactor: a partial index serves the user-delete lookup
+            # (``redacted_by_id = X``) without an index insertion on every append (issue 17).
+            models.Index(fields=["redacted_by"], condition=Q(redacted_by__isnull=False), name="entry_redacted_by"),
+        ]
         constraints = [
             models.UniqueConstraint("store", "seq", name="entry_store_seq_unique"),
             models.UniqueConstraint("store", "author", "client_nonce", name="entry_store_author_nonce_unique"),

@@ -1,4 +1,4 @@
-"""`manage.py migrate_0041_memories [--dry-run] [--batch-size N]`: the 0041 import (SPEC §7).
+"""`manage.py migrate_0041_memories [--dry-run] [--batch-size N] [--workers N]`: the 0041 import (SPEC §7).
 
 Thin over `legacy.services.migrate_0041`: shows a rich progress bar on a terminal (nothing when
 stdout is not a TTY, when `CI` is set, or with ``--verbosity 0``) and prints a summary at the end.
@@ -36,8 +36,17 @@ class Command(BaseCommand):
             default=services.DEFAULT_BATCH_SIZE,
             help=f"Records per transaction (default {services.DEFAULT_BATCH_SIZE}).",
         )
+        parser.add_argument(
+            "--workers",
+            type=positive_int,
+            default=services.DEFAULT_WORKERS,
+            help=(
+                "Database connections importing at once, each its own authors' records "
+                f"(default {services.DEFAULT_WORKERS})."
+            ),
+        )
 
-    def handle(self, *args, dry_run: bool, batch_size: int, verbosity: int, **options):
+    def handle(self, *args, dry_run: bool, batch_size: int, workers: int, verbosity: int, **options):
         console = Console(file=self.stdout._out, highlight=False)
         show_bar = verbosity >= 1 and console.is_terminal and not os.environ.get("CI")
         progress = Progress(
@@ -57,6 +66,7 @@ class Command(BaseCommand):
                 summary = services.migrate_0041(
                     batch_size=batch_size,
                     dry_run=dry_run,
+                    workers=workers,
                     on_start=lambda total: progress.update(task, total=total),
                     on_batch=lambda n: progress.advance(task, n),
                 )
