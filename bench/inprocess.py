@@ -1,14 +1,15 @@
 """CPU per request of one hot endpoint inside this process, without HTTP (issue 17: quick iteration).
 
     .venv/bin/python bench/inprocess.py note|file_create|file_update|recall|wake|zoom|store_get
-                                        [--requests 2000] [--profile [--sort cumulative] [--callees RE]]
-                                        [--queries]
+                                        [--requests 2000] [--profile [--cpu] [--sort cumulative] [--callees RE]]
+                                        [--queries] [--callgrind]
 
 Runs the request through `config.asgi._call_django` — the WSGI application with its middleware, under
 the request deadline, exactly what a server thread runs after the ASGI front has read the body — against
 a throw-away database, and prints the process CPU and wall time per request. No sockets to a server,
 no event loop: the figure is Django + DRF + our code + the psycopg client side. `--profile` adds a
-cProfile of 1,000 more requests (`--sort`, `--top`); `--queries` prints the SQL of one request.
+cProfile of 1,000 more requests (`--sort`, `--top`; `--cpu`: CPU time, not wall time); `--queries`
+prints the SQL of one request.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import cProfile
 import json
 import os
 import pstats
+import subprocess
 import sys
 import time
 import urllib.parse
@@ -34,7 +36,15 @@ def main() -> None:
     parser.add_argument("endpoint", choices=endpoints)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="--profile counts CPU time (time.process_time): waits on the database drop out",
+    )
     parser.add_argument("--queries", action="store_true")
+    parser.add_argument(
+        "--callgrind", action="store_true", help="under valgrind's callgrind: instrument only the measured requests"
+    )
     parser.add_argument("--sort", default="tottime", help="pstats sort key of --profile (tottime, cumulative)")
     parser.add_argument("--top", type=int, default=40, help="functions printed with --profile")
     parser.add_argument("--callees", help="also print the callees of the functions matching this regex")
@@ -130,14 +140,18 @@ def main() -> None:
             for q in captured.captured_queries:
                 print(q["sql"][:300].replace("\n", " "))
             print(f"{len(captured.captured_queries)} statements")
+        if args.callgrind:  # count only the measured requests (bench/instructions.py runs this under valgrind)
+            subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], check=True, capture_output=True)
         cpu, wall = time.process_time(), time.perf_counter()
         for _ in range(args.requests):
             fn()
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        if args.callgrind:
+            subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], check=True, capture_output=True)
         per = 1000 / args.requests
         print(f"{args.endpoint}: CPU {cpu * per:.3f} ms/req, wall {wall * per:.3f} ms/req")
         if args.profile:
-            profile = cProfile.Profile()
+            profile = cProfile.Profile(time.process_time) if args.cpu else cProfile.Profile()
             profile.enable()
             for _ in range(1000):
                 fn()

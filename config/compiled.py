@@ -27,6 +27,7 @@ import psycopg.sql
 from django.db import connections
 from django.db.models import QuerySet
 from django.db.models.query import get_related_populators
+from psycopg import pq
 
 _NO_AUTOMATIC_PREPARE = 2**31 - 1
 
@@ -59,13 +60,21 @@ class _AlwaysPreparedCursor(psycopg.Cursor):
         super()._send_query_prepared(name, pgq, binary=binary)
 
 
+_IDLE_CURSORS = "_compiled_idle_cursors"  # on Django's connection wrapper: (psycopg connection, [cursors])
+
+
 @contextlib.contextmanager
-def prepared_cursor(using: str = "default") -> Iterator[Any]:
+def prepared_cursor(using: str = "default", *, binary: bool = False) -> Iterator[Any]:
     """A Django cursor (query logging, error wrapping, health checks and transactions as usual) whose
     statements PostgreSQL prepares once per connection and then only executes.
 
     Use it for hot, fixed SQL with `%s` / `%(name)s` placeholders whose parameters have unambiguous
-    types (server-side binding: PostgreSQL, not psycopg, types each parameter).
+    types (server-side binding: PostgreSQL, not psycopg, types each parameter). `binary`: results in
+    PostgreSQL's binary format (every column type must have a binary loader; Django's converters and
+    JSON fields expect text). The psycopg cursor under it is reused by the connection's next
+    `prepared_cursor` (nested blocks each get their own): a cursor only holds its last result, and
+    creating one (with its copy of the adapters) cost more than a short statement's own Python. A closed
+    cursor, one of a replaced connection, or one whose settings a caller changed is never reused.
     """
     connection = connections[using]
     connection.close_if_health_check_failed()
@@ -76,12 +85,25 @@ def prepared_cursor(using: str = "default") -> Iterator[Any]:
         # Its own cursors bind client-side and can never prepare, so a finite threshold changes nothing
         # for them; a huge one keeps psycopg from auto-preparing anything we did not ask for.
         raw.prepare_threshold = _NO_AUTOMATIC_PREPARE
+    idle = connection.__dict__.get(_IDLE_CURSORS)
+    if idle is None or idle[0] is not raw:
+        idle = connection.__dict__[_IDLE_CURSORS] = (raw, [])
     with connection.wrap_database_errors:
-        cursor = connection._prepare_cursor(_AlwaysPreparedCursor(raw))
+        psycopg_cursor = idle[1].pop() if idle[1] else _AlwaysPreparedCursor(raw)
+        psycopg_cursor.format = pq.Format.BINARY if binary else pq.Format.TEXT
+        cursor = connection._prepare_cursor(psycopg_cursor)
     try:
         yield cursor
     finally:
-        cursor.close()
+        if psycopg_cursor.closed or raw.closed or not _as_made(psycopg_cursor):
+            psycopg_cursor.close()
+        else:
+            idle[1].append(psycopg_cursor)
+
+
+def _as_made(cursor: _AlwaysPreparedCursor) -> bool:
+    """True when `cursor`'s public settings are a new cursor's, its format aside (set on every use)."""
+    return cursor.row_factory is cursor.connection.row_factory and cursor.arraysize == 1
 
 
 _PLACEHOLDER = re.compile(r"%%|%s")

@@ -12,6 +12,7 @@ from django.core.validators import RegexValidator
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from config.text import first_forbidden_char, utf8_len
 
@@ -29,6 +30,9 @@ class Utf8TextField(serializers.CharField):
         self.max_bytes = max_bytes
         self.min_bytes = min_bytes
         super().__init__(**kwargs)
+        # DRF's CharField adds a validator that walks the text in Python looking for surrogates; ours
+        # (`to_internal_value`, one regular expression) has refused any before validators run (issue 17).
+        self.validators = [v for v in self.validators if not isinstance(v, ProhibitSurrogateCharactersValidator)]
 
     def to_internal_value(self, data):
         if not isinstance(data, str):

@@ -371,6 +371,8 @@ def _import_in_parallel(
     on_batch: Callable[[int], None] | None,
 ) -> None:
     """One thread and one database connection per author group; their counts are added to `summary`."""
+    if not groups:  # no legacy record at all
+        return
     stop, progress = threading.Event(), threading.Lock()
     parts = [ImportSummary(dry_run=dry_run) for _ in groups]
 

@@ -19,7 +19,6 @@ import re2
 from django.conf import settings
 from django.core import signing
 from django.db import connection
-from psycopg import pq
 
 from accounts.models import User
 from config.compiled import prepared_cursor
@@ -235,11 +234,10 @@ def _recall_rows_sql() -> str:
 
 def _recall_rows(store: Store, low: int, high: int) -> list[tuple]:
     """``(seq, body_md, author handle, created_at)`` of entries ``low <= seq < high``, newest first."""
-    with prepared_cursor() as cursor:
-        # Binary results: psycopg parses a text timestamptz with a regex, which was 70 % of this fetch
-        # for 256 rows (bench/RESULTS.md, issue 17); binary values are copied, not parsed. The columns
-        # are int, text, varchar and timestamptz, all with binary loaders; created_at is aware either way.
-        cursor.cursor.format = pq.Format.BINARY
+    # Binary results: psycopg parsed a text timestamptz with a regex, which was 70 % of this fetch for 256
+    # rows (bench/RESULTS.md, issue 17); binary values are copied, not parsed. The columns are int, text,
+    # varchar and timestamptz, all with binary loaders; created_at is aware either way.
+    with prepared_cursor(binary=True) as cursor:
         cursor.execute(_recall_rows_sql(), [store.pk, low, high])
         return cursor.fetchall()
 

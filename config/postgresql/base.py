@@ -9,15 +9,30 @@ is readable — and then the full ``SELECT 1`` check runs as before and the conn
 it fails. A host that vanished without a word (partition, freeze) is caught by neither check; the
 request deadline of `config.database` bounds that case, as it did before.
 
+It also parses ``timestamptz`` values with psycopg's C parser instead of Django's Python subclass of
+psycopg's Python loader (`config.postgresql.loaders`): the same values, a few microseconds less each.
+
 Nothing else differs from `django.db.backends.postgresql`.
 """
 
 from __future__ import annotations
 
+import functools
 import select
+from typing import Any
 
 from django.db.backends.postgresql import base
-from psycopg import pq
+from psycopg import adapt, pq
+
+from config.postgresql.loaders import register_timestamptz_loader
+
+
+@functools.cache
+def _adapters(template: adapt.AdaptersMap, timezone: Any) -> adapt.AdaptersMap:
+    """Django's adapters map for its time zone, with our timestamptz loader; one per (map, zone)."""
+    adapters = adapt.AdaptersMap(template)
+    register_timestamptz_loader(timezone, adapters)
+    return adapters
 
 
 def idle_and_quiet(connection) -> bool:
@@ -37,7 +52,14 @@ def idle_and_quiet(connection) -> bool:
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
-    """`django.db.backends.postgresql` with `is_usable` answering from the socket when it can."""
+    """`django.db.backends.postgresql` with `is_usable` answering from the socket when it can, and
+    timestamptz values parsed by psycopg's C loader (same values as Django's loader)."""
+
+    def get_connection_params(self) -> dict[str, Any]:
+        params = super().get_connection_params()
+        if isinstance(params.get("context"), adapt.AdaptersMap):  # Django's per-time-zone map
+            params["context"] = _adapters(params["context"], self.timezone)
+        return params
 
     def is_usable(self) -> bool:
         if self.connection is None:

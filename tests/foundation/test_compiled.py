@@ -273,3 +273,66 @@ def test_pipelined_store_locks_are_all_held_until_the_transaction_ends():
                     other.execute("SELECT 1 FROM stores_store WHERE id = %s FOR UPDATE NOWAIT", [store.pk])
         for store in stores:  # released at commit
             assert other.execute("SELECT 1 FROM stores_store WHERE id = %s FOR UPDATE NOWAIT", [store.pk]).fetchone()
+
+
+@pytest.mark.django_db(transaction=True)  # the connection is closed and reopened
+def test_prepared_cursors_are_reused_one_block_after_another_and_distinct_when_nested():
+    from django.db import connection
+
+    from config.compiled import prepared_cursor
+
+    with prepared_cursor() as first:
+        first.execute("SELECT %s::int", [1])
+        outer = first.cursor
+        with prepared_cursor() as nested:
+            nested.execute("SELECT %s::int", [2])
+            assert nested.cursor is not outer
+            assert nested.fetchone() == (2,)
+        assert first.fetchone() == (1,)  # the nested block did not touch this cursor's result
+    with prepared_cursor() as again:
+        assert again.cursor in (outer, nested.cursor)
+        again.execute("SELECT %s::text", ["x"])
+        assert again.fetchall() == [("x",)]
+        again.close()  # a caller closing it: it is never handed out again
+    with prepared_cursor() as after_close:
+        assert after_close.cursor is not again.cursor and not after_close.cursor.closed
+    reused = after_close.cursor
+    connection.close()  # a new connection gets cursors of its own
+    with prepared_cursor() as fresh:
+        assert fresh.cursor is not reused and fresh.cursor.connection is connection.connection
+        fresh.execute("SELECT %s::int", [3])
+        assert fresh.fetchone() == (3,)
+
+
+@pytest.mark.django_db
+def test_a_reused_cursor_after_a_failed_statement_runs_the_next_one(owner):
+    from django.db import IntegrityError, transaction
+
+    from config.compiled import prepared_cursor
+
+    with pytest.raises(IntegrityError), transaction.atomic(), prepared_cursor() as cursor:
+        cursor.execute("INSERT INTO accounts_user (id) VALUES (%s)", [uuid.uuid4()])  # NOT NULL handle
+    with prepared_cursor() as cursor:
+        cursor.execute("SELECT %s::int + 1", [41])
+        assert cursor.fetchone() == (42,)
+
+
+@pytest.mark.django_db
+def test_a_reused_cursor_never_carries_a_binary_format_or_a_row_factory_into_the_next_block():
+    from psycopg.rows import dict_row
+
+    from config.compiled import prepared_cursor
+
+    with prepared_cursor(binary=True) as cursor:
+        cursor.execute("SELECT %s::jsonb", ['{"a": 1}'])
+        assert cursor.fetchone() == ({"a": 1},)  # binary jsonb is loaded as an object
+        binary = cursor.cursor
+    with prepared_cursor() as cursor:
+        assert cursor.cursor is binary  # reused, and back to text
+        cursor.execute("SELECT %s::jsonb", ['{"a": 1}'])
+        assert cursor.fetchone() == ('{"a": 1}',)  # text jsonb stays text, as Django's JSON fields expect
+        cursor.cursor.row_factory = dict_row
+    with prepared_cursor() as cursor:
+        assert cursor.cursor is not binary  # a changed row factory is not handed on
+        cursor.execute("SELECT %s::int AS n", [1])
+        assert cursor.fetchone() == (1,)

@@ -129,6 +129,12 @@ def test_inside_a_transaction_the_import_runs_on_the_callers_connection(world, m
     assert set(threads) == {threading.current_thread()}
 
 
+@pytest.mark.django_db(transaction=True)
+def test_with_no_legacy_record_the_workers_import_nothing():
+    summary = services.migrate_0041(workers=2)
+    assert (summary.records, summary.entries, summary.authors, summary.skipped) == (0, 0, 0, 0)
+
+
 def test_worker_and_batch_counts_below_one_are_refused():
     with pytest.raises(ValueError, match="workers"):
         services.import_records(workers=0)
