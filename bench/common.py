@@ -298,8 +298,8 @@ class MachineCpu:
     busy: float
     steal: float
     wall: float
-    workers: tuple[float, ...] = ()  # CPU seconds of each server worker process (SO_REUSEPORT spreads
-    # connections by a hash: with few clients one worker may get them all, and its GIL sets the rate)
+    workers: tuple[float, ...] = ()  # CPU seconds of each server worker process (with few keep-alive
+    # clients one worker may get them all, and its GIL sets the rate: config/gunicorn.conf.py, reuse_port)
 
     def per_request_ms(self, requests: int) -> dict[str, float | None]:
         """Milliseconds of CPU per request for each part, plus "other" (busy minus the three parts)."""

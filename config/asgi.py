@@ -35,6 +35,7 @@ from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.wsgi import get_wsgi_application
 from django.test.utils import override_settings
+from django.urls import get_resolver
 
 from config import fastlane, health
 from config.database import apply_request_budgets, request_deadline
@@ -67,6 +68,11 @@ class _PathDispatch:
 
 
 django_application = _PathDispatch()
+# Load the URLconf (every view, serializer and the MCP server) and check the fast lanes now, at import: in a
+# preloaded server that is the master, before it forks and freezes them (config/gunicorn.conf.py), instead of
+# each worker at its first request.
+URL_PATTERN_COUNT = len(get_resolver().url_patterns)
+fastlane.active()
 
 logger = logging.getLogger("memories.errors")
 

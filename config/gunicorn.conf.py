@@ -5,15 +5,19 @@ subclassed in `config.server` (header timeout, JSON protocol errors), running th
 `config.asgi` (probes, body timeout, the MCP mount) which runs Django on `WEB_THREADS` threads.
 """
 
+import gc
 import multiprocessing
 import os
 
 workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count()))
 worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "config.server.Worker")
-# One listening socket per worker (SO_REUSEPORT): the kernel spreads new connections evenly over the
-# workers, instead of the busiest-awake worker accepting most of them; a killed worker's socket leaves
-# the group, so its share goes to the others until it is replaced.
-reuse_port = True
+# One listening socket, made by the master and shared by the workers: every idle worker's event loop is
+# woken by a new connection and the first to accept takes it, so connections go to whichever worker is
+# free. SO_REUSEPORT (one socket per worker, `reuse_port = True`) hashes each connection to a worker
+# instead, idle or not: 4 keep-alive clients landed all on one worker in 6 runs of 30, against 3 of 40
+# with the shared socket (bench/RESULTS.md, 2026-12-03); that worker's GIL then set the rate while the
+# other idled. A killed worker simply stops accepting; the others take its share until it is replaced.
+reuse_port = False
 # Connections per worker the event loop holds (idle and slow ones cost a socket, not a thread).
 worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "1000"))
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))  # a worker silent this long is restarted
@@ -33,3 +37,13 @@ preload_app = True
 # gunicorn's runtime-control socket defaults to one path per user ($HOME/.gunicorn/gunicorn.ctl), which
 # several servers on one machine (tests, benchmarks, worktrees) would fight over; nothing here uses it.
 control_socket_disable = True
+
+
+def pre_fork(server, worker):
+    """In the master, just before it forks a worker: move every object the preloaded application made (Django,
+    the URLconf, every view and serializer: ~170,000 tracked objects) into the collector's permanent
+    generation (`gc.freeze`). The worker's full collections then never walk them again — one took 125 ms
+    of CPU, a pause for every request on that worker, about every 3,000 notes (bench/RESULTS.md) — and
+    the pages holding them stay shared with the master instead of being copied when a collection
+    touches them. Objects are only frozen, never freed: they live as long as the process anyway."""
+    gc.freeze()

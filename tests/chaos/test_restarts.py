@@ -101,9 +101,9 @@ def test_restarts_and_kills_lose_and_duplicate_nothing(server, cluster, owners):
             recovery[f"kill {round_ + 1}"] = _back_within(writers, killed)
             wait_until(lambda v=victim: len(server.worker_pids()) == 2 and v not in server.worker_pids(), 20, 0.1,
                        "gunicorn to replace the killed worker")  # fmt: skip
-            # The next fault only once the replacement serves: its socket joins the SO_REUSEPORT group as it
-            # boots, so connections routed to it wait for its event loop (under a second here, more when the
-            # machine is overloaded) — killing the only serving worker meanwhile would measure that boot.
+            # The next fault only once the replacement serves: killing the only serving worker while the
+            # replacement boots (under a second here, more when the machine is overloaded) would measure
+            # that boot.
             (replacement,) = set(server.worker_pids()) - {w for w in workers_before if w != victim}
             wait_until(lambda r=replacement: f"[{r}] [INFO] ASGI server listening" in server.log(), 20, 0.1,
                        "the replacement worker to serve")  # fmt: skip

@@ -159,7 +159,8 @@ def test_a_trickled_body_gets_408_and_frees_nothing_it_held(server, owners):
 
 
 def test_connections_spread_evenly_over_the_workers(server):
-    """Keep-alive clients land on every worker (SO_REUSEPORT), so one worker's death resets only its share."""
+    """Keep-alive clients land on every worker (one shared listening socket: an idle worker accepts first), so
+    one worker's death resets only its share."""
     sockets = []
     try:
         for _ in range(32):

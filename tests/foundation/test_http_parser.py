@@ -22,3 +22,25 @@ def test_the_protocol_uses_the_c_parser():
     protocol.transport = types.SimpleNamespace(get_extra_info=lambda name, default=None: ("127.0.0.1", 1))
     protocol._setup_callback_parser()
     assert isinstance(protocol._callback_parser, gunicorn_h1c.H1CProtocol)
+
+
+def test_the_master_freezes_the_preloaded_application_before_each_fork():
+    """config/gunicorn.conf.py's pre_fork moves what the master made into the permanent generation, so a
+    worker's full collections never walk Django, the URLconf and every view again (issue 17)."""
+    import gc
+    import runpy
+    from pathlib import Path
+
+    import config.asgi  # noqa: F401 - what preload_app loads in the master: Django, the URLconf, the lanes
+
+    settings = runpy.run_path(str(Path(__file__).resolve().parents[2] / "config" / "gunicorn.conf.py"))
+    cfg = Config()
+    cfg.set("pre_fork", settings["pre_fork"])  # gunicorn checks it is a hook of (server, worker)
+    assert settings["preload_app"] is True
+    before = gc.get_freeze_count()
+    try:
+        cfg.pre_fork(None, None)
+        assert gc.get_freeze_count() > before + 50_000
+        assert not any(type(o).__name__ == "URLResolver" for o in gc.get_objects())  # frozen, not tracked
+    finally:
+        gc.unfreeze()
