@@ -14,8 +14,8 @@ worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "config.server.Worker")
 # One listening socket, made by the master and shared by the workers: every idle worker's event loop is
 # woken by a new connection and the first to accept takes it, so connections go to whichever worker is
 # free. SO_REUSEPORT (one socket per worker, `reuse_port = True`) hashes each connection to a worker
-# instead, idle or not: 4 keep-alive clients landed all on one worker in 6 runs of 30, against 3 of 40
-# with the shared socket (bench/RESULTS.md, 2026-12-03); that worker's GIL then set the rate while the
+# instead, idle or not: one worker did ≥ 70 % of 4 keep-alive clients' work in 8 runs of 40, against 6 of
+# 90 with the shared socket (bench/RESULTS.md, 2026-12-03); that worker's GIL then set the rate while the
 # other idled. A killed worker simply stops accepting; the others take its share until it is replaced.
 reuse_port = False
 # Connections per worker the event loop holds (idle and slow ones cost a socket, not a thread).
