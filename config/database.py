@@ -11,11 +11,13 @@ Three layers, each for a fault the one before cannot see:
   a server that is frozen (SIGSTOP, a hung host, a partition) cancels nothing and its kernel still
   acknowledges our packets, so a query would wait forever. When a request is still inside the database
   `DB_REQUEST_DEADLINE` seconds after it started, the watchdog cuts its connection: it sends PostgreSQL
-  a cancel request for the running statement (at most `CANCEL_TIMEOUT` seconds, on a thread of its own),
-  then shuts the request thread's database socket down. The blocked call fails with an OperationalError,
-  which `config.errors` renders as 503 `overloaded_error`, and Django replaces the connection on the next
-  request. A request stays armed until it ends: a connection it opens after its deadline (or after a
-  cut) is cut by the next scan.
+  a cancel request for the running statement (at most `CANCEL_TIMEOUT` seconds, on a thread of its own);
+  when the server took it, it gives the request `CUT_GRACE` seconds to end by itself (the cancelled
+  statement fails at once; a commit already under way finishes and is answered), then shuts the request
+  thread's database socket down if it has not, and cancels once more (a statement sent in between).
+  A blocked call fails with an OperationalError, which `config.errors` renders as 503 `overloaded_error`,
+  and Django replaces a cut connection on the next request. A request stays armed until it ends: a
+  connection it opens after its deadline (or after a cut) is cut by the next scan.
 
 A cut write did not happen, unless it had committed already. Shutting our socket down alone is not
 enough: PostgreSQL reads the client socket only between statements, so a statement queued behind a row
@@ -44,7 +46,7 @@ import select
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -57,6 +59,9 @@ logger = logging.getLogger("memories.errors")
 # Seconds a cut waits for PostgreSQL to take its cancel request before shutting the socket down anyway:
 # a live server answers in milliseconds; a frozen one accepts the connection and never answers.
 CANCEL_TIMEOUT = 0.5
+# Seconds a request whose cancel the server took gets to end by itself before its socket is shut down: a
+# cancelled statement or a commit under way ends in milliseconds; only a backend stuck elsewhere needs it.
+CUT_GRACE = 1.0
 
 
 def budget_options() -> str:
@@ -89,24 +94,25 @@ def apply_request_budgets() -> None:
             options["options"] = f"{current} {extra}".strip()
 
 
-def _handles(raw: Any) -> tuple[int, Any] | None:
-    """What a cut of psycopg connection `raw` needs, taken at once: (a duplicate of its socket, a libpq
-    cancel connection or None), or None when `raw` is closed or lost.
+def _handles(raw: Any) -> tuple[int, list[Any]] | None:
+    """What a cut of psycopg connection `raw` needs, taken at once: (a duplicate of its socket, two libpq
+    cancel connections — none when libpq cannot cancel with a timeout), or None when `raw` is closed or lost.
 
     The duplicate keeps the socket itself (not a file descriptor number the owner may close and the
-    process reuse) until the cut is done; the cancel connection is a copy of what libpq needs to reach
-    the server and name the backend, so nothing of `raw` is touched from the cutting thread.
+    process reuse) until the cut is done; a cancel connection is a copy of what libpq needs to reach
+    the server and name the backend, so nothing of `raw` is touched from the cutting thread but its
+    `closed` flag. The second cancel is for a statement sent after the first one was answered.
     """
     try:
         pgconn = raw.pgconn
         fd = os.dup(pgconn.socket)
     except Exception:  # closed, or never connected
         return None
-    cancel = None
+    cancels = []
     if psycopg.capabilities.has_cancel_safe():  # libpq >= 17; the older cancel blocks without a timeout
         with contextlib.suppress(Exception):
-            cancel = pgconn.cancel_conn()
-    return fd, cancel
+            cancels = [pgconn.cancel_conn(), pgconn.cancel_conn()]
+    return fd, cancels
 
 
 def _cancel(cancel: Any, timeout: float) -> bool:
@@ -138,6 +144,7 @@ class _Armed:
     deadline: float  # time.monotonic()
     wrapper: Any  # the Django DatabaseWrapper of the request's thread
     cut: Any = None  # the psycopg connection last cut, never cut twice
+    ended: threading.Event = field(default_factory=threading.Event)  # set by `disarm`
 
 
 class Watchdog:
@@ -146,19 +153,22 @@ class Watchdog:
     `arm(wrapper, seconds)` returns a token for `disarm(token)`; both are a dict store, cheap enough for
     every request. One daemon thread per process scans the armed requests every `interval` seconds, so a
     cut starts at most `interval` late; each cut runs on a short-lived thread of its own (the cancel may
-    wait up to `cancel_timeout` seconds on a frozen server), so one stuck cut never delays another.
-    A request past its deadline stays armed until `disarm`: a connection it opens later is cut too.
-    `cuts` counts the connections cut. Thread-safe.
+    wait up to `cancel_timeout` seconds on a frozen server, the grace `grace` seconds), so one stuck cut
+    never delays another. A request past its deadline stays armed until `disarm`: a connection it opens
+    later is cut too. `started` counts the cuts started, `cuts` the connections whose socket a cut shut
+    down (a cut the cancel alone ended shuts nothing). Thread-safe.
     """
 
-    def __init__(self, interval: float = 0.25, cancel_timeout: float = CANCEL_TIMEOUT) -> None:
+    def __init__(self, interval: float = 0.25, cancel_timeout: float = CANCEL_TIMEOUT, grace: float = CUT_GRACE):
         self.interval = interval
         self.cancel_timeout = cancel_timeout
+        self.grace = grace
         self._armed: dict[int, _Armed] = {}
         self._ids = itertools.count()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # disarm vs. the socket shutdown of a cut
         self._stopped = threading.Event()
+        self.started = 0
         self.cuts = 0
 
     def arm(self, wrapper: Any, seconds: float) -> int:
@@ -172,7 +182,9 @@ class Watchdog:
     def disarm(self, token: int) -> None:
         """Stop watching; an unknown token is ignored. Once this returns, no cut shuts this request's socket."""
         with self._lock:
-            self._armed.pop(token, None)
+            armed = self._armed.pop(token, None)
+        if armed is not None:
+            armed.ended.set()
 
     def stop(self) -> None:
         """End the scanning thread after its current scan (tests' own watchdogs; the process's never stops)."""
@@ -204,27 +216,53 @@ class Watchdog:
             return
         if token not in self._armed:  # ended meanwhile
             os.close(handles[0])
-            if handles[1] is not None:
-                handles[1].finish()
+            for cancel in handles[1]:
+                cancel.finish()
             return
         armed.cut = raw
-        self.cuts += 1
-        threading.Thread(target=self._cut, args=(token, *handles), name="db-deadline-cut", daemon=True).start()
+        self.started += 1
+        threading.Thread(
+            target=self._cut, args=(token, armed, raw, *handles), name="db-deadline-cut", daemon=True
+        ).start()
 
-    def _cut(self, token: int, fd: int, cancel: Any) -> None:
-        """Cancel the running statement (at most `cancel_timeout` s), then shut the socket down unless the
-        request ended meanwhile (its connection is then healthy, or for Django to replace).
+    def _cut(self, token: int, armed: _Armed, raw: Any, fd: int, cancels: list[Any]) -> None:
+        """Cancel the running statement (at most `cancel_timeout` s). When the server took the cancel, the
+        request ends by itself within milliseconds — its statement cancelled (a 503), or, if it was already
+        committing, finished (its real answer) — so it gets `grace` seconds to do so before the socket is
+        shut down: shutting down a connection whose commit is under way would answer 503 for a write that
+        happened. Without a cancel the server took (frozen, unreachable, libpq < 17) the socket is shut down
+        at once. After a shutdown, the second cancel stops a statement the request sent after the first
+        cancel was answered (it was between statements then), which would otherwise commit later.
 
-        A cancel that reaches the server after the request ended finds the backend idle, and PostgreSQL
-        ignores it; only if the thread's next request had started a statement within those milliseconds
-        does that statement fail, with a 503 and nothing written.
+        Nothing is shut down once the request ended (`disarm`) or closed the connection. A cancel that
+        reaches the server after the request ended finds the backend idle, and PostgreSQL ignores it; only
+        if the thread's next request had started a statement within those milliseconds does that statement
+        fail, with a 503 and nothing written.
         """
-        with socket.socket(fileno=fd) as sock:  # closes the duplicate whatever happens
-            if cancel is not None:
-                _cancel(cancel, self.cancel_timeout)
-            with self._lock, contextlib.suppress(OSError):
-                if token in self._armed:
-                    sock.shutdown(socket.SHUT_RDWR)  # acts on the shared socket: the owner's blocked wait returns
+        first, again = [*cancels, None, None][:2]
+        shut = False
+        try:
+            with socket.socket(fileno=fd) as sock:  # closes the duplicate whatever happens
+                taken = first is not None and _cancel(first, self.cancel_timeout)
+                first = None
+                if taken:
+                    give_up = time.monotonic() + self.grace
+                    while not armed.ended.wait(0.01):
+                        if raw.closed or time.monotonic() >= give_up:
+                            break
+                with self._lock:
+                    shut = token in self._armed and not raw.closed
+                    if shut:
+                        with contextlib.suppress(OSError):
+                            sock.shutdown(socket.SHUT_RDWR)  # acts on the shared socket: the owner's wait returns
+                        self.cuts += 1
+            if shut and taken and again is not None:
+                _cancel(again, self.cancel_timeout)
+                again = None
+        finally:
+            for cancel in (first, again):
+                if cancel is not None:
+                    cancel.finish()
 
 
 watchdog = Watchdog()

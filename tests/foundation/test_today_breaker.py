@@ -8,7 +8,8 @@
 3. A Content-Type Django cannot take is a 400 (`config.middleware.content_type_problem`), also through
    real gunicorn.
 
-What held is a plain test; what broke is ``xfail(strict=True)`` with the reason.
+What held is a plain test. The three that broke (xfail until 2026-12-03) pass since the cut waits a grace
+for a request whose cancel the server took, and cancels once more after shutting the socket down.
 """
 
 from __future__ import annotations
@@ -86,9 +87,16 @@ def front_pool(monkeypatch):
 
     yield make
     watchdog.stop()
-    for pool in pools:
-        for _ in range(pool._max_workers):
-            pool.submit(connections.close_all)
+    for pool in pools:  # every thread closes its connection (a cut the cancel alone ended leaves it open)
+        threads = pool._max_workers
+        everyone = threading.Barrier(threads)
+
+        def close(everyone=everyone):
+            connections.close_all()
+            everyone.wait(timeout=10)  # holds this thread, so each task runs on a thread of its own
+
+        for _ in range(threads):
+            pool.submit(close)
         pool.shutdown(wait=True)
 
 
@@ -133,7 +141,7 @@ def locked_memory_count(holder, store_pk) -> int:
 
 def test_many_notes_cut_at_once_all_answer_503_and_none_is_appended(cast, front_pool, settings, server_budgets):
     """Six notes on six cold threads queue behind one held store row; the deadline cuts all six at once (six
-    cut threads): each answers 503 overloaded_error, `cuts` is 6, and releasing the row appends nothing.
+    cut threads): each answers 503 overloaded_error, six cuts started, and releasing the row appends nothing.
     With the server's budgets: without the client check, one cut note in three runs is still queued for
     the row after its 503 (see the xfail below)."""
     watchdog = front_pool(6)
@@ -151,7 +159,7 @@ def test_many_notes_cut_at_once_all_answer_503_and_none_is_appended(cast, front_
     assert [status for status, _ in answers] == [503] * 6, answers
     assert {body["error"]["type"] for _, body in answers} == {"overloaded_error"}
     assert after == (0, 0)
-    assert watchdog.cuts == 6
+    assert watchdog.started == 6
 
 
 def test_a_note_with_a_nonce_retried_after_its_cut_gives_exactly_one_entry(cast, front_pool, settings):
@@ -258,7 +266,7 @@ def _statement_after_the_cancel(store_pk, watchdog) -> str:
         mine.ensure_connection()
         token = watchdog.arm(mine, 0.05)
         try:
-            wait_until(lambda: watchdog.cuts == 1, 5, "the cut to start")
+            wait_until(lambda: watchdog.started == 1, 5, "the cut to start")
             time.sleep(0.1)  # the cancel has reached the idle backend; its answer is on its way
             with mine.cursor() as cursor:
                 cursor.execute("UPDATE stores_store SET entry_count = entry_count + 1 WHERE id = %s", [store_pk])
@@ -271,17 +279,10 @@ def _statement_after_the_cancel(store_pk, watchdog) -> str:
     return _in_thread(run)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Watchdog._cut cancels BEFORE it shuts the socket down: a statement the request sends between the "
-    "cancel reaching PostgreSQL and the shutdown (the request was between statements at the cut; the window "
-    "is the cancel's reply time) is never cancelled. Its client gets OperationalError (503), the statement "
-    "stays queued for the row and commits once the row is released, unless client_connection_check_interval "
-    "is set (test settings and DB_CLIENT_CHECK_INTERVAL=0 have none). Seen without any slowing as one note "
-    "of six still queued after its 503 in test_many_notes_cut_at_once (1 run in 3, before it applied the "
-    "server budgets). Shutting down first, then cancelling, leaves no such window",
-)
 def test_a_statement_sent_while_the_cuts_cancel_is_answered_never_commits(cast, monkeypatch):
+    """A request between statements at its cut: the cancel finds the backend idle, and the write it sends next
+    queues for a held row. Without the client check (test settings), the cut's second cancel, sent after the
+    socket is shut down, is what keeps it from committing once the row is released (xfail until 2026-12-03)."""
     _slow_cancel_reply(monkeypatch, 0.4)
     watchdog = database.Watchdog(interval=0.02)
     store = cast["store"]
@@ -326,7 +327,7 @@ def _note_ending_just_after_its_deadline(store, secret, holder, watchdog) -> tup
     path = f"/api/v1/memories/{store.pk}/note"
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as clients:
         note = clients.submit(send, "POST", path, secret, {"body_md": "just in time"})
-        wait_until(lambda: watchdog.cuts == 1, 5, "the watchdog to start the cut")
+        wait_until(lambda: watchdog.started == 1, 5, "the watchdog to start the cut")
         holder.rollback()
         return note.result(timeout=10)
 
@@ -360,13 +361,9 @@ def test_a_cancel_landing_after_the_request_ended_fails_the_next_request_only_as
     assert Entry.objects.filter(store=store).count() == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Watchdog._scan counts a cut when it starts it: a request that ends before the cut lands (its "
-    "socket never shut, its note appended and answered 201) is still counted in `cuts`, which the docstring "
-    "says counts the connections cut",
-)
 def test_a_request_that_ends_before_its_cut_lands_is_not_counted_as_cut(cast, front_pool, settings, monkeypatch):
+    """A note that appends and answers 201 while its cut's cancel is still on its way: the cut started, but no
+    socket is shut down, so `cuts` (connections cut) stays 0 (xfail until 2026-12-03)."""
     watchdog = front_pool(1)
     _slow_cancel(monkeypatch, 0.4)
     settings.DB_REQUEST_DEADLINE = 0.3
@@ -414,16 +411,10 @@ def slow_commits():
             admin.execute(f'ALTER DATABASE "{dbname}" RESET commit_siblings')
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a note whose lock is released just before DB_REQUEST_DEADLINE commits while the cut runs: the "
-    "cancel cannot stop a commit in progress (PostgreSQL takes it, _cancel returns True), and _cut then shuts "
-    "the socket down before the client reads the result, so the client gets 503 'server closed the "
-    "connection' for a note that IS appended (seen 2 in 40 requests ending near the deadline without "
-    "slowing commits; deterministic with commit_delay). After a cancel the server took, the socket "
-    "shutdown is what turns a committed write into a 503",
-)
 def test_a_note_committing_as_the_deadline_falls_is_never_answered_503(cast, front_pool, settings, slow_commits):
+    """A note whose commit is under way (0.1 s, `commit_delay`) when its deadline falls: the cancel cannot stop
+    a commit, and the cut then waits its grace for the request to end instead of shutting the socket down
+    under it, so the note answers 201 — never 503 for an entry that was appended (xfail until 2026-12-03)."""
     front_pool(1)
     store, secret = cast["store"], cast["secret"]
     assert send("GET", f"/api/v1/memories/{store.pk}/wake", secret)[0] == 200  # the thread's connection: slow commits
@@ -612,7 +603,7 @@ def test_a_watchdog_cut_in_the_middle_of_the_pipeline_is_an_operational_error_an
             assert probe.execute(nowait, (ids[2],)).fetchone() == (1,)
     finally:
         watchdog.stop()
-    assert watchdog.cuts == 1
+    assert watchdog.started == 1
 
 
 def test_executemany_through_prepared_cursor_is_called_only_by_the_pipelined_lock():
