@@ -230,15 +230,23 @@ async def _read_body(receive: Callable, deadline: float, limit: int) -> bytes | 
 
     Raises TimeoutError when it is not complete by `deadline` (event-loop time); None if the client left.
     """
-    # wait_for per message, not one asyncio.timeout around the loop: a message that arrives in the same
-    # loop pass as the deadline is still returned (wait_for checks for it; a cancelled receive loses it).
+    # Each message is awaited under `asyncio.timeout_at`, not `asyncio.wait_for`: on Python 3.11 wait_for
+    # wraps every receive in a Task, three loop passes even when the message is already buffered (the usual
+    # small POST), where an await that does not suspend costs none. When the deadline fires in the pass in
+    # which the last message came, the cancelled receive left it with the server (gunicorn pops a chunk
+    # only once resumed), so it is asked for once more without waiting: a message already there is read,
+    # as wait_for read it, and only one still to come is the TimeoutError.
     loop = asyncio.get_running_loop()
     chunks, total = [], 0
     while True:
-        remaining = deadline - loop.time()
-        if remaining <= 0:
+        if deadline <= loop.time():
             raise TimeoutError
-        message = await asyncio.wait_for(receive(), remaining)
+        try:
+            async with asyncio.timeout_at(deadline):
+                message = await receive()
+        except TimeoutError:
+            async with asyncio.timeout(0):  # cancels at the next pass: only a message already there comes back
+                message = await receive()
         if message["type"] == "http.disconnect":
             return None
         chunk = message.get("body", b"")

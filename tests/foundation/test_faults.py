@@ -343,6 +343,22 @@ def test_an_answer_settled_before_the_deadline_fires_is_sent_not_a_503(monkeypat
     assert (start["status"], body["body"]) == (200, b"{}")
 
 
+def test_a_buffered_body_is_read_without_giving_the_loop_a_pass():
+    """A body the server already holds (a small POST) is read without the event loop running in between:
+    `_read_body` completes at its first step (asyncio.wait_for's Task took three loop passes)."""
+
+    async def receive():
+        return {"type": "http.request", "body": b'{"a": 1}', "more_body": False}
+
+    async def main():
+        reading = front._read_body(receive, asyncio.get_running_loop().time() + 10, 100)
+        with pytest.raises(StopIteration) as done:
+            reading.send(None)  # a coroutine that suspended would yield here instead
+        return done.value.value
+
+    assert asyncio.run(main()) == b'{"a": 1}'
+
+
 def test_a_body_that_completes_as_the_deadline_fires_is_read_not_a_408(settings):
     """The last body message arrives while the loop is busy past BODY_TIMEOUT, so its delivery and the
     deadline's timer run in the same loop pass, the delivery first (breaker1): the body is read."""
