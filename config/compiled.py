@@ -74,7 +74,8 @@ def prepared_cursor(using: str = "default", *, binary: bool = False) -> Iterator
     JSON fields expect text). The psycopg cursor under it is reused by the connection's next
     `prepared_cursor` (nested blocks each get their own): a cursor only holds its last result, and
     creating one (with its copy of the adapters) cost more than a short statement's own Python. A closed
-    cursor, one of a replaced connection, or one whose settings a caller changed is never reused.
+    cursor, one of a replaced connection, one whose settings (adapters included) a caller changed, or one
+    made before its connection's adapters changed is never reused.
     """
     connection = connections[using]
     connection.close_if_health_check_failed()
@@ -89,7 +90,12 @@ def prepared_cursor(using: str = "default", *, binary: bool = False) -> Iterator
     if idle is None or idle[0] is not raw:
         idle = connection.__dict__[_IDLE_CURSORS] = (raw, [])
     with connection.wrap_database_errors:
-        psycopg_cursor = idle[1].pop() if idle[1] else _AlwaysPreparedCursor(raw)
+        psycopg_cursor = idle[1].pop() if idle[1] else None
+        while psycopg_cursor is not None and not _as_made(psycopg_cursor):  # the connection's adapters changed
+            psycopg_cursor.close()
+            psycopg_cursor = idle[1].pop() if idle[1] else None
+        if psycopg_cursor is None:
+            psycopg_cursor = _AlwaysPreparedCursor(raw)
         psycopg_cursor.format = pq.Format.BINARY if binary else pq.Format.TEXT
         cursor = connection._prepare_cursor(psycopg_cursor)
     try:
@@ -102,8 +108,21 @@ def prepared_cursor(using: str = "default", *, binary: bool = False) -> Iterator
 
 
 def _as_made(cursor: _AlwaysPreparedCursor) -> bool:
-    """True when `cursor`'s public settings are a new cursor's, its format aside (set on every use)."""
-    return cursor.row_factory is cursor.connection.row_factory and cursor.arraysize == 1
+    """True when `cursor`'s settings are those a new cursor of its connection would get now, its format aside
+    (set on every use): row factory, arraysize and adapters. psycopg's adapters maps are copy-on-write: a
+    cursor shares its connection's loader and dumper tables until a loader or dumper is registered on either
+    (the one changed gets tables of its own), so tables that are not the connection's mean that a caller
+    registered one on the cursor, or that the connection's changed since the cursor was made. Private
+    attributes of psycopg (pinned in requirements.txt; tests/foundation/test_compiled.py checks both cases)."""
+    connection = cursor.connection
+    mine, theirs = cursor.adapters, connection.adapters
+    return (
+        cursor.row_factory is connection.row_factory
+        and cursor.arraysize == 1
+        and all(a is b for a, b in zip(mine._loaders, theirs._loaders, strict=True))
+        and all(a is b for a, b in zip(mine._dumpers_by_oid, theirs._dumpers_by_oid, strict=True))
+        and all(mine._dumpers[fmt] is table for fmt, table in theirs._dumpers.items())
+    )
 
 
 _PLACEHOLDER = re.compile(r"%%|%s")

@@ -336,3 +336,42 @@ def test_a_reused_cursor_never_carries_a_binary_format_or_a_row_factory_into_the
         assert cursor.cursor is not binary  # a changed row factory is not handed on
         cursor.execute("SELECT %s::int AS n", [1])
         assert cursor.fetchone() == (1,)
+
+
+@pytest.mark.django_db
+def test_a_cursor_whose_adapters_a_caller_changed_is_never_handed_to_the_next_block():
+    """`prepared_cursor` promises that a cursor "whose settings a caller changed is never reused"; a loader
+    registered on the cursor's adapters is such a setting. Reused, it leaked into the next block (the next
+    request on that connection, or the next test): an int came back as the text '7'."""
+    from psycopg.types.string import TextLoader
+
+    from config.compiled import prepared_cursor
+
+    with prepared_cursor() as cursor:
+        cursor.cursor.adapters.register_loader("int4", TextLoader)  # e.g. a caller's own type handling
+        cursor.execute("SELECT %s::int", [7])
+        assert cursor.fetchone() == ("7",)
+    with prepared_cursor() as cursor:
+        cursor.execute("SELECT %s::int", [7])
+        assert cursor.fetchone() == (7,)
+
+
+@pytest.mark.django_db
+def test_an_idle_cursor_sees_adapters_registered_on_its_connection_after_it_was_made():
+    """A new cursor copies its connection's adapters; an idle one handed out again must not run with the
+    adapters the connection had when the cursor was made (before reuse, every block had a new cursor)."""
+    from django.db import connection
+    from psycopg.types.string import TextLoader
+
+    from config.compiled import prepared_cursor
+
+    with prepared_cursor() as cursor:
+        cursor.execute("SELECT %s::int", [7])
+        assert cursor.fetchone() == (7,)
+    connection.connection.adapters.register_loader("int4", TextLoader)
+    try:
+        with prepared_cursor() as cursor:
+            cursor.execute("SELECT %s::int", [7])
+            assert cursor.fetchone() == ("7",)
+    finally:
+        connection.close()  # the connection's adapters were changed for this test only
