@@ -27,9 +27,9 @@ class TimestamptzLoader(adapt.Loader):
 
     `timezone` (class attribute, set per registration like Django's `SpecificTzLoader`): the tzinfo every
     value gets (None: naive). Django compares it with its connection's time zone before each cursor, as it
-    does for its own loader. When psycopg's parse already carries that very tzinfo object (the session time
-    zone is UTC and Django's is `datetime.timezone.utc`), `load` is psycopg's loader itself: no Python frame
-    per value. Errors (``infinity``, a malformed value) are psycopg's.
+    does for its own loader. When the session time zone is UTC and Django's is `datetime.timezone.utc` (the
+    project's settings), psycopg's parse already carries that very tzinfo for every value, and `load` is
+    psycopg's loader itself: no Python frame per value. Errors (``infinity``, a malformed value) are psycopg's.
     """
 
     timezone: dt.tzinfo | None = None
@@ -37,8 +37,11 @@ class TimestamptzLoader(adapt.Loader):
     def __init__(self, oid: int, context: Any = None):
         super().__init__(oid, context)
         parse = self._parse = PSYCOPG_LOADER(oid, context).load
-        if self.timezone is not None and _tzinfo_of(parse) is self.timezone:
-            self.load = parse  # the same value, tzinfo included: nothing to replace
+        if self.timezone is dt.UTC and _tzinfo_of(parse) is dt.UTC:
+            # A UTC session: every value reads +00 and psycopg returns it in UTC, tzinfo included. In another
+            # zone psycopg falls back to a fixed offset for an instant outside years 1..9999 in UTC (local
+            # midnight of year 1 east of Greenwich), whose tzinfo Django's loader replaces by its zone.
+            self.load = parse
 
     def load(self, data: Any) -> dt.datetime:
         return self._parse(data).replace(tzinfo=self.timezone)

@@ -93,3 +93,28 @@ def test_psycopgs_own_loader_is_the_c_one_with_the_binary_package():
     """The point of the change; if psycopg's binary package ever goes, this says so (values stay right)."""
     assert psycopg.pq.__impl__ == "binary"
     assert PSYCOPG_LOADER.__module__.startswith("psycopg_binary")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("zone", "local"),
+    [("Asia/Kolkata", "0001-01-01 00:00:00"), ("America/St_Johns", "9999-12-31 23:59:59.999999")],
+)
+def test_the_first_and_last_local_instants_get_djangos_tzinfo_when_its_zone_is_the_sessions(zone, local):
+    """With DATABASES TIME_ZONE set, Django's zone is the session's, and `load` was psycopg's own parse. For a
+    value whose UTC instant lies outside years 1..9999 (local midnight of year 1 east of Greenwich, the last
+    instant of 9999 west of it) psycopg returns a fixed-offset tzinfo, which Django's loader replaces by its
+    zone: the same instant, but not Django's tzinfo."""
+    django_zone = zoneinfo.ZoneInfo(zone)
+    raw = _raw_connection(zone)
+    try:
+        values = []
+        for register in (register_timestamptz_loader, register_tzloader):
+            cursor = raw.cursor()
+            register(django_zone, cursor)
+            values.append(cursor.execute(f"SELECT '{local}'::timestamptz").fetchone()[0])
+    finally:
+        raw.close()
+    ours, djangos = values
+    assert djangos.tzinfo is django_zone
+    assert ours == djangos and ours.tzinfo is djangos.tzinfo
