@@ -179,9 +179,15 @@ def validate(serializer_class: type[serializers.Serializer], data: Any) -> dict:
 
     Raises the ValidationError `is_valid(raise_exception=True)` raises, with the same detail (400): on
     failure the data is validated again by a fresh serializer, whose `errors` DRF shapes (e.g. no data).
-    For a `StrictQuerySerializer`, pass ``request.query_params`` as it is.
+    For a `StrictQuerySerializer`, pass ``request.query_params`` as it is. A serializer that overrides
+    `validate` (which could read the context, so `prototype` refuses to share it) is validated by a fresh
+    instance, as DRF does.
     """
     data = query_data(data)
+    if serializer_class.validate is not serializers.Serializer.validate:
+        fresh = serializer_class(data=data)
+        fresh.is_valid(raise_exception=True)
+        return fresh.validated_data
     try:
         return prototype(serializer_class).run_validation(data)
     except serializers.ValidationError:

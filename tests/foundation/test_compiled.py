@@ -160,6 +160,49 @@ def test_validate_equals_is_valid_including_the_errors(data):
         assert raised.value.detail == fresh.errors
 
 
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        ("MemoryCreateRequestSerializer", {"path": "/a/b.md", "content": "x"}),
+        ("MemoryCreateRequestSerializer", {"path": "/a/./b.md", "content": "x"}),
+        ("MemoryCreateRequestSerializer", {"path": "/a.md", "content": 7, "extra": 1}),
+        ("MemoryUpdateRequestSerializer", {"content": "y", "precondition": {"type": "content_sha256",
+                                                                            "content_sha256": "a" * 64}}),
+        ("MemoryUpdateRequestSerializer", {"precondition": {"type": "etag", "content_sha256": "A" * 64}}),
+        ("MemoryUpdateRequestSerializer", {"path": None, "content": None}),
+        ("MemoryUpdateRequestSerializer", []),
+        ("MemoryStoreCreateRequestSerializer", {"name": "n", "metadata": {"k": "v"}}),
+        ("MemoryStoreCreateRequestSerializer", {"name": ""}),
+        ("MemoryListQuerySerializer", {"view": "full", "limit": "100"}),  # overrides `validate`: a fresh one
+        ("MemoryListQuerySerializer", {"limit": "0"}),
+    ],
+)  # fmt: skip
+def test_validate_equals_is_valid_for_the_file_surface(name, data):
+    """The Memory Stores views validate through `validate` (shared prototypes where the serializer allows):
+    the same data, the same 400 details — and InvalidRequest, where a serializer raises it — as DRF's
+    own `is_valid` on a fresh instance."""
+    from config.errors import InvalidRequest
+    from versions.api import serializers as file_serializers
+
+    cls = getattr(file_serializers, name)
+    if cls.validate is serializers.Serializer.validate:
+        prototype(cls)  # shared: no TypeError (a RawField keeps no state)
+    try:
+        fresh = cls(data=data)
+        valid = fresh.is_valid()
+    except InvalidRequest as refused:
+        with pytest.raises(InvalidRequest) as raised:
+            validate(cls, data)
+        assert str(raised.value) == str(refused)
+        return
+    if valid:
+        assert validate(cls, data) == fresh.validated_data
+    else:
+        with pytest.raises(serializers.ValidationError) as raised:
+            validate(cls, data)
+        assert raised.value.detail == fresh.errors
+
+
 def test_a_serializer_that_may_read_the_context_is_not_shared():
     class Linked(serializers.Serializer):
         url = serializers.HyperlinkedIdentityField(view_name="x")

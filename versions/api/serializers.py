@@ -66,6 +66,8 @@ class RawField(serializers.Field):
     shared validators.
     """
 
+    shareable = True  # keeps no state and reads no context: serializers using it may be shared (config.api.prototype)
+
     def to_internal_value(self, data: Any) -> Any:
         return data
 

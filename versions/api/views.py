@@ -15,7 +15,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
-from config.api import reject_body
+from config.api import reject_body, validate
 from config.fastlane import UUID_GROUP, Lane
 from sessions.selectors import store_for_request
 from sessions.services.work import fence_for_request
@@ -58,16 +58,10 @@ MEMORY_ID = OpenApiParameter("memory_id", OpenApiTypes.UUID, OpenApiParameter.PA
 VERSION_ID = OpenApiParameter("version_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Version id.")
 
 
-def _validated(serializer_class, data):
-    incoming = serializer_class(data=data)
-    incoming.is_valid(raise_exception=True)
-    return incoming.validated_data
-
-
 def _view(request, default: str) -> str:
     if not request.query_params:  # nothing to validate (and nothing unknown to reject): the default
         return default
-    return _validated(ViewQuerySerializer, request.query_params).get("view", default)
+    return validate(ViewQuerySerializer, request.query_params).get("view", default)
 
 
 class MemoryStoreCollectionView(APIView):
@@ -83,7 +77,7 @@ class MemoryStoreCollectionView(APIView):
         description="Stores the caller can read, newest first; archived ones only with include_archived=true.",
     )
     def get(self, request):
-        query = _validated(MemoryStoreListQuerySerializer, request.query_params)
+        query = validate(MemoryStoreListQuerySerializer, request.query_params)
         fingerprint = {
             "include_archived": query["include_archived"],
             "gte": query.get("created_gte"),
@@ -110,7 +104,7 @@ class MemoryStoreCollectionView(APIView):
         description="Create a private user store owned by the caller.",
     )
     def post(self, request):
-        incoming = _validated(MemoryStoreCreateRequestSerializer, request.data)
+        incoming = validate(MemoryStoreCreateRequestSerializer, request.data)
         store = store_services.create_store(owner=request.user, **incoming)
         return responses.store_body(store)
 
@@ -140,7 +134,7 @@ class MemoryStoreDetailView(APIView):
     )
     def post(self, request, store_id):
         store = store_for_request(request, store_id, need="owner")
-        incoming = _validated(MemoryStoreUpdateRequestSerializer, request.data)
+        incoming = validate(MemoryStoreUpdateRequestSerializer, request.data)
         store = store_services.update_store(
             store=store,
             name=incoming.get("name"),
@@ -214,7 +208,7 @@ class MemoryCollectionView(APIView):
     )
     def get(self, request, store_id):
         store = store_for_request(request, store_id, need="read")
-        query = _validated(MemoryListQuerySerializer, request.query_params)
+        query = validate(MemoryListQuerySerializer, request.query_params)
         prefix, depth, limit, view = query.get("path_prefix", "/"), query["depth"], query["limit"], query["view"]
         fingerprint = {"store": str(store.pk), "prefix": prefix, "depth": depth}
         position = decode_page(query.get("page"), kind="memories", query=fingerprint)
@@ -242,7 +236,7 @@ class MemoryCollectionView(APIView):
     def post(self, request, store_id):
         store = store_for_request(request, store_id, need="write")
         view = _view(request, "basic")
-        incoming = _validated(MemoryCreateRequestSerializer, request.data)
+        incoming = validate(MemoryCreateRequestSerializer, request.data)
         result = services.create_memory(
             store=store, actor=actor_for_request(request), fence=fence_for_request(request), **incoming
         )
@@ -282,7 +276,7 @@ class MemoryDetailView(APIView):
     def post(self, request, store_id, memory_id):
         store = store_for_request(request, store_id, need="write")
         view = _view(request, "basic")
-        incoming = _validated(MemoryUpdateRequestSerializer, request.data)
+        incoming = validate(MemoryUpdateRequestSerializer, request.data)
         precondition = incoming.get("precondition") or {}
         memory = services.update_memory(
             store=store,
@@ -316,7 +310,7 @@ class MemoryDetailView(APIView):
     def delete(self, request, store_id, memory_id):
         store = store_for_request(request, store_id, need="write")
         reject_body(request)
-        query = _validated(MemoryDeleteQuerySerializer, request.query_params)
+        query = validate(MemoryDeleteQuerySerializer, request.query_params)
         version = services.delete_memory(
             store=store,
             memory_id=memory_id,
@@ -364,7 +358,7 @@ class MemoryVersionCollectionView(APIView):
     )
     def get(self, request, store_id):
         store = store_for_request(request, store_id, need="read")
-        query = _validated(MemoryVersionListQuerySerializer, request.query_params)
+        query = validate(MemoryVersionListQuerySerializer, request.query_params)
         limit, view = query["limit"], query["view"]
         filters = {
             key: query.get(key)
