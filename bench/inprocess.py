@@ -2,12 +2,15 @@
 
     .venv/bin/python bench/inprocess.py note|file_create|file_update|recall|wake|zoom|store_get
                                         [--requests 2000] [--profile [--cpu] [--sort cumulative] [--callees RE]]
-                                        [--queries] [--callgrind]
+                                        [--queries] [--callgrind] [--front]
 
 Runs the request through `config.asgi._call_django` — the WSGI application with its middleware, under
 the request deadline, exactly what a server thread runs after the ASGI front has read the body — against
 a throw-away database, and prints the process CPU and wall time per request. No sockets to a server,
-no event loop: the figure is Django + DRF + our code + the psycopg client side. `--profile` adds a
+no event loop: the figure is Django + DRF + our code + the psycopg client side. `--front` runs each
+request through the ASGI application instead (`config.asgi.application` on a uvloop event loop, with a
+`receive` that has the whole body and a `send` that keeps the messages): the front's own code, the hand-off
+to a Django thread and back included; gunicorn's protocol and the sockets still left out. `--profile` adds a
 cProfile of 1,000 more requests (`--sort`, `--top`; `--cpu`: CPU time, not wall time); `--queries`
 prints the SQL of one request.
 """
@@ -50,6 +53,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=40, help="functions printed with --profile")
     parser.add_argument("--callees", help="also print the callees of the functions matching this regex")
     parser.add_argument("--no-lanes", action="store_true", help="turn the fast lanes off (config/fastlane.py)")
+    parser.add_argument("--front", action="store_true", help="through the ASGI front on an event loop (see above)")
     args = parser.parse_args()
     django_setup()
     if args.no_lanes:
@@ -77,6 +81,11 @@ def main() -> None:
         from config.database import apply_request_budgets
 
         apply_request_budgets()
+        loop = None
+        if args.front:
+            import uvloop
+
+            loop = uvloop.new_event_loop()
 
         def call(method: str, path: str, payload: dict | None = None, query: str = "") -> dict:
             body = json.dumps(payload).encode() if payload is not None else b""
@@ -85,7 +94,10 @@ def main() -> None:
                 headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
             scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(),
                      "query_string": query.encode(), "headers": headers}  # fmt: skip
-            status, _, content = asgi._call_django(asgi._environ(scope, body))
+            if loop is None:
+                status, _, content = asgi._call_django(asgi._environ(scope, body))
+            else:
+                status, content = loop.run_until_complete(through_front(asgi.application, scope, body))
             if status >= 300:
                 raise RuntimeError(f"{method} {path}: {status} {content[:300]!r}")
             return json.loads(content)
@@ -162,7 +174,30 @@ def main() -> None:
             stats.print_stats(args.top)
             if args.callees:
                 stats.print_callees(args.callees)
+        if loop is not None:  # the Django threads' connections stay open: end them, or the database cannot go
+            loop.close()
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
         connections.close_all()
+
+
+async def through_front(application, scope: dict, body: bytes) -> tuple[int, bytes]:
+    """Run one request through the ASGI `application`: (status, body). The request body is all there at
+    the first `receive`, as a small POST's is when gunicorn calls the application."""
+    sent = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    await application({**scope, "http_version": "1.1", "scheme": "http"}, receive, send)
+    start, *rest = sent
+    return start["status"], b"".join(message.get("body", b"") for message in rest)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Instructions per request of the hot endpoints in-process, counted by valgrind's callgrind (issue 17).
 
     .venv/bin/python bench/instructions.py [--endpoints note,file_create,...] [--requests 200] [--compare REF]
+                                           [--front]
 
 CPU time on a shared VM moves with its neighbours: the same in-process note measured 1.3 ms and 2.4 ms of
 CPU within one hour on the reference machine, so a change worth 5 % cannot be seen in milliseconds.
@@ -10,7 +11,8 @@ kernel, not PostgreSQL) of the measured requests — twice, with N and 2N reques
 of switching the count on and off cancels out; repeated runs agree within about 1 %.
 `--compare REF` runs the same at a git revision first (a temporary worktree of REF, measured with this
 checkout's bench/inprocess.py) and prints both and their ratio. Takes one to three minutes per endpoint
-and revision (callgrind runs Python ~50× slower).
+and revision (callgrind runs Python ~50× slower). `--front`: through the ASGI front on an event loop
+(`bench/inprocess.py --front`): the front's code and the thread hand-off counted too, gunicorn's not.
 Needs valgrind (Debian's package); prints why and exits 0 without it.
 """
 
@@ -46,17 +48,18 @@ SLOW = {
 }
 
 
-def instructions(tree: Path, endpoint: str, requests: int) -> float:
+def instructions(tree: Path, endpoint: str, requests: int, *, front: bool = False) -> float:
     """Instructions per request of `endpoint` in the checkout `tree` (its code, this .venv).
 
     Two runs, of `requests` and of twice as many measured requests, after the same warm-up; the difference
     divided by `requests`. Switching the counting on and off from inside the process costs a fixed tens of
     millions of instructions (two subprocesses), which the difference cancels.
     """
-    return (_counted(tree, endpoint, 2 * requests) - _counted(tree, endpoint, requests)) / requests
+    twice, once = _counted(tree, endpoint, 2 * requests, front), _counted(tree, endpoint, requests, front)
+    return (twice - once) / requests
 
 
-def _counted(tree: Path, endpoint: str, requests: int) -> int:
+def _counted(tree: Path, endpoint: str, requests: int, front: bool) -> int:
     """Instructions callgrind counted while `requests` requests of `endpoint` ran (plus the switching)."""
     with tempfile.TemporaryDirectory() as scratch:
         done = subprocess.run(
@@ -71,6 +74,7 @@ def _counted(tree: Path, endpoint: str, requests: int) -> int:
                 "--requests",
                 str(requests),
                 "--callgrind",
+                *(["--front"] if front else []),
             ],
             cwd=tree,
             capture_output=True,
@@ -88,6 +92,7 @@ def main() -> None:
     parser.add_argument("--endpoints", default=",".join(DEFAULT), help=f"comma-separated, of: {', '.join(ENDPOINTS)}")
     parser.add_argument("--requests", type=int, default=200, help="N: the runs measure N and 2N requests")
     parser.add_argument("--compare", help="a git revision to measure first, e.g. HEAD~3 or main")
+    parser.add_argument("--front", action="store_true", help="through the ASGI front (bench/inprocess.py --front)")
     args = parser.parse_args()
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("valgrind is not installed (Debian: apt-get install valgrind); nothing measured")
@@ -106,12 +111,12 @@ def main() -> None:
             shutil.copy(ROOT / "bench" / "inprocess.py", tree / "bench" / "inprocess.py")
             try:
                 for endpoint in endpoints:
-                    reference[endpoint] = instructions(tree, endpoint, args.requests)
+                    reference[endpoint] = instructions(tree, endpoint, args.requests, front=args.front)
             finally:
                 subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=True)
     rows = []
     for endpoint in endpoints:
-        count = instructions(ROOT, endpoint, args.requests)
+        count = instructions(ROOT, endpoint, args.requests, front=args.front)
         row = [endpoint, f"{count:,.0f}"]
         if reference:
             row = [endpoint, f"{reference[endpoint]:,.0f}", f"{count:,.0f}", f"{count / reference[endpoint]:.3f}"]

@@ -15,7 +15,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.views import APIView
 
 from accounts.permissions import token_scopes
-from config.api import envelope, represent, validate
+from config.api import envelope, validate
 from config.errors import InvalidRequest, request_id_of
 from config.fastlane import UUID_GROUP, Lane
 from memories import nap, selectors, services, tree
@@ -87,7 +87,7 @@ class NoteView(APIView):
         incoming = validate(s.NoteRequestSerializer, with_idempotency_key(request))
         result = services.append_entry(store=store, author=request.user, **incoming)
         return envelope(
-            represent(s.EntrySerializer, result.entry),
+            s.render_entry(result.entry),
             {"replayed": not result.created},
             status=201 if result.created else 200,
         )
@@ -277,7 +277,7 @@ class RedactView(APIView):
             reason=incoming.validated_data["reason"],
             request_id=request_id_of(request),
         )
-        return envelope(s.EntrySerializer(result.entry).data, s.RedactMetaSerializer(result).data)
+        return envelope(s.render_entry(result.entry), s.RedactMetaSerializer(result).data)
 
 
 class AnyAccept(BaseContentNegotiation):

@@ -67,12 +67,13 @@ def test_zoom_rendering_equals_the_serializer(every_kind_of_line, zone, label):
         assert_same(s.render_zoom(data), s.ZoomDataSerializer(data).data)
 
 
+class _Defaulted(serializers.Serializer):
+    seq = serializers.IntegerField(default=0)
+
+
 def test_a_serializer_with_a_field_it_cannot_render_plainly_is_refused():
     class Sourced(serializers.Serializer):
         author = serializers.CharField(source="author.handle")
-
-    class Defaulted(serializers.Serializer):
-        seq = serializers.IntegerField(default=0)
 
     class Overridden(serializers.Serializer):
         class Upper(serializers.CharField):
@@ -84,7 +85,7 @@ def test_a_serializer_with_a_field_it_cannot_render_plainly_is_refused():
     class Decimal(serializers.Serializer):
         amount = serializers.DecimalField(max_digits=5, decimal_places=2)
 
-    for serializer in (Sourced, Defaulted, Overridden, Decimal):
+    for serializer in (Sourced, _Defaulted, Overridden, Decimal):
         with pytest.raises(TypeError):
             s.PlainRendering(serializer)
 
@@ -111,3 +112,80 @@ def test_a_missing_nullable_field_renders_as_none_like_drf():
     rendering = s.PlainRendering(_NullableShapes)
     assert_same(rendering.one({}), _NullableShapes({}).data)
     assert_same(rendering.many([{}, {"optional": 3}]), _NullableShapes([{}, {"optional": 3}], many=True).data)
+
+
+# --- entries (the note's and the redaction's response): PlainObjectRendering -----------------------------
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_entry_rendering_equals_the_serializer(every_kind_of_line, zone):
+    """Stored entries (non-ASCII bodies, whole-second times, a redacted one with its redactor, with and
+    without a client nonce) and a freshly appended one render as `EntrySerializer` renders them."""
+    from memories import services
+
+    store = every_kind_of_line
+    appended = services.append_entry(store=store, author=store.owner, body_md="ünï 😀", client_nonce="n-1").entry
+    entries = [*Entry.objects.filter(store=store, seq__in=[0, 1, 63, 80, 81]).order_by("seq"), appended]
+    assert entries[3].redacted_by is not None and entries[3].body_md is None
+    assert entries[0].created_at.microsecond == 0 and appended.client_nonce == "n-1"
+    with timezone.override(zone):
+        for entry in entries:
+            assert_same(s.render_entry(entry), s.EntrySerializer(entry).data)
+
+
+def test_object_rendering_follows_drf_on_the_way_to_a_source():
+    """A failed walk is None for a nullable field, left out for an optional one and an AttributeError for
+    a required one; a mapping or a method on the way is left to the serializer (DRF indexes or calls it)."""
+
+    class Shapes(serializers.Serializer):
+        who = serializers.CharField(source="author.handle", allow_null=True)
+        maybe = serializers.CharField(source="author.handle", required=False)
+        size = serializers.IntegerField()
+
+    class Titled(Shapes):
+        title = serializers.CharField()
+
+    class Author:
+        handle = "ada"
+
+    class Item:
+        def __init__(self, author, size=3):
+            self.author, self.size = author, size
+
+        def title(self):
+            return "T"
+
+    rendering, titled = s.PlainObjectRendering(Shapes), s.PlainObjectRendering(Titled)
+    for item in (Item(Author()), Item(None), Item({"handle": "bob"})):
+        assert_same(rendering.one(item), Shapes(item).data)
+        assert_same(titled.one(item), Titled(item).data)
+    assert rendering.one(Item(None)) == {"who": None, "size": 3}  # `maybe` left out
+    assert titled.one(Item(None)) == {"who": None, "size": 3, "title": "T"}
+
+    class Required(serializers.Serializer):
+        who = serializers.CharField(source="author.handle")
+
+    with pytest.raises(AttributeError):
+        s.PlainObjectRendering(Required).one(Item(None))
+
+
+def test_an_object_rendering_refuses_fields_that_read_more_than_their_source():
+    class Method(serializers.Serializer):
+        who = serializers.SerializerMethodField()
+
+    class Nested(serializers.Serializer):
+        line = s.LineSerializer()
+
+    class Whole(serializers.Serializer):
+        everything = serializers.DictField(source="*")
+
+    class Own(serializers.Serializer):
+        class Looked(serializers.CharField):
+            def get_attribute(self, instance):
+                return "fixed"
+
+        name = Looked()
+
+    for serializer in (Method, Nested, Whole, _Defaulted, Own):
+        with pytest.raises(TypeError):
+            s.PlainObjectRendering(serializer)
