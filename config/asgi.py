@@ -18,7 +18,6 @@ Error bodies are SPEC §2's object with a `Request-Id` header, like every respon
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import io
 import json
@@ -41,6 +40,7 @@ from config import fastlane, health
 from config.database import apply_request_budgets, request_deadline
 from config.errors import error_payload, new_request_id, retry_after_headers
 from config.middleware import ScreenedRequest
+from config.threads import LifoThreadPool
 
 
 class _PathDispatch:
@@ -82,7 +82,8 @@ ASGIApp = Callable[[dict, Callable, Callable], Awaitable[None]]
 # while the process serves). Filled by `mount`.
 MOUNTS: dict[str, tuple[ASGIApp, Callable[[], Any] | None]] = {}
 
-_pool = concurrent.futures.ThreadPoolExecutor(max_workers=settings.WEB_THREADS, thread_name_prefix="django")
+# The Django threads: the thread idle the shortest time takes the next request (config/threads.py).
+_pool = LifoThreadPool(max_workers=settings.WEB_THREADS, thread_name_prefix="django")
 _JSON = (b"content-type", b"application/json")
 
 

@@ -1,0 +1,103 @@
+"""The Django threads' pool (config/threads.py): the thread idle the shortest time takes the next work,
+at most `max_workers` threads, a FIFO backlog, ThreadPoolExecutor's Future semantics (issue 17)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+
+import pytest
+
+from config.threads import LifoThreadPool
+
+
+def _burst(pool, n: int) -> None:
+    """Make `pool` start `n` threads: n works that wait for each other."""
+    gate = threading.Barrier(n + 1)
+    works = [pool.submit(gate.wait, 10) for _ in range(n)]
+    gate.wait(10)
+    concurrent.futures.wait(works, timeout=10)
+
+
+def test_after_a_burst_one_client_keeps_using_the_thread_idle_the_shortest():
+    """After 4 threads ran at once, 40 works one after another all run on one thread (the executor's
+    shared queue rotated them over all four: each its own database connection and cold caches)."""
+    pool = LifoThreadPool(max_workers=4, thread_name_prefix="t")
+    try:
+        _burst(pool, 4)
+        names = {pool.submit(lambda: threading.current_thread().name).result(timeout=10) for _ in range(40)}
+        assert len(names) == 1
+        assert len(pool._threads) == 4
+    finally:
+        pool.shutdown()
+
+
+def test_work_beyond_max_workers_waits_in_order_and_no_thread_is_added():
+    pool = LifoThreadPool(max_workers=2)
+    release, order = threading.Event(), []
+    try:
+        blockers = [pool.submit(release.wait, 10) for _ in range(2)]
+        queued = [pool.submit(order.append, i) for i in range(6)]
+        assert not any(work.done() for work in queued)
+        release.set()
+        concurrent.futures.wait(blockers + queued, timeout=10)
+        assert order == list(range(6))
+        assert len(pool._threads) == 2
+    finally:
+        pool.shutdown()
+
+
+def test_work_cancelled_before_a_thread_took_it_never_runs_and_errors_reach_the_future():
+    pool = LifoThreadPool(max_workers=1)
+    release, ran = threading.Event(), []
+    try:
+        busy = pool.submit(release.wait, 10)
+        queued = pool.submit(ran.append, "queued")
+        assert queued.cancel()
+        failing = pool.submit(lambda: 1 / 0)
+        release.set()
+        with pytest.raises(ZeroDivisionError):
+            failing.result(timeout=10)
+        assert busy.result(timeout=10) is True
+        assert queued.cancelled() and ran == []
+    finally:
+        pool.shutdown()
+
+
+def test_shutdown_cancels_the_backlog_ends_the_threads_and_refuses_new_work():
+    pool = LifoThreadPool(max_workers=1)
+    release = threading.Event()
+    busy = pool.submit(release.wait, 10)
+    queued = pool.submit(lambda: "never")
+    threading.Timer(0.2, release.set).start()
+    pool.shutdown(wait=True, cancel_futures=True)
+    assert busy.result(timeout=0) is True and queued.cancelled()
+    assert not any(thread.is_alive() for thread in pool._threads)
+    with pytest.raises(RuntimeError):
+        pool.submit(print)
+
+
+def test_many_submitters_at_once_get_every_result_within_the_thread_bound():
+    """8 threads submit 300 works each at the same time: all 2,400 run exactly once, on at most 3 threads."""
+    pool = LifoThreadPool(max_workers=3)
+    counts, lock = {}, threading.Lock()
+
+    def record(key):
+        with lock:
+            counts[key] = counts.get(key, 0) + 1
+        return key
+
+    def submitter(n):
+        works = [pool.submit(record, (n, i)) for i in range(300)]
+        assert [work.result(timeout=30) for work in works] == [(n, i) for i in range(300)]
+
+    try:
+        threads = [threading.Thread(target=submitter, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert len(counts) == 2400 and set(counts.values()) == {1}
+        assert len(pool._threads) <= 3
+    finally:
+        pool.shutdown()
