@@ -11,6 +11,20 @@ import pytest
 from config.threads import LifoThreadPool
 
 
+@pytest.fixture
+def make_pool():
+    """`make_pool(max_workers)`: a LifoThreadPool shut down after the test."""
+    pools = []
+
+    def make(max_workers: int) -> LifoThreadPool:
+        pools.append(LifoThreadPool(max_workers=max_workers, thread_name_prefix="t"))
+        return pools[-1]
+
+    yield make
+    for pool in pools:
+        pool.shutdown()
+
+
 def _burst(pool, n: int) -> None:
     """Make `pool` start `n` threads: n works that wait for each other."""
     gate = threading.Barrier(n + 1)
@@ -19,49 +33,40 @@ def _burst(pool, n: int) -> None:
     concurrent.futures.wait(works, timeout=10)
 
 
-def test_after_a_burst_one_client_keeps_using_the_thread_idle_the_shortest():
+def test_after_a_burst_one_client_keeps_using_the_thread_idle_the_shortest(make_pool):
     """After 4 threads ran at once, 40 works one after another all run on one thread (the executor's
     shared queue rotated them over all four: each its own database connection and cold caches)."""
-    pool = LifoThreadPool(max_workers=4, thread_name_prefix="t")
-    try:
-        _burst(pool, 4)
-        names = {pool.submit(lambda: threading.current_thread().name).result(timeout=10) for _ in range(40)}
-        assert len(names) == 1
-        assert len(pool._threads) == 4
-    finally:
-        pool.shutdown()
+    pool = make_pool(4)
+    _burst(pool, 4)
+    names = {pool.submit(lambda: threading.current_thread().name).result(timeout=10) for _ in range(40)}
+    assert len(names) == 1
+    assert len(pool._threads) == 4
 
 
-def test_work_beyond_max_workers_waits_in_order_and_no_thread_is_added():
-    pool = LifoThreadPool(max_workers=2)
+def test_work_beyond_max_workers_waits_in_order_and_no_thread_is_added(make_pool):
+    pool = make_pool(2)
     release, order = threading.Event(), []
-    try:
-        blockers = [pool.submit(release.wait, 10) for _ in range(2)]
-        queued = [pool.submit(order.append, i) for i in range(6)]
-        assert not any(work.done() for work in queued)
-        release.set()
-        concurrent.futures.wait(blockers + queued, timeout=10)
-        assert order == list(range(6))
-        assert len(pool._threads) == 2
-    finally:
-        pool.shutdown()
+    blockers = [pool.submit(release.wait, 10) for _ in range(2)]
+    queued = [pool.submit(order.append, i) for i in range(6)]
+    assert not any(work.done() for work in queued)
+    release.set()
+    concurrent.futures.wait(blockers + queued, timeout=10)
+    assert order == list(range(6))
+    assert len(pool._threads) == 2
 
 
-def test_work_cancelled_before_a_thread_took_it_never_runs_and_errors_reach_the_future():
-    pool = LifoThreadPool(max_workers=1)
+def test_work_cancelled_before_a_thread_took_it_never_runs_and_errors_reach_the_future(make_pool):
+    pool = make_pool(1)
     release, ran = threading.Event(), []
-    try:
-        busy = pool.submit(release.wait, 10)
-        queued = pool.submit(ran.append, "queued")
-        assert queued.cancel()
-        failing = pool.submit(lambda: 1 / 0)
-        release.set()
-        with pytest.raises(ZeroDivisionError):
-            failing.result(timeout=10)
-        assert busy.result(timeout=10) is True
-        assert queued.cancelled() and ran == []
-    finally:
-        pool.shutdown()
+    busy = pool.submit(release.wait, 10)
+    queued = pool.submit(ran.append, "queued")
+    assert queued.cancel()
+    failing = pool.submit(lambda: 1 / 0)
+    release.set()
+    with pytest.raises(ZeroDivisionError):
+        failing.result(timeout=10)
+    assert busy.result(timeout=10) is True
+    assert queued.cancelled() and ran == []
 
 
 def test_shutdown_cancels_the_backlog_ends_the_threads_and_refuses_new_work():
@@ -77,9 +82,9 @@ def test_shutdown_cancels_the_backlog_ends_the_threads_and_refuses_new_work():
         pool.submit(print)
 
 
-def test_many_submitters_at_once_get_every_result_within_the_thread_bound():
+def test_many_submitters_at_once_get_every_result_within_the_thread_bound(make_pool):
     """8 threads submit 300 works each at the same time: all 2,400 run exactly once, on at most 3 threads."""
-    pool = LifoThreadPool(max_workers=3)
+    pool = make_pool(3)
     counts, lock = {}, threading.Lock()
 
     def record(key):
@@ -91,13 +96,10 @@ def test_many_submitters_at_once_get_every_result_within_the_thread_bound():
         works = [pool.submit(record, (n, i)) for i in range(300)]
         assert [work.result(timeout=30) for work in works] == [(n, i) for i in range(300)]
 
-    try:
-        threads = [threading.Thread(target=submitter, args=(n,)) for n in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-        assert len(counts) == 2400 and set(counts.values()) == {1}
-        assert len(pool._threads) <= 3
-    finally:
-        pool.shutdown()
+    threads = [threading.Thread(target=submitter, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(counts) == 2400 and set(counts.values()) == {1}
+    assert len(pool._threads) <= 3
