@@ -76,8 +76,11 @@ class LifoThreadPool:
             thread = threading.Thread(
                 target=self._serve, args=(work,), name=f"{self._prefix}_{len(self._threads)}", daemon=True
             )
+            # Started under the lock and counted only once started: a thread that cannot start (RuntimeError
+            # "can't start new thread") must not take a place of the bound, nor be joined by `shutdown`.
+            # The new thread needs the lock only after its first work, so this cannot deadlock.
+            thread.start()
             self._threads.append(thread)
-        thread.start()
         return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:

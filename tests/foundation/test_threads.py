@@ -106,3 +106,25 @@ def test_many_submitters_at_once_get_every_result_within_the_thread_bound(make_p
     assert len(counts) == 2400 and set(counts.values()) == {1}
     assert answers == {n: [(n, i) for i in range(300)] for n in range(8)}
     assert len(pool._threads) <= 3
+
+
+def test_a_thread_that_fails_to_start_leaves_the_pool_its_full_bound(make_pool, monkeypatch):
+    """`Thread.start` can fail (RuntimeError "can't start new thread": a pids limit, memory). The submit
+    raises, but the pool must not count the thread that never ran: before, it stayed in `_threads`, so a
+    1-thread pool queued every later work forever (every request a 503 after REQUEST_TIMEOUT) and the
+    atexit `shutdown(wait=True)` raised "cannot join thread before it is started". ThreadPoolExecutor only
+    counts a thread once it started."""
+    pool = make_pool(1)
+    start, failures = threading.Thread.start, []
+
+    def start_once_failing(thread):
+        if not failures:
+            failures.append(thread.name)
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start_once_failing)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        pool.submit(lambda: "lost")
+    assert pool.submit(lambda: "served").result(timeout=5) == "served"
+    pool.shutdown(wait=True)  # joins only threads that started
