@@ -162,6 +162,11 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
             # Settled in the loop iteration in which the deadline fired (asyncio.timeout then cancels the
             # wake-up that carried it): the answer is there, so it is sent, as asyncio.wait_for did.
             status, headers, content = answer.result()
+    except asyncio.CancelledError:
+        # gunicorn cancels the task of a client gone for `asgi_disconnect_grace_period`, and every task of a
+        # stopping worker: a request still queued for a thread is never run then either.
+        work.cancel()
+        raise
     except TimeoutError:
         work.cancel()  # a request still queued for a thread is never run
         request_id = new_request_id()

@@ -21,6 +21,7 @@ import config.asgi as front
 from config import database
 from config.errors import describe, handler500
 from config.middleware import RequestIdMiddleware
+from config.threads import LifoThreadPool
 from tests.factories import StoreFactory
 
 
@@ -379,3 +380,48 @@ def test_a_body_that_completes_as_the_deadline_fires_is_read_not_a_408(settings)
         return await front._read_body(receive, loop.time() + settings.BODY_TIMEOUT, 100)
 
     assert asyncio.run(main()) == b"{}"
+
+
+def test_a_request_cancelled_while_queued_for_a_thread_never_runs(monkeypatch):
+    """gunicorn cancels a request's task `asgi_disconnect_grace_period` (3 s) after its client left, and
+    every task when a worker stops (`ASGIWorker._cleanup`). A request still queued for a thread then must
+    never run, as after REQUEST_TIMEOUT: before, only the timeout cancelled the queued work, so under
+    load the requests of clients that had given up (a note among them) still ran once a thread came free."""
+    pool = LifoThreadPool(max_workers=1, thread_name_prefix="t")
+    release, ran = threading.Event(), []
+
+    def app(environ, start_response):
+        ran.append(environ["PATH_INFO"])
+        if environ["PATH_INFO"] == "/busy":
+            release.wait(10)
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+    monkeypatch.setattr(front, "django_application", app)
+    monkeypatch.setattr(front, "_pool", pool)
+
+    async def main():
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            pass
+
+        busy = asyncio.ensure_future(front.application(http_scope("GET", "/busy"), receive, send))
+        while not ran:
+            await asyncio.sleep(0.01)
+        queued = asyncio.ensure_future(front.application(http_scope("GET", "/queued"), receive, send))
+        await asyncio.sleep(0.1)  # waiting for the one thread
+        queued.cancel()  # its client went away
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        release.set()
+        await busy
+
+    try:
+        asyncio.run(main())
+        pool.submit(lambda: None).result(timeout=5)  # whatever was queued behind /busy has had its turn
+    finally:
+        release.set()
+        pool.shutdown()
+    assert ran == ["/busy"]
