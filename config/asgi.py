@@ -194,12 +194,18 @@ def _answer_from_thread(loop: asyncio.AbstractEventLoop, answer: asyncio.Future,
     """On a pool thread: run Django for `environ` and hand the outcome to `answer` on the event loop.
 
     One wake-up of the loop per request (`call_soon_threadsafe`); an answer the front no longer waits for
-    (it timed out) is dropped.
+    (it timed out) is dropped. A BaseException that is not an Exception (SystemExit, a CancelledError out
+    of `async_to_sync`: Django's handler lets them through) is a 500 too, delivered as a RuntimeError caused
+    by it: raised as it is on the event loop, a SystemExit would stop the worker.
     """
     try:
         outcome, failure = _call_django(environ), None
     except Exception as exc:
         outcome, failure = None, exc
+    except BaseException as exc:
+        failure = RuntimeError(f"the WSGI application raised {type(exc).__name__}")
+        failure.__cause__ = exc
+        outcome = None
     loop.call_soon_threadsafe(_settle, answer, outcome, failure)
 
 

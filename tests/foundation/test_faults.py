@@ -425,3 +425,25 @@ def test_a_request_cancelled_while_queued_for_a_thread_never_runs(monkeypatch):
         release.set()
         pool.shutdown()
     assert ran == ["/busy"]
+
+
+@pytest.mark.parametrize("raised", [SystemExit(1), asyncio.CancelledError()])
+def test_a_view_raising_a_base_exception_is_a_500_at_once_not_a_503_after_request_timeout(
+    monkeypatch, settings, caplog, raised
+):
+    """Django's handler catches Exception only, so a SystemExit (or a CancelledError out of `async_to_sync`)
+    leaves the WSGI application. The pool thread survives it (as ThreadPoolExecutor's), but the front used
+    to drop it into the pool's Future nobody reads: the client waited REQUEST_TIMEOUT for a retryable 503
+    `overloaded_error` and nothing named the cause. It is a logged 500 `api_error` at once."""
+    settings.REQUEST_TIMEOUT = 3
+
+    def app(environ, start_response):
+        raise raised
+
+    monkeypatch.setattr(front, "django_application", app)
+    started = time.monotonic()
+    with caplog.at_level(logging.ERROR, logger="memories.errors"):
+        start, body = run_asgi(http_scope("GET", "/api/v1/me"))
+    assert (start["status"], time.monotonic() - started < 1.5) == (500, True)
+    assert b'"api_error"' in body["body"]
+    assert caplog.records and type(raised).__name__ in caplog.text
