@@ -6,18 +6,21 @@ built by `memories.selectors` and name the OpenAPI components.
 
 from __future__ import annotations
 
-import datetime
 import re
-from collections.abc import Mapping
-from typing import Any
 
-from django.core.exceptions import ObjectDoesNotExist
 from drf_spectacular.utils import extend_schema_field
-from rest_framework import ISO_8601, serializers
-from rest_framework.settings import api_settings
+from rest_framework import serializers
 
 from backoffice.models import REASON_MAX_CHARS
-from config.api import JsonIntegerField, QueryBooleanField, StrictQuerySerializer, StrictSerializer, Utf8TextField
+from config.api import (
+    JsonIntegerField,
+    PlainObjectRendering,
+    QueryBooleanField,
+    StrictQuerySerializer,
+    StrictSerializer,
+    Utf8TextField,
+)
+from config.api import datetime_formatter as _formatter
 from config.errors import InvalidRequest
 from config.fields import SignedTokenField
 from memories import tree
@@ -246,110 +249,6 @@ class PlainRendering:
                 value = arg._render(value, formatters)
             out[name] = value
         return out
-
-
-# Fields that read the context, other objects or the whole instance: never rendered by PlainObjectRendering.
-_NOT_PLAIN_OBJECT_FIELDS = (serializers.SerializerMethodField, serializers.RelatedField, serializers.BaseSerializer)
-
-
-class PlainObjectRendering:
-    """Render one object (a model instance) exactly as ``serializer_class(instance).data`` would, without
-    DRF's per-field machinery (issue 17: the note's response, 8 % of its instructions through DRF).
-
-    The serializer stays the OpenAPI source; this follows its bound fields in order: the value is the
-    field's `source` walked attribute by attribute, as DRF's `get_attribute` does, and None stays None;
-    any other value goes through the field's own `to_representation` (datetimes through the declared
-    DateTimeField's formatting, the active time zone looked up once per call). A walk that fails on the
-    way (``author.handle`` with no author) is None for a nullable field, left out for an optional one and
-    an AttributeError otherwise; ObjectDoesNotExist is None — DRF's rules, in its order. An item that is
-    a mapping, or a value on the way that is callable (DRF would call it), is rendered by the serializer
-    itself. Fields that read the context or more than their source (method fields, related and nested
-    serializers, ``source="*"``, defaults) are a TypeError when the rendering is built (import time).
-    tests/log/test_plain_rendering.py compares both renderings.
-    """
-
-    def __init__(self, serializer_class: type[serializers.Serializer]):
-        self.serializer = serializer_class()  # bound fields (source_attrs); no context, no data
-        self.plan: list[tuple[str, list[str], bool, bool, Any, serializers.Field]] = []
-        for name, field in self.serializer.fields.items():
-            where = f"{serializer_class.__name__}.{name}"
-            if field.write_only:
-                continue
-            if field.source == "*" or field.default is not serializers.empty:
-                raise TypeError(f"{where}: a source '*' or a default is not rendered plainly")
-            if isinstance(field, _NOT_PLAIN_OBJECT_FIELDS):
-                raise TypeError(f"{where}: {type(field).__name__} is not rendered plainly")
-            if type(field).get_attribute is not serializers.Field.get_attribute:
-                raise TypeError(f"{where}: its own get_attribute is not rendered plainly")
-            own = type(field).to_representation
-            convert = _PLAIN_CONVERSIONS.get(own, field.to_representation)  # None: a datetime (`_formatter`)
-            self.plan.append((name, field.source_attrs, field.allow_null, field.required, convert, field))
-
-    def one(self, instance) -> dict:
-        """``serializer_class(instance).data`` as a plain dict."""
-        out, formatters = {}, {}
-        for name, attrs, allow_null, required, convert, field in self.plan:
-            value = instance
-            try:
-                for attr in attrs:
-                    plain = _PLAIN_TYPES.get(type(value))
-                    if plain is None:
-                        plain = _PLAIN_TYPES[type(value)] = not isinstance(value, Mapping)
-                    if not plain:  # DRF indexes a mapping on the way
-                        return dict(self.serializer.to_representation(instance))
-                    value = getattr(value, attr)
-                    if callable(value):  # DRF calls a method on the way
-                        return dict(self.serializer.to_representation(instance))
-            except ObjectDoesNotExist:
-                value = None
-            except AttributeError:
-                if allow_null:
-                    value = None
-                elif not required:
-                    continue
-                else:
-                    raise
-            if value is not None:
-                value = _formatter(field, formatters)(value) if convert is None else convert(value)
-            out[name] = value
-        return out
-
-
-# What a field's own `to_representation` does to a value that is not None, where that is one builtin:
-# CharField's is ``str(value)``, IntegerField's ``int(value)``; DateTimeField's goes through `_formatter`.
-_PLAIN_CONVERSIONS = {
-    serializers.CharField.to_representation: str,
-    serializers.IntegerField.to_representation: int,
-    serializers.DateTimeField.to_representation: None,
-}
-_PLAIN_TYPES: dict[type, bool] = {}  # type -> not a Mapping (DRF's test), looked up once per type
-
-
-def _formatter(field: serializers.DateTimeField, formatters: dict):
-    """`field.to_representation` for this response: DRF looks the active time zone up for every value
-    (from a context-local); it cannot change within one response, so it is looked up once here, and an
-    aware value in ISO 8601 output (DRF's default) is formatted directly, as DRF does: `astimezone`,
-    `isoformat`, ``+00:00`` written ``Z``. Anything else goes through the field itself."""
-    formatter = formatters.get(id(field))
-    if formatter is None:
-        zone = getattr(field, "timezone", None) or field.default_timezone()
-        output = getattr(field, "format", api_settings.DATETIME_FORMAT)
-        slow = field.to_representation
-        if zone is None or not isinstance(output, str) or output.lower() != ISO_8601:
-            formatter = slow
-        else:
-
-            def formatter(value, zone=zone, slow=slow):
-                if not isinstance(value, datetime.datetime) or value.utcoffset() is None:
-                    return slow(value)
-                try:
-                    text = value.astimezone(zone).isoformat()
-                except OverflowError:  # DRF's own error for it
-                    return slow(value)
-                return text[:-6] + "Z" if text.endswith("+00:00") else text
-
-        formatters[id(field)] = formatter
-    return formatter
 
 
 class EntrySerializer(serializers.Serializer):

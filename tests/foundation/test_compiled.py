@@ -8,10 +8,12 @@ the two queries return on their own, for every access case, and that the request
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 
 import psycopg._queries
 import pytest
+from django.utils import timezone
 from rest_framework import serializers
 
 from accounts import services as account_services
@@ -234,10 +236,17 @@ def test_a_memory_renders_per_view_as_a_fresh_serializer(owner):
         id=uuid.uuid4(), store_id=store.pk, path="/a.md", content="ünï", content_sha256="0" * 64,
         content_size_bytes=6, current_version_id=uuid.uuid4(), created_at=when, updated_at=when,
     )  # fmt: skip
+    from versions.api.responses import RENDER_MEMORY
+
     for view in ("basic", "full"):
         expected = MemorySerializer(memory, context={"view": view}).data
         assert represent(MemorySerializer, memory, {"view": view}) == expected
+        for zone in ("UTC", "America/St_Johns"):
+            with timezone.override(zone):  # the plain rendering (the file endpoints' responses), byte for byte
+                fresh = MemorySerializer(memory, context={"view": view}).data
+                assert json.dumps(RENDER_MEMORY[view](memory)) == json.dumps(fresh)
     assert represent(MemorySerializer, memory, {"view": "basic"})["content"] is None
+    assert RENDER_MEMORY["basic"](memory)["content"] is None and RENDER_MEMORY["full"](memory)["content"] == "ünï"
 
 
 def test_constants_are_written_into_the_text_and_the_slots_stay_parameters():

@@ -10,9 +10,10 @@ from typing import Any
 
 from rest_framework.response import Response
 
-from config.api import represent
+from config.api import PlainObjectRendering
 from stores.models import Store
 from versions.api.serializers import (
+    VIEWS,
     MemoryDeletedSerializer,
     MemoryPrefixSerializer,
     MemorySerializer,
@@ -32,10 +33,14 @@ def store_deleted_body(store_id: Any) -> Response:
     return Response(MemoryStoreDeletedSerializer({"id": store_id}).data)
 
 
+# `MemorySerializer(memory, context={"view": view}).data` per view, without DRF's per-field walk (issue 17).
+RENDER_MEMORY = {view: PlainObjectRendering(MemorySerializer, {"view": view}).one for view in VIEWS}
+
+
 def memory_body(memory: Memory, *, view: str) -> Response:
     """The `memory` object of `memory` (``content`` only with view ``full``), as `MemorySerializer` renders
-    it, through the shared prototype of each view (`config.api.represent`, issue 17)."""
-    return Response(represent(MemorySerializer, memory, {"view": view}))
+    it (`RENDER_MEMORY`)."""
+    return Response(RENDER_MEMORY[view](memory))
 
 
 def memory_deleted_body(memory_id: Any) -> Response:
@@ -58,11 +63,10 @@ def store_items(stores: list[Store]) -> list[dict[str, Any]]:
 def memory_items(items: list[Memory | MemoryPrefix], *, view: str) -> list[dict[str, Any]]:
     """Render a memory listing: memories and `memory_prefix` roll-ups, in the given order."""
     out: list[dict[str, Any]] = []
-    memory_serializer = MemorySerializer(context={"view": view})
+    render_memory = RENDER_MEMORY[view]
     prefix_serializer = MemoryPrefixSerializer()
     for item in items:
-        serializer = prefix_serializer if isinstance(item, MemoryPrefix) else memory_serializer
-        out.append(serializer.to_representation(item))
+        out.append(prefix_serializer.to_representation(item) if isinstance(item, MemoryPrefix) else render_memory(item))
     return out
 
 
