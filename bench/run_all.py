@@ -75,7 +75,7 @@ def main() -> None:
         print(header, flush=True)
         t0 = time.monotonic()
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        out = proc.stdout + (f"\n[stderr]\n{proc.stderr[-3000:]}" if proc.returncode else "")
+        out = proc.stdout + (f"\n[stderr]\n{_ends(proc.stderr)}" if proc.returncode else "")
         print(out, flush=True)
         took = f"({name}: {time.monotonic() - t0:.0f} s, exit {proc.returncode})"
         print(took, flush=True)
@@ -88,6 +88,14 @@ def main() -> None:
     if args.output:
         Path(args.output).write_text("\n".join(report) + "\n")
     sys.exit(1 if failed else 0)
+
+
+def _ends(text: str, keep: int = 3000) -> str:
+    """`text` whole when short, else its first and last `keep` characters: a chained traceback names the
+    first error at its start and the last at its end."""
+    if len(text) <= 2 * keep:
+        return text
+    return f"{text[:keep]}\n[… {len(text) - 2 * keep:,} characters …]\n{text[-keep:]}"
 
 
 if __name__ == "__main__":
