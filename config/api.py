@@ -131,51 +131,38 @@ _SHAREABLE_FIELDS = (
     serializers.ListField,
     serializers.UUIDField,
 )
-_PROTOTYPES: dict[tuple, serializers.Serializer] = {}
+_PROTOTYPES: dict[type, serializers.Serializer] = {}
 
 
-def _check_shareable(serializer: serializers.Serializer, path: str, *, methods: bool) -> None:
+def _check_shareable(serializer: serializers.Serializer, path: str) -> None:
     for name, field in serializer.fields.items():
         where = f"{path}.{name}"
         if isinstance(field, serializers.ListSerializer):
-            _check_shareable(field.child, where, methods=methods)
+            _check_shareable(field.child, where)
         elif isinstance(field, serializers.Serializer):
-            _check_shareable(field, where, methods=methods)
+            _check_shareable(field, where)
         elif isinstance(field, serializers.ListField) and isinstance(field.child, serializers.Serializer):
-            _check_shareable(field.child, where, methods=methods)
-        elif isinstance(field, serializers.SerializerMethodField):
-            if not methods:
-                raise TypeError(f"{where}: a method field may read the context; share it with an explicit one")
+            _check_shareable(field.child, where)
         elif not (isinstance(field, _SHAREABLE_FIELDS) or getattr(field, "shareable", False)):
             raise TypeError(f"{where}: {type(field).__name__} may read the context; it cannot be shared")
 
 
-def prototype(serializer_class: type[serializers.Serializer], context: dict | None = None) -> serializers.Serializer:
-    """The process-wide instance of `serializer_class` for `context` (no instance, no data), fields bound once.
+def prototype(serializer_class: type[serializers.Serializer]) -> serializers.Serializer:
+    """The process-wide instance of `serializer_class` (no instance, no data, no context), fields bound once:
+    what `validate` runs, instead of DRF deep-copying and re-binding every declared field per request.
 
-    DRF deep-copies and re-binds every declared field for each serializer instance; for a small hot
-    response that was most of its rendering (EntrySerializer: 95 µs → 13 µs per entry, bench/RESULTS.md).
-    context: a fixed, hashable-valued context every use shares (e.g. ``{"view": "full"}``), never a
-    request's. Raises TypeError when a field (nested ones included) is not of a context-free type
-    (`_SHAREABLE_FIELDS`, or a field class with ``shareable = True``), when a method field is used
-    without an explicit context, or when the serializer overrides `validate`, which could read the context.
+    Raises TypeError when a field (nested ones included) is not of a context-free type (`_SHAREABLE_FIELDS`,
+    or a field class with ``shareable = True``; a method field is not) or when the serializer overrides
+    `validate`, which could read the context.
     """
-    key = (serializer_class, tuple(sorted((context or {}).items())))
-    found = _PROTOTYPES.get(key)
+    found = _PROTOTYPES.get(serializer_class)
     if found is None:
-        found = serializer_class(context=dict(context or {}))
-        _check_shareable(found, serializer_class.__name__, methods=context is not None)
+        found = serializer_class()
+        _check_shareable(found, serializer_class.__name__)
         if type(found).validate is not serializers.Serializer.validate:
             raise TypeError(f"{serializer_class.__name__}.validate may read the context; it cannot be shared")
-        _PROTOTYPES[key] = found
+        _PROTOTYPES[serializer_class] = found
     return found
-
-
-def represent(serializer_class: type[serializers.Serializer], instance: Any, context: dict | None = None) -> dict:
-    """``serializer_class(instance, context=context).data`` as a plain dict — the same keys and values —
-    through the shared `prototype`, so the serializer stays the one source of the shape (and of the
-    OpenAPI schema)."""
-    return prototype(serializer_class, context).to_representation(instance)
 
 
 def validate(serializer_class: type[serializers.Serializer], data: Any) -> dict:
