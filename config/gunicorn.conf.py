@@ -9,6 +9,10 @@ import gc
 import multiprocessing
 import os
 
+from config.server import cpu_affinity_mode, worker_cpu
+
+cpu_affinity_mode()  # a bad WEB_CPU_AFFINITY stops the server here, before any worker starts
+
 workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count()))
 worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "config.server.Worker")
 # One listening socket, made by the master and shared by the workers: every idle worker's event loop is
@@ -45,5 +49,25 @@ def pre_fork(server, worker):
     generation (`gc.freeze`). The worker's full collections then never walk them again — one took 125 ms
     of CPU, a pause for every request on that worker, about every 3,000 notes (bench/RESULTS.md) — and
     the pages holding them stay shared with the master instead of being copied when a collection
-    touches them. Objects are only frozen, never freed: they live as long as the process anyway."""
+    touches them. Objects are only frozen, never freed: they live as long as the process anyway.
+
+    Also chooses the CPU the worker will be pinned to (`WEB_CPU_AFFINITY=pin`, the default): the allowed
+    CPU the fewest live workers hold, so a replacement takes its predecessor's (`config.server.worker_cpu`).
+    """
     gc.freeze()
+    taken = [getattr(live, "memories_cpu", None) for live in server.WORKERS.values() if live is not worker]
+    pin = cpu_affinity_mode() == "pin"
+    worker.memories_cpu = worker_cpu(os.sched_getaffinity(0), taken) if pin else None
+
+
+def post_fork(server, worker):
+    """In the new worker, before it starts any thread: pin it to the CPU `pre_fork` chose. Every thread
+    it starts later (the event loop's, the Django threads) inherits the affinity, so the hand-offs between
+    them — a request to a Django thread, its answer back to the loop, the GIL — wake a thread on the same
+    CPU instead of another one: on the 2-core VM a cross-CPU wake is an inter-processor interrupt (a VM
+    exit) and a third of a note's server CPU went to the scheduler (docs/decisions.md, "One CPU per
+    worker"). The GIL lets one of a worker's threads run Python at a time anyway."""
+    cpu = getattr(worker, "memories_cpu", None)
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+        server.log.info("Worker %s pinned to CPU %s (WEB_CPU_AFFINITY=pin)", worker.pid, cpu)

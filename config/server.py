@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+from collections.abc import Iterable
 from http import HTTPStatus
 
 from gunicorn.asgi.protocol import _REASON_PHRASES, ASGIProtocol
@@ -45,6 +47,40 @@ def _settings_value(name: str, default: float) -> float:
         return float(getattr(settings, name, default))
     except Exception:  # settings not configured (the master process)
         return default
+
+
+CPU_AFFINITY_ENV = "WEB_CPU_AFFINITY"
+CPU_AFFINITY_MODES = ("pin", "off")
+
+
+def cpu_affinity_mode(environ=os.environ) -> str:
+    """`WEB_CPU_AFFINITY` from `environ`: ``"pin"`` (the default) or ``"off"``.
+
+    Raises ValueError naming the variable and the accepted values for anything else (an empty value is the
+    default), so a typo stops the server at start instead of silently changing how it runs.
+    """
+    value = environ.get(CPU_AFFINITY_ENV, "").strip().lower() or "pin"
+    if value not in CPU_AFFINITY_MODES:
+        raise ValueError(f"{CPU_AFFINITY_ENV} must be one of {', '.join(CPU_AFFINITY_MODES)}; got {value!r}")
+    return value
+
+
+def worker_cpu(allowed: Iterable[int], taken: Iterable[int | None]) -> int | None:
+    """The CPU a new worker process is pinned to (docs/decisions.md, "One CPU per worker").
+
+    `allowed`: the CPU numbers the master may run on (`os.sched_getaffinity(0)`); `taken`: the CPU of
+    every live worker (None for one that is not pinned). Returns the allowed CPU the fewest live workers
+    hold, the lowest-numbered on a tie — so workers spread one per CPU, and a replaced worker takes the
+    CPU its predecessor left — or None when fewer than two CPUs are allowed (nothing to choose).
+    """
+    cpus = sorted(set(allowed))
+    if len(cpus) < 2:
+        return None
+    load = dict.fromkeys(cpus, 0)
+    for cpu in taken:
+        if cpu in load:
+            load[cpu] += 1
+    return min(cpus, key=lambda cpu: (load[cpu], cpu))
 
 
 def protocol_error_body(status: int, message: str, request_id: str) -> bytes:

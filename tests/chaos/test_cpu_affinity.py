@@ -1,0 +1,85 @@
+"""One CPU per worker process (`WEB_CPU_AFFINITY`, config/gunicorn.conf.py; docs/decisions.md "One CPU per
+worker"), checked on the server as `bin/serve` runs it: every thread of a worker — the event loop's, the
+Django threads — runs on the worker's CPU, the workers are on different CPUs, a worker that replaces a
+killed one takes its CPU, `off` leaves the kernel free, and a bad value stops the server at start."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from .harness import ROOT, Server, free_port, wait_until
+
+ALLOWED = sorted(os.sched_getaffinity(0))
+
+
+def _threads_affinity(pid: int) -> dict[int, frozenset[int]]:
+    """Each thread id of process `pid` → the CPUs it may run on."""
+    return {int(tid): frozenset(os.sched_getaffinity(int(tid))) for tid in os.listdir(f"/proc/{pid}/task")}
+
+
+def _worker_cpu(pid: int) -> int:
+    """The one CPU every thread of worker `pid` is pinned to (asserts there is exactly one)."""
+    sets = set(_threads_affinity(pid).values())
+    assert len(sets) == 1, f"worker {pid}'s threads differ: {sets}"
+    (cpus,) = sets
+    assert len(cpus) == 1, f"worker {pid} is not pinned: {sorted(cpus)}"
+    return next(iter(cpus))
+
+
+def _busy(server: Server, owners) -> None:
+    """Requests through Django on new connections (so on either worker), so Django threads exist and their
+    affinity is checked with the event loop's; asserts some worker started one."""
+    owner = owners[0]
+    for _ in range(30):
+        with httpx.Client(base_url=server.url, headers=owner.auth, timeout=10) as fresh:
+            assert fresh.get(f"/api/v1/memories/{owner.store}").status_code == 200
+    threads = sum(len(_threads_affinity(pid)) for pid in server.worker_pids())
+    assert threads > len(server.worker_pids())
+
+
+@pytest.mark.skipif(len(ALLOWED) < 2, reason="one CPU: nothing to pin")
+def test_each_worker_runs_on_a_cpu_of_its_own_and_a_replacement_takes_it(cluster, owners):
+    with Server(cluster) as server:
+        _busy(server, owners)
+        cpus = {pid: _worker_cpu(pid) for pid in server.worker_pids()}
+        assert len(cpus) == 2
+        assert sorted(cpus.values()) == ALLOWED[:2]  # one each, the lowest CPUs first
+        for pid in cpus:
+            assert f"Worker {pid} pinned to CPU {cpus[pid]}" in server.log()
+
+        victim = max(cpus, key=lambda pid: cpus[pid])  # a chooser that ignored the live workers would pick the lowest
+        os.kill(victim, signal.SIGKILL)
+        wait_until(
+            lambda: victim not in server.worker_pids() and server._all_workers_serving(), 60, 0.2, "a replacement"
+        )
+        _busy(server, owners)
+        after = {pid: _worker_cpu(pid) for pid in server.worker_pids()}
+        (replacement,) = set(after) - set(cpus)
+        assert after[replacement] == cpus[victim]
+        assert sorted(after.values()) == ALLOWED[:2]
+
+
+def test_off_leaves_the_workers_on_every_cpu_the_master_has(cluster, owners):
+    with Server(cluster, env={"WEB_CPU_AFFINITY": "off"}) as server:
+        _busy(server, owners)
+        master = frozenset(os.sched_getaffinity(server.proc.pid))
+        for pid in server.worker_pids():
+            assert set(_threads_affinity(pid).values()) == {master}
+        assert "pinned to CPU" not in server.log()
+
+
+def test_a_bad_value_stops_the_server_at_start():
+    argv = [
+        sys.executable, "-m", "gunicorn", "config.asgi:application",
+        "--config", str(ROOT / "config" / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{free_port()}",
+    ]  # fmt: skip
+    env = {**os.environ, "WEB_CPU_AFFINITY": "sometimes", "DJANGO_SETTINGS_MODULE": "config.settings"}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "WEB_CPU_AFFINITY must be one of pin, off; got 'sometimes'" in done.stdout + done.stderr

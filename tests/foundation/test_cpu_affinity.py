@@ -1,0 +1,41 @@
+"""Choosing each gunicorn worker's CPU (`config.server.worker_cpu`, `cpu_affinity_mode`; the hooks in
+config/gunicorn.conf.py are driven through a real server in tests/chaos/test_cpu_affinity.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from config.server import cpu_affinity_mode, worker_cpu
+
+
+def test_workers_spread_one_per_cpu_lowest_first():
+    assert worker_cpu({0, 1}, []) == 0
+    assert worker_cpu({0, 1}, [0]) == 1
+    assert worker_cpu([3, 1, 2], [1]) == 2  # the allowed set, not 0…n-1
+    assert worker_cpu({0, 1}, [0, 1]) == 0  # more workers than CPUs: round robin
+
+
+def test_a_replacement_takes_the_cpu_its_predecessor_left():
+    assert worker_cpu({0, 1, 2, 3}, [0, 2, 3]) == 1
+    assert worker_cpu({0, 1}, [0, 0, 1]) == 1
+    assert worker_cpu({0, 1}, [None, 1]) == 0  # an unpinned live worker holds no CPU
+    assert worker_cpu({0, 1}, [7, 1]) == 0  # a CPU no longer allowed holds nothing
+
+
+def test_one_cpu_or_none_pins_nothing():
+    assert worker_cpu({4}, []) is None
+    assert worker_cpu(set(), [0]) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "mode"), [(None, "pin"), ("", "pin"), ("pin", "pin"), (" OFF ", "off"), ("off", "off")]
+)
+def test_the_mode_comes_from_web_cpu_affinity(value, mode):
+    environ = {} if value is None else {"WEB_CPU_AFFINITY": value}
+    assert cpu_affinity_mode(environ) == mode
+
+
+@pytest.mark.parametrize("value", ["on", "1", "auto", "pinned", "0"])
+def test_anything_else_is_refused_with_the_accepted_values(value):
+    with pytest.raises(ValueError, match=r"WEB_CPU_AFFINITY must be one of pin, off; got"):
+        cpu_affinity_mode({"WEB_CPU_AFFINITY": value})
