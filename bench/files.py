@@ -28,7 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import (
     MACHINE_HEADERS,
     HttpJob,
-    MachineMeter,
     PgJob,
     ServerConfig,
     bench_database,
@@ -40,7 +39,7 @@ from bench.common import (
     machine_row,
     make_owners,
     pg_params,
-    run_load,
+    quiet_load,
     table,
     verdict,
 )
@@ -186,14 +185,20 @@ def main() -> None:
                 for n in clients:
                     results = {}
                     for kind in ("raw", "http"):
-                        jobs = []
-                        for c in range(n):
-                            mine = owners[kind][c % 16 :] + owners[kind][: c % 16]
-                            tag = f"{kind}{next(run)}"
-                            job = HttpFiles(server.port, mine, tag, mode) if kind == "http" else None
-                            jobs.append(job or RawFiles(params, mine, tag, mode))
-                        meter = MachineMeter(server.pid)
-                        results[kind] = run_load(jobs, duration=args.duration, warmup=5, meter=meter)
+
+                        def make_jobs(kind=kind, n=n, mode=mode):
+                            jobs = []
+                            for c in range(n):
+                                mine = owners[kind][c % 16 :] + owners[kind][: c % 16]
+                                tag = f"{kind}{next(run)}"
+                                job = HttpFiles(server.port, mine, tag, mode) if kind == "http" else None
+                                jobs.append(job or RawFiles(params, mine, tag, mode))
+                            return jobs
+
+                        label = f"{mode} {kind} clients={n}"
+                        results[kind] = quiet_load(
+                            make_jobs, duration=args.duration, warmup=5, server_pid=server.pid, label=label
+                        )
                     raw, web = results["raw"], results["http"]
                     machine[(mode, n)] = web.machine.per_request_ms(web.requests)
                     cpu_ms = machine[(mode, n)]["server"]

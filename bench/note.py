@@ -35,7 +35,6 @@ from bench.common import (
     STACKS,
     HttpHealth,
     HttpJob,
-    MachineMeter,
     PgJob,
     ServerConfig,
     bench_database,
@@ -47,6 +46,7 @@ from bench.common import (
     make_owners,
     measured_load,
     pg_params,
+    quiet_load,
     run_load,
     table,
     verdict,
@@ -168,15 +168,20 @@ def measure_stack(config: ServerConfig, db_name: str, stores, args, client_count
             for clients in client_counts:
                 results = {}
                 for kind in ("raw", "http"):
-                    jobs = []
-                    for c in range(clients):
-                        mine = targets_for(c, used)
-                        tag = f"{kind}{next(run)}"
-                        if kind == "raw":
-                            jobs.append(RawNote(params, [(s, u) for s, u, _ in mine], tag))
-                        else:
-                            jobs.append(HttpNote(server.port, [(s, t) for s, _, t in mine], tag))
-                    results[kind] = run_load(jobs, duration=args.duration, meter=MachineMeter(server.pid))
+
+                    def make_jobs(kind=kind, clients=clients, used=used):
+                        jobs = []
+                        for c in range(clients):
+                            mine = targets_for(c, used)
+                            tag = f"{kind}{next(run)}"
+                            if kind == "raw":
+                                jobs.append(RawNote(params, [(s, u) for s, u, _ in mine], tag))
+                            else:
+                                jobs.append(HttpNote(server.port, [(s, t) for s, _, t in mine], tag))
+                        return jobs
+
+                    label = f"{kind} stores={n_stores} clients={clients}"
+                    results[kind] = quiet_load(make_jobs, duration=args.duration, server_pid=server.pid, label=label)
                 raw, web = results["raw"], results["http"]
                 machine[(n_stores, clients)] = {k: r.machine.per_request_ms(r.requests) for k, r in results.items()}
                 machine_rows.append(machine_row(n_stores, clients, results))

@@ -7,11 +7,14 @@ per call with what the meter attributes to it, so a loaded machine changes neith
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import time
 
 import pytest
 
-from bench.common import Job, MachineMeter, PgJob, pg_params, run_load
+from bench import common
+from bench.common import Job, MachineMeter, PgJob, pg_params, quiet_load, run_load
 
 
 class _Burn(Job):
@@ -52,3 +55,39 @@ def test_backend_cpu_of_client_connections_is_counted():
         pytest.skip("PostgreSQL does not run on this machine: its processes cannot be read")
     assert per["database"] >= 0.5, per  # the query's work is the backend's, never missing
     assert per["database"] > per["clients"], per
+
+
+@pytest.mark.parametrize(
+    ("steals", "windows", "kept"),
+    [
+        ([0.01], 1, 0.01),  # quiet at once: one window
+        ([0.30, 0.02], 2, 0.02),  # measured again, the quiet window kept
+        ([0.30, 0.20, 0.25], 3, 0.20),  # never quiet: three windows, the least steal kept
+    ],
+)
+def test_a_window_with_steal_is_measured_again_and_the_quietest_kept(monkeypatch, capsys, steals, windows, kept):
+    """`quiet_load` (the note and file benchmarks): steal above `STEAL_LIMIT` means another window with
+    fresh jobs, at most three, and every window set aside is printed."""
+    given = iter(steals)
+    monkeypatch.setattr(common.MachineMeter, "stop", _stop_with(common.MachineMeter.stop, given))
+    made = []
+
+    def make_jobs():
+        made.append(1)
+        return [_Burn()]
+
+    result = quiet_load(make_jobs, duration=0.2, warmup=1, server_pid=None, label="burn")
+    assert len(made) == windows
+    assert result.machine.steal == pytest.approx(kept * result.machine.wall * (os.cpu_count() or 1))
+    assert capsys.readouterr().out.count("set aside: burn") == windows - 1
+
+
+def _stop_with(stop, steals):
+    """`MachineMeter.stop`, with the window's steal replaced by the next of `steals` (a share of capacity)."""
+
+    def fake(self):
+        machine = stop(self)
+        share = next(steals)
+        return dataclasses.replace(machine, steal=share * machine.wall * (os.cpu_count() or 1))
+
+    return fake
