@@ -56,7 +56,7 @@ def pre_fork(server, worker):
     """
     gc.freeze()
     taken = [getattr(live, "memories_cpu", None) for live in server.WORKERS.values() if live is not worker]
-    pin = cpu_affinity_mode() == "pin"
+    pin = cpu_affinity_mode() == "pin" and hasattr(os, "sched_setaffinity")  # Linux; elsewhere nothing to pin
     worker.memories_cpu = worker_cpu(os.sched_getaffinity(0), taken) if pin else None
 
 
@@ -68,6 +68,11 @@ def post_fork(server, worker):
     exit) and a third of a note's server CPU went to the scheduler (docs/decisions.md, "One CPU per
     worker"). The GIL lets one of a worker's threads run Python at a time anyway."""
     cpu = getattr(worker, "memories_cpu", None)
-    if cpu is not None:
+    if cpu is None:
+        return
+    try:
         os.sched_setaffinity(0, {cpu})
-        server.log.info("Worker %s pinned to CPU %s (WEB_CPU_AFFINITY=pin)", worker.pid, cpu)
+    except OSError as exc:  # the CPU went offline since the master read its set: serve unpinned, never crash-loop
+        server.log.warning("Worker %s not pinned to CPU %s: %s", worker.pid, cpu, exc)
+        return
+    server.log.info("Worker %s pinned to CPU %s (WEB_CPU_AFFINITY=pin)", worker.pid, cpu)

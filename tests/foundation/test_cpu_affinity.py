@@ -3,6 +3,12 @@ config/gunicorn.conf.py are driven through a real server in tests/chaos/test_cpu
 
 from __future__ import annotations
 
+import os
+import runpy
+from pathlib import Path
+from types import SimpleNamespace
+from unittest import mock
+
 import pytest
 
 from config.server import cpu_affinity_mode, worker_cpu
@@ -39,3 +45,35 @@ def test_the_mode_comes_from_web_cpu_affinity(value, mode):
 def test_anything_else_is_refused_with_the_accepted_values(value):
     with pytest.raises(ValueError, match=r"WEB_CPU_AFFINITY must be one of pin, off; got"):
         cpu_affinity_mode({"WEB_CPU_AFFINITY": value})
+
+
+def _gunicorn_conf():
+    """config/gunicorn.conf.py as gunicorn loads it (a file, not a module)."""
+    return runpy.run_path(str(Path(__file__).resolve().parents[2] / "config" / "gunicorn.conf.py"))
+
+
+def test_a_cpu_that_cannot_be_taken_leaves_the_worker_unpinned_and_serving():
+    """post_fork must never fail a worker's boot (gunicorn would replace it in a loop): a CPU that went
+    offline since the master chose it is logged and the worker runs unpinned."""
+    conf = _gunicorn_conf()
+    before = os.sched_getaffinity(0)
+    log = mock.Mock()
+    worker = SimpleNamespace(pid=os.getpid(), memories_cpu=100_000)  # no such CPU: EINVAL
+    conf["post_fork"](SimpleNamespace(log=log), worker)
+    assert os.sched_getaffinity(0) == before
+    log.warning.assert_called_once()
+    assert "not pinned to CPU" in log.warning.call_args.args[0]
+    log.info.assert_not_called()
+
+
+def test_pre_fork_gives_each_new_worker_the_least_held_cpu(monkeypatch):
+    conf = _gunicorn_conf()
+    monkeypatch.setattr(conf["gc"], "freeze", lambda: None)  # not this test process's business
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    live = {11: SimpleNamespace(memories_cpu=1)}
+    new = SimpleNamespace()
+    conf["pre_fork"](SimpleNamespace(WORKERS=live), new)
+    assert new.memories_cpu == 0
+    monkeypatch.setenv("WEB_CPU_AFFINITY", "off")
+    conf["pre_fork"](SimpleNamespace(WORKERS=live), new)
+    assert new.memories_cpu is None
