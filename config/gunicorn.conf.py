@@ -51,13 +51,14 @@ def pre_fork(server, worker):
     the pages holding them stay shared with the master instead of being copied when a collection
     touches them. Objects are only frozen, never freed: they live as long as the process anyway.
 
-    Also chooses the CPU the worker will be pinned to (`WEB_CPU_AFFINITY=pin`, the default): the allowed
-    CPU the fewest live workers hold, so a replacement takes its predecessor's (`config.server.worker_cpu`).
+    Also chooses the CPU the worker will be pinned to (`WEB_CPU_AFFINITY=pin`, the default, when there are
+    at least as many workers as allowed CPUs): the allowed CPU the fewest live workers hold, so a
+    replacement takes its predecessor's (`config.server.worker_cpu`).
     """
     gc.freeze()
     taken = [getattr(live, "memories_cpu", None) for live in server.WORKERS.values() if live is not worker]
     pin = cpu_affinity_mode() == "pin" and hasattr(os, "sched_setaffinity")  # Linux; elsewhere nothing to pin
-    worker.memories_cpu = worker_cpu(os.sched_getaffinity(0), taken) if pin else None
+    worker.memories_cpu = worker_cpu(os.sched_getaffinity(0), taken, server.num_workers) if pin else None
 
 
 def post_fork(server, worker):

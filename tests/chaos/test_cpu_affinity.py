@@ -43,13 +43,12 @@ def _busy(server: Server, owners) -> None:
     assert threads > len(server.worker_pids())
 
 
-@pytest.mark.skipif(len(ALLOWED) < 2, reason="one CPU: nothing to pin")
+@pytest.mark.skipif(not 2 <= len(ALLOWED) <= 8, reason="one worker per CPU: 2 to 8 CPUs")
 def test_each_worker_runs_on_a_cpu_of_its_own_and_a_replacement_takes_it(cluster, owners):
-    with Server(cluster) as server:
+    with Server(cluster, workers=len(ALLOWED)) as server:  # as many workers as CPUs (bin/serve's default)
         _busy(server, owners)
         cpus = {pid: _worker_cpu(pid) for pid in server.worker_pids()}
-        assert len(cpus) == 2
-        assert sorted(cpus.values()) == ALLOWED[:2]  # one each, the lowest CPUs first
+        assert sorted(cpus.values()) == ALLOWED  # one each
         for pid in cpus:
             assert f"Worker {pid} pinned to CPU {cpus[pid]}" in server.log()
 
@@ -62,11 +61,16 @@ def test_each_worker_runs_on_a_cpu_of_its_own_and_a_replacement_takes_it(cluster
         after = {pid: _worker_cpu(pid) for pid in server.worker_pids()}
         (replacement,) = set(after) - set(cpus)
         assert after[replacement] == cpus[victim]
-        assert sorted(after.values()) == ALLOWED[:2]
+        assert sorted(after.values()) == ALLOWED
 
 
-def test_off_leaves_the_workers_on_every_cpu_the_master_has(cluster, owners):
-    with Server(cluster, env={"WEB_CPU_AFFINITY": "off"}) as server:
+@pytest.mark.parametrize(
+    ("workers", "env"),
+    [(2, {"WEB_CPU_AFFINITY": "off"}), pytest.param(1, {}, marks=pytest.mark.skipif(len(ALLOWED) < 2, reason="1 CPU"))],
+    ids=["off", "fewer-workers-than-cpus"],
+)
+def test_unpinned_workers_run_on_every_cpu_the_master_has(cluster, owners, workers, env):
+    with Server(cluster, workers=workers, env=env) as server:
         _busy(server, owners)
         master = frozenset(os.sched_getaffinity(server.proc.pid))
         for pid in server.worker_pids():
