@@ -11,9 +11,10 @@ import os
 
 from config.server import cpu_affinity_mode, worker_cpu
 
-cpu_affinity_mode()  # a bad WEB_CPU_AFFINITY stops the server here, before any worker starts
-
-workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count()))
+# One worker per CPU the server may run on (a cpuset, `taskset` or a container's CPU set), not per CPU of
+# the machine.
+_ALLOWED_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else multiprocessing.cpu_count()
+workers = int(os.environ.get("WEB_CONCURRENCY", _ALLOWED_CPUS))
 worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "config.server.Worker")
 # One listening socket, made by the master and shared by the workers: every idle worker's event loop is
 # woken by a new connection and the first to accept takes it, so connections go to whichever worker is
@@ -43,6 +44,15 @@ preload_app = True
 control_socket_disable = True
 
 
+def on_starting(server):
+    """In the master, after gunicorn has applied `--env` and before it listens: refuse a bad
+    `WEB_CPU_AFFINITY` (gunicorn prints the RuntimeError's message and exits 1)."""
+    try:
+        cpu_affinity_mode()
+    except ValueError as exc:
+        raise RuntimeError(str(exc)) from None
+
+
 def pre_fork(server, worker):
     """In the master, just before it forks a worker: move every object the preloaded application made (Django,
     the URLconf, every view and serializer: ~170,000 tracked objects) into the collector's permanent
@@ -52,8 +62,8 @@ def pre_fork(server, worker):
     touches them. Objects are only frozen, never freed: they live as long as the process anyway.
 
     Also chooses the CPU the worker will be pinned to (`WEB_CPU_AFFINITY=pin`, the default, when there are
-    at least as many workers as allowed CPUs): the allowed CPU the fewest live workers hold, so a
-    replacement takes its predecessor's (`config.server.worker_cpu`).
+    at least as many workers as allowed CPUs): the allowed CPU the fewest live workers hold, so workers
+    stay spread as evenly as they can after any replacement (`config.server.worker_cpu`).
     """
     gc.freeze()
     taken = [getattr(live, "memories_cpu", None) for live in server.WORKERS.values() if live is not worker]

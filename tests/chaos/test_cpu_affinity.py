@@ -66,8 +66,13 @@ def test_each_worker_runs_on_a_cpu_of_its_own_and_a_replacement_takes_it(cluster
 
 @pytest.mark.parametrize(
     ("workers", "env"),
-    [(2, {"WEB_CPU_AFFINITY": "off"}), pytest.param(1, {}, marks=pytest.mark.skipif(len(ALLOWED) < 2, reason="1 CPU"))],
-    ids=["off", "fewer-workers-than-cpus"],
+    [
+        (2, {"WEB_CPU_AFFINITY": "off"}),
+        # gunicorn's --env wins over the environment, and only the value it applies is checked
+        (2, {"WEB_CPU_AFFINITY": "sometimes", "GUNICORN_CMD_ARGS": "--env WEB_CPU_AFFINITY=off"}),
+        pytest.param(1, {}, marks=pytest.mark.skipif(len(ALLOWED) < 2, reason="1 CPU")),
+    ],
+    ids=["off", "--env-off-over-a-bad-environment", "fewer-workers-than-cpus"],
 )
 def test_unpinned_workers_run_on_every_cpu_the_master_has(cluster, owners, workers, env):
     with Server(cluster, workers=workers, env=env) as server:
@@ -78,12 +83,22 @@ def test_unpinned_workers_run_on_every_cpu_the_master_has(cluster, owners, worke
         assert "pinned to CPU" not in server.log()
 
 
-def test_a_bad_value_stops_the_server_at_start():
+@pytest.mark.parametrize(
+    ("environ", "args"),
+    [({"WEB_CPU_AFFINITY": "sometimes"}, []), ({}, ["--env", "WEB_CPU_AFFINITY=sometimes"])],
+    ids=["environment", "--env"],
+)
+def test_a_bad_value_stops_the_server_before_it_listens(environ, args):
+    port = free_port()
     argv = [
         sys.executable, "-m", "gunicorn", "config.asgi:application",
-        "--config", str(ROOT / "config" / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{free_port()}",
+        "--config", str(ROOT / "config" / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}", *args,
     ]  # fmt: skip
-    env = {**os.environ, "WEB_CPU_AFFINITY": "sometimes", "DJANGO_SETTINGS_MODULE": "config.settings"}
+    env = {key: value for key, value in os.environ.items() if key != "WEB_CPU_AFFINITY"}
+    env.update(environ, DJANGO_SETTINGS_MODULE="config.settings")
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode != 0
-    assert "WEB_CPU_AFFINITY must be one of pin, off; got 'sometimes'" in done.stdout + done.stderr
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "Error: WEB_CPU_AFFINITY must be one of pin, off; got 'sometimes'" in out
+    assert "Listening at" not in out
+    assert "Traceback" not in out
