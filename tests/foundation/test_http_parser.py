@@ -30,6 +30,7 @@ def test_the_master_freezes_the_preloaded_application_before_each_fork():
     import gc
     import runpy
     from pathlib import Path
+    from types import SimpleNamespace
 
     import config.asgi  # noqa: F401 - what preload_app loads in the master: Django, the URLconf, the lanes
 
@@ -39,7 +40,7 @@ def test_the_master_freezes_the_preloaded_application_before_each_fork():
     assert settings["preload_app"] is True
     before = gc.get_freeze_count()
     try:
-        cfg.pre_fork(None, None)
+        cfg.pre_fork(SimpleNamespace(WORKERS={}, num_workers=1), SimpleNamespace())  # master, new worker
         assert gc.get_freeze_count() > before + 50_000
         assert not any(type(o).__name__ == "URLResolver" for o in gc.get_objects())  # frozen, not tracked
     finally:
