@@ -137,8 +137,8 @@ STACKS = {
     "gunicorn-asgi+front": _gunicorn_cmd("config.asgi:application"),  # what bin/serve runs
     # the same without the fast lanes (config/fastlane.py): every request through Django and DRF
     "gunicorn-asgi+front-no-lanes": _gunicorn_cmd("config.asgi:application", "--env", "FAST_LANES=false"),
-    # the same with the kernel free to move every worker thread between CPUs (config/gunicorn.conf.py, post_fork)
-    "gunicorn-asgi+front-unpinned": _gunicorn_cmd("config.asgi:application", "--env", "WEB_CPU_AFFINITY=off"),
+    # the same with each worker pinned to a CPU of its own (opt-in; config/gunicorn.conf.py, post_fork)
+    "gunicorn-asgi+front-pinned": _gunicorn_cmd("config.asgi:application", "--env", "WEB_CPU_AFFINITY=pin"),
     "gthread": lambda config, port: _gunicorn_cmd(
         "config.wsgi:application", "--worker-class", "gthread", "--threads", str(config.threads)
     )(config, port),  # the stack before issue 16

@@ -61,7 +61,7 @@ def pre_fork(server, worker):
     the pages holding them stay shared with the master instead of being copied when a collection
     touches them. Objects are only frozen, never freed: they live as long as the process anyway.
 
-    Also chooses the CPU the worker will be pinned to (`WEB_CPU_AFFINITY=pin`, the default, when there are
+    Also chooses the CPU the worker will be pinned to (with `WEB_CPU_AFFINITY=pin`, opt-in, when there are
     at least as many workers as allowed CPUs): the allowed CPU the fewest live workers hold, so workers
     stay spread as evenly as they can after any replacement (`config.server.worker_cpu`).
     """

@@ -54,12 +54,12 @@ CPU_AFFINITY_MODES = ("pin", "off")
 
 
 def cpu_affinity_mode(environ=os.environ) -> str:
-    """`WEB_CPU_AFFINITY` from `environ`: ``"pin"`` (the default) or ``"off"``.
+    """`WEB_CPU_AFFINITY` from `environ`: ``"off"`` (the default) or ``"pin"``.
 
     Raises ValueError naming the variable and the accepted values for anything else (an empty value is the
     default), so a typo stops the server at start instead of silently changing how it runs.
     """
-    value = environ.get(CPU_AFFINITY_ENV, "").strip().lower() or "pin"
+    value = environ.get(CPU_AFFINITY_ENV, "").strip().lower() or "off"
     if value not in CPU_AFFINITY_MODES:
         raise ValueError(f"{CPU_AFFINITY_ENV} must be one of {', '.join(CPU_AFFINITY_MODES)}; got {value!r}")
     return value

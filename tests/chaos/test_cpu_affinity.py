@@ -1,7 +1,8 @@
 """One CPU per worker process (`WEB_CPU_AFFINITY`, config/gunicorn.conf.py; docs/decisions.md "One CPU per
 worker"), checked on the server as `bin/serve` runs it: every thread of a worker — the event loop's, the
 Django threads — runs on the worker's CPU, the workers are on different CPUs, a worker that replaces a
-killed one takes its CPU, `off` leaves the kernel free, and a bad value stops the server at start."""
+killed one takes its CPU, `off` (the default) leaves the kernel free, and a bad value stops the server at
+start."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def _busy(server: Server, owners) -> None:
 
 @pytest.mark.skipif(not 2 <= len(ALLOWED) <= 8, reason="one worker per CPU: 2 to 8 CPUs")
 def test_each_worker_runs_on_a_cpu_of_its_own_and_a_replacement_takes_it(cluster, owners):
-    with Server(cluster, workers=len(ALLOWED)) as server:  # as many workers as CPUs (bin/serve's default)
+    # as many workers as CPUs (bin/serve's default), pinning asked for
+    with Server(cluster, workers=len(ALLOWED), env={"WEB_CPU_AFFINITY": "pin"}) as server:
         _busy(server, owners)
         cpus = {pid: _worker_cpu(pid) for pid in server.worker_pids()}
         assert sorted(cpus.values()) == ALLOWED  # one each
@@ -67,12 +69,13 @@ def test_each_worker_runs_on_a_cpu_of_its_own_and_a_replacement_takes_it(cluster
 @pytest.mark.parametrize(
     ("workers", "env"),
     [
+        (2, {}),  # the default
         (2, {"WEB_CPU_AFFINITY": "off"}),
         # gunicorn's --env wins over the environment, and only the value it applies is checked
         (2, {"WEB_CPU_AFFINITY": "sometimes", "GUNICORN_CMD_ARGS": "--env WEB_CPU_AFFINITY=off"}),
-        pytest.param(1, {}, marks=pytest.mark.skipif(len(ALLOWED) < 2, reason="1 CPU")),
+        pytest.param(1, {"WEB_CPU_AFFINITY": "pin"}, marks=pytest.mark.skipif(len(ALLOWED) < 2, reason="1 CPU")),
     ],
-    ids=["off", "--env-off-over-a-bad-environment", "fewer-workers-than-cpus"],
+    ids=["default", "off", "--env-off-over-a-bad-environment", "fewer-workers-than-cpus"],
 )
 def test_unpinned_workers_run_on_every_cpu_the_master_has(cluster, owners, workers, env):
     with Server(cluster, workers=workers, env=env) as server:

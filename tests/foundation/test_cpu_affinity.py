@@ -42,7 +42,7 @@ def test_fewer_workers_than_cpus_are_not_pinned():
 
 
 @pytest.mark.parametrize(
-    ("value", "mode"), [(None, "pin"), ("", "pin"), ("pin", "pin"), (" OFF ", "off"), ("off", "off")]
+    ("value", "mode"), [(None, "off"), ("", "off"), ("pin", "pin"), (" PIN ", "pin"), (" OFF ", "off"), ("off", "off")]
 )
 def test_the_mode_comes_from_web_cpu_affinity(value, mode):
     environ = {} if value is None else {"WEB_CPU_AFFINITY": value}
@@ -78,12 +78,14 @@ def test_pre_fork_gives_each_new_worker_the_least_held_cpu(monkeypatch):
     conf = _gunicorn_conf()
     monkeypatch.setattr(conf["gc"], "freeze", lambda: None)  # not this test process's business
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setenv("WEB_CPU_AFFINITY", "pin")
     live = {11: SimpleNamespace(memories_cpu=1)}
     new = SimpleNamespace()
     conf["pre_fork"](SimpleNamespace(WORKERS=live, num_workers=2), new)
     assert new.memories_cpu == 0
     conf["pre_fork"](SimpleNamespace(WORKERS=live, num_workers=1), new)
     assert new.memories_cpu is None  # fewer workers than CPUs
-    monkeypatch.setenv("WEB_CPU_AFFINITY", "off")
-    conf["pre_fork"](SimpleNamespace(WORKERS=live, num_workers=2), new)
-    assert new.memories_cpu is None
+    for off in ("off", ""):  # "" or unset: the default, off
+        monkeypatch.setenv("WEB_CPU_AFFINITY", off)
+        conf["pre_fork"](SimpleNamespace(WORKERS=live, num_workers=2), new)
+        assert new.memories_cpu is None
