@@ -546,20 +546,14 @@ def quiet_load(make_jobs, *, duration: float, warmup: int = 20, server_pid: int 
     hypervisor then delays every wake-up of a halted vCPU, which inflates latency and CPU per request on
     both sides of a ratio, unevenly.
     """
-    kept = None
-    for _attempt in range(attempts):
-        result = run_load(make_jobs(), duration=duration, warmup=warmup, meter=MachineMeter(server_pid))
-        steal = result.machine.steal_share
-        if kept is None or steal < kept.machine.steal_share:
-            if kept is not None:
-                print(
-                    f"  set aside: {label}, {kept.rps:,.0f} req/s at steal {kept.machine.steal_share:.0%}", flush=True
-                )
-            kept = result
-        else:
-            print(f"  set aside: {label}, {result.rps:,.0f} req/s at steal {steal:.0%}", flush=True)
-        if kept.machine.steal_share <= STEAL_LIMIT:
-            break
+    windows = []
+    while len(windows) < attempts and (not windows or windows[-1].machine.steal_share > STEAL_LIMIT):
+        windows.append(run_load(make_jobs(), duration=duration, warmup=warmup, meter=MachineMeter(server_pid)))
+    kept = min(windows, key=lambda window: window.machine.steal_share)
+    for window in windows:
+        if window is not kept:
+            steal = window.machine.steal_share
+            print(f"  set aside: {label}, {window.rps:,.0f} req/s at steal {steal:.0%}", flush=True)
     return kept
 
 

@@ -77,7 +77,7 @@ def post_fork(server, worker):
     them — a request to a Django thread, its answer back to the loop, the GIL — wake a thread on the same
     CPU instead of another one: on the 2-core VM a cross-CPU wake is an inter-processor interrupt (a VM
     exit) and a third of a note's server CPU went to the scheduler (docs/decisions.md, "One CPU per
-    worker"). The GIL lets one of a worker's threads run Python at a time anyway."""
+    worker, opt-in"). The GIL lets one of a worker's threads run Python at a time anyway."""
     cpu = getattr(worker, "memories_cpu", None)
     if cpu is None:
         return

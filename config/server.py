@@ -66,16 +66,17 @@ def cpu_affinity_mode(environ=os.environ) -> str:
 
 
 def worker_cpu(allowed: Iterable[int], taken: Iterable[int | None], workers: int) -> int | None:
-    """The CPU a new worker process is pinned to (docs/decisions.md, "One CPU per worker").
+    """The CPU a new worker process is pinned to (docs/decisions.md, "One CPU per worker, opt-in").
 
     `allowed`: the CPU numbers the master may run on (`os.sched_getaffinity(0)`); `taken`: the CPU of
     every live worker (None for one that is not pinned); `workers`: how many workers the server runs
     (`WEB_CONCURRENCY`). Returns the allowed CPU the fewest live workers hold, the lowest-numbered on a
-    tie — so workers spread one per CPU (in turn when there are more), and a replacement takes the least
-    held CPU: its predecessor's when there are as many workers as CPUs — or None
-    (not pinned) when fewer than two CPUs are allowed, or when there are fewer workers than CPUs: a
-    worker's work outside the GIL (system calls, libpq, the kernel's side of its sockets) then runs on the
-    spare CPUs, and pinning one worker to one of two CPUs cost a quarter of its rate at 4 clients.
+    tie: workers spread one per CPU (in turn when there are more), and a replacement takes the least held
+    CPU, its predecessor's when there are as many workers as CPUs.
+
+    Returns None (not pinned) when fewer than two CPUs are allowed, or when there are fewer workers than
+    CPUs: a worker's work outside the GIL (system calls, libpq, the kernel's side of its sockets) then
+    runs on the spare CPUs; pinning one worker to one of two CPUs cost a quarter of its rate at 4 clients.
     """
     cpus = sorted(set(allowed))
     if len(cpus) < 2 or workers < len(cpus):
