@@ -8,13 +8,18 @@ subclassed in `config.server` (header timeout, JSON protocol errors), running th
 import gc
 import multiprocessing
 import os
+import sys
 
-from config.server import cpu_affinity_mode, worker_cpu
+from config.server import cpu_affinity_mode, web_concurrency, worker_cpu, workers_from_command_line
 
 # One worker per CPU the server may run on (a cpuset, `taskset` or a container's CPU set), not per CPU of
-# the machine.
+# the machine. `on_starting` reads WEB_CONCURRENCY again once gunicorn has applied `--env`, and refuses a
+# bad value; here a bad one only must not stop gunicorn from reaching that readable refusal.
 _ALLOWED_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else multiprocessing.cpu_count()
-workers = int(os.environ.get("WEB_CONCURRENCY", _ALLOWED_CPUS))
+try:
+    workers = web_concurrency(os.environ, _ALLOWED_CPUS)
+except ValueError:
+    workers = _ALLOWED_CPUS
 worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "config.server.Worker")
 # One listening socket, made by the master and shared by the workers: every idle worker's event loop is
 # woken by a new connection and the first to accept takes it, so connections go to whichever worker is
@@ -45,10 +50,21 @@ control_socket_disable = True
 
 
 def on_starting(server):
-    """In the master, after gunicorn has applied `--env` and before it listens: refuse a bad
-    `WEB_CPU_AFFINITY` (gunicorn prints the RuntimeError's message and exits 1)."""
+    """In the master, after gunicorn has applied `--env` and before it listens or forks: settle the number
+    of workers and refuse bad settings (gunicorn prints the RuntimeError's message and exits 1).
+
+    `--workers` (on the command line or in GUNICORN_CMD_ARGS) wins; otherwise `WEB_CONCURRENCY` as the
+    environment has it now, `--env WEB_CONCURRENCY=…` included, else one worker per allowed CPU. A
+    `WEB_CONCURRENCY` or `--workers` that is not a whole number ≥ 1, or a bad `WEB_CPU_AFFINITY`, stops
+    the server here instead of starting a master with no worker or failing in a worker.
+    """
     try:
         cpu_affinity_mode()
+        argv = server.cfg.get_cmd_args_from_env() + sys.argv[1:]
+        if workers_from_command_line(server.cfg.parser(), argv) is None:
+            server.num_workers = web_concurrency(os.environ, _ALLOWED_CPUS)
+        elif server.num_workers < 1:
+            raise ValueError(f"--workers must be 1 or more; got {server.num_workers}")
     except ValueError as exc:
         raise RuntimeError(str(exc)) from None
 

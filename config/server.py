@@ -59,10 +59,41 @@ def cpu_affinity_mode(environ=os.environ) -> str:
     Raises ValueError naming the variable and the accepted values for anything else (an empty value is the
     default), so a typo stops the server at start instead of silently changing how it runs.
     """
-    value = environ.get(CPU_AFFINITY_ENV, "").strip().lower() or "off"
+    raw = environ.get(CPU_AFFINITY_ENV, "")
+    value = raw.strip().lower() or "off"
     if value not in CPU_AFFINITY_MODES:
-        raise ValueError(f"{CPU_AFFINITY_ENV} must be one of {', '.join(CPU_AFFINITY_MODES)}; got {value!r}")
+        modes = ", ".join(CPU_AFFINITY_MODES)
+        raise ValueError(f"{CPU_AFFINITY_ENV} must be one of {modes} (any case); got {raw!r}")
     return value
+
+
+CONCURRENCY_ENV = "WEB_CONCURRENCY"
+
+
+def web_concurrency(environ, default: int) -> int:
+    """The number of gunicorn worker processes `WEB_CONCURRENCY` in `environ` asks for, `default` when it
+    is unset or empty (surrounding spaces ignored).
+
+    Raises ValueError naming the variable for anything but a whole number ≥ 1: `0` would start a master
+    with no worker that accepts connections and never answers them, `abc` or `2.5` a typo.
+    """
+    raw = environ.get(CONCURRENCY_ENV, "")
+    if not raw.strip():
+        return default
+    try:
+        count = int(raw.strip())
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ValueError(f"{CONCURRENCY_ENV} must be a whole number of worker processes, 1 or more; got {raw!r}")
+    return count
+
+
+def workers_from_command_line(parser, argv: list[str]) -> int | None:
+    """`--workers`/`-w` as given in `argv` (gunicorn's arguments: `GUNICORN_CMD_ARGS`' then the command
+    line's), parsed with gunicorn's own `parser` (`Config.parser()`); None when neither gives it."""
+    args, _unknown = parser.parse_known_args(argv)
+    return args.workers
 
 
 def worker_cpu(allowed: Iterable[int], taken: Iterable[int | None], workers: int) -> int | None:

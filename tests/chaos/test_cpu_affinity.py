@@ -1,20 +1,18 @@
 """One CPU per worker process (`WEB_CPU_AFFINITY`, config/gunicorn.conf.py; docs/decisions.md "One CPU per
 worker"), checked on the server as `bin/serve` runs it: every thread of a worker — the event loop's, the
 Django threads — runs on the worker's CPU, the workers are on different CPUs, a worker that replaces a
-killed one takes its CPU, `off` (the default) leaves the kernel free, and a bad value stops the server at
-start."""
+killed one takes its CPU, and `off` (the default) leaves the kernel free. A bad value stops the server at
+start: tests/chaos/test_server_settings.py."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 
 import httpx
 import pytest
 
-from .harness import ROOT, Server, free_port, wait_until
+from .harness import Server, wait_until
 
 ALLOWED = sorted(os.sched_getaffinity(0))
 
@@ -84,24 +82,3 @@ def test_unpinned_workers_run_on_every_cpu_the_master_has(cluster, owners, worke
         for pid in server.worker_pids():
             assert set(_threads_affinity(pid).values()) == {master}
         assert "pinned to CPU" not in server.log()
-
-
-@pytest.mark.parametrize(
-    ("environ", "args"),
-    [({"WEB_CPU_AFFINITY": "sometimes"}, []), ({}, ["--env", "WEB_CPU_AFFINITY=sometimes"])],
-    ids=["environment", "--env"],
-)
-def test_a_bad_value_stops_the_server_before_it_listens(environ, args):
-    port = free_port()
-    argv = [
-        sys.executable, "-m", "gunicorn", "config.asgi:application",
-        "--config", str(ROOT / "config" / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}", *args,
-    ]  # fmt: skip
-    env = {key: value for key, value in os.environ.items() if key != "WEB_CPU_AFFINITY"}
-    env.update(environ, DJANGO_SETTINGS_MODULE="config.settings")
-    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-    out = done.stdout + done.stderr
-    assert done.returncode == 1, out
-    assert "Error: WEB_CPU_AFFINITY must be one of pin, off; got 'sometimes'" in out
-    assert "Listening at" not in out
-    assert "Traceback" not in out
