@@ -424,3 +424,37 @@ def test_an_idle_cursor_sees_adapters_registered_on_its_connection_after_it_was_
             assert cursor.fetchone() == ("7",)
     finally:
         connection.close()  # the connection's adapters were changed for this test only
+
+
+def test_every_prepared_statement_runs_its_generic_plan_from_the_first_call(owner_client, private_store, settings):
+    """`DB_PLAN_CACHE_MODE` (default force_generic_plan) reaches the connection, and no hot statement is
+    planned again per call: under PostgreSQL's `auto` the file writes were (custom plans, 0.3-0.4 ms of
+    planning per request; docs/decisions.md "Generic plans for prepared statements"). PostgreSQL counts
+    each prepared statement's custom and generic plans in `pg_prepared_statements`; `auto` would show
+    custom plans for the first five calls of every statement."""
+    from django.db import connection
+
+    assert settings.DB_PLAN_CACHE_MODE == "force_generic_plan"
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone() == ("force_generic_plan",)
+
+    log = f"/api/v1/memories/{private_store.pk}"
+    files = f"/api/v1/memory_stores/{private_store.pk}/memories"
+    for k in range(3):
+        assert owner_client.post(f"{log}/note", {"body_md": f"note {k}"}, format="json").status_code == 201
+        assert owner_client.get(f"{log}/wake").status_code == 200
+        assert owner_client.get(f"{log}/recall", {"pattern": "note"}).status_code == 200
+        created = owner_client.post(files, {"path": f"/d{k}/f.md", "content": "one"}, format="json")
+        assert created.status_code == 200, created.content
+        memory = f"{files}/{created.json()['id']}"
+        assert owner_client.post(memory, {"content": "two"}, format="json").status_code == 200
+        assert owner_client.delete(memory).status_code == 200
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
+        prepared = cursor.fetchall()
+    writes = [row for row in prepared if "versions_memory" in row[0] and "INSERT INTO versions_version" in row[0]]
+    assert len(writes) == 3, [row[0][:80] for row in prepared]  # create, update, delete
+    assert all(generic >= 3 for _, generic, _ in writes)
+    custom = [(statement[:120], count) for statement, _, count in prepared if count]
+    assert not custom, custom
