@@ -18,7 +18,6 @@ from typing import Any
 import re2
 from django.conf import settings
 from django.core import signing
-from django.db import connection
 
 from accounts.models import User
 from config.compiled import prepared_cursor
@@ -100,7 +99,7 @@ def render_lines(store: Store, blocks: list[tree.Block]) -> list[dict[str, Any]]
         "seqs": [block.start for block in blocks if block.is_entry],
     }
     sql = _LINES_SQL.format(entry=Entry._meta.db_table, summary=Summary._meta.db_table, user=User._meta.db_table)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:  # planned once per connection (config/compiled.py)
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     summaries = {(row[1], row[2]): row for row in rows if row[0] == "summary"}
