@@ -40,8 +40,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "config.middleware.RequestIdMiddleware",
-    "config.middleware.HostileInputMiddleware",
+    # Before the screening, so its refusals (400 / 413) carry the security headers like every response.
     "django.middleware.security.SecurityMiddleware",
+    "config.middleware.HostileInputMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

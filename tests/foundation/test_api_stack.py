@@ -63,3 +63,26 @@ def test_the_back_office_through_the_front_still_gets_sessions_and_csrf():
     assert start["status"] == 200
     cookies = b" ".join(value for name, value in start["headers"] if name == b"set-cookie")
     assert b"csrftoken=" in cookies
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query", "headers"),
+    [
+        ("GET", "/api/v1/memories", b"q=%00", []),  # NUL in the query
+        ("GET", "/api/v1/memories/\xff", b"", []),  # bad UTF-8 in the path (decoded as latin-1, as servers do)
+        ("GET", "/backoffice/login/", b"next=%00", []),  # the full stack too
+        ("POST", "/api/v1/memories", b"", [(b"content-type", b"application/json; charset=nope")]),
+    ],
+    ids=["nul-query", "bad-utf8-path", "back-office", "bad-charset"],
+)
+def test_a_refused_request_carries_the_security_headers(method, path, query, headers):
+    """The hostile-input screening's refusals are answered inside SecurityMiddleware, like every response."""
+    scope = http_scope(method, path, [(b"host", b"testserver"), *headers], query)
+    scope["raw_path"] = path.encode("latin-1")  # the bytes a client sent (\xff: not UTF-8)
+    start, body = run_asgi(scope)
+    assert start["status"] == 400, body
+    assert b'"invalid_request_error"' in body["body"]
+    sent = dict(start["headers"])
+    assert sent[b"x-content-type-options"] == b"nosniff"
+    assert sent[b"referrer-policy"] == b"same-origin"
+    assert sent[b"request-id"].startswith(b"req_")
