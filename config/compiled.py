@@ -27,6 +27,7 @@ import psycopg.sql
 from django.db import connections
 from django.db.models import QuerySet
 from django.db.models.query import get_related_populators
+from django.db.transaction import TransactionManagementError
 from psycopg import pq
 
 _NO_AUTOMATIC_PREPARE = 2**31 - 1
@@ -223,12 +224,22 @@ class _Compiled:
         if compiler.has_composite_fields(fields):
             raise ValueError("composite primary keys are not supported by CompiledQuery")
         self.converters = compiler.get_converters(fields)
+        self.for_update = queryset.query.select_for_update
+
+    def _check_transaction(self) -> None:
+        """Django refuses `select_for_update()` in autocommit mode when it compiles the query; a compiled
+        query skips that step, so the same refusal is made here: a row lock outside a transaction would
+        be released as soon as the statement ends, silently protecting nothing."""
+        if self.for_update and connections[self.using].get_autocommit():
+            raise TransactionManagementError("select_for_update cannot be used outside of a transaction.")
 
     def run(self, values: dict[str, Any]) -> list:
+        self._check_transaction()
         rows = _fetch(self.using, self.sql, self.params, self.slots, values)
         return [self.instance(row) for row in self.convert(rows)]
 
     def run_many(self, values_seq: list[dict[str, Any]]) -> list[list]:
+        self._check_transaction()
         return [
             [self.instance(row) for row in self.convert(rows)]
             for rows in _fetch_many(self.using, self.sql, self.params, self.slots, values_seq)

@@ -458,3 +458,24 @@ def test_every_prepared_statement_runs_its_generic_plan_from_the_first_call(owne
     assert all(generic >= 3 for _, generic, _ in writes)
     custom = [(statement[:120], count) for statement, _, count in prepared if count]
     assert not custom, custom
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_compiled_locking_read_refuses_autocommit_as_django_does(owner):
+    """`lock_store` outside a transaction would lock the row only for its own statement: refused, exactly
+    as Django refuses `select_for_update()` there; inside one it locks and returns the row."""
+    from django.db import transaction
+    from django.db.transaction import TransactionManagementError
+
+    from stores.services import lock_store, lock_stores_in_order
+
+    store = StoreFactory(owner=owner)
+    with pytest.raises(TransactionManagementError, match="outside of a transaction"):
+        lock_store(store)
+    with pytest.raises(TransactionManagementError):
+        lock_stores_in_order([store.pk])
+    with pytest.raises(TransactionManagementError):  # Django's own refusal, for comparison
+        list(type(store).objects.select_for_update().filter(pk=store.pk))
+    with transaction.atomic():
+        assert lock_store(store).pk == store.pk
+        assert set(lock_stores_in_order([store.pk])) == {store.pk}

@@ -458,7 +458,8 @@ def test_many_with_duplicates_and_unknown_ids_matches_first_per_id():
         one_by_one = [_LOCK_STORE.first(pk=pk) for pk in ids]
     assert [rows[0].pk if rows else None for rows in pipelined] == [s.pk if s else None for s in one_by_one]
     assert [len(rows) for rows in pipelined] == [1, 0, 1, 1, 1, 0]
-    assert lock_stores_in_order([str(stores[0].pk), stores[0].pk]).keys() == {stores[0].pk}
+    with transaction.atomic():
+        assert lock_stores_in_order([str(stores[0].pk), stores[0].pk]).keys() == {stores[0].pk}
 
 
 def test_parallel_lockers_over_overlapping_store_sets_never_deadlock():
@@ -541,7 +542,7 @@ def test_a_lock_timeout_in_the_pipeline_is_a_clean_error_and_the_connection_stay
         outcome["status"] = raw.info.transaction_status.name
         with transaction.atomic():
             outcome["again"] = sorted(lock_stores_in_order(free))
-        outcome["one"] = _LOCK_STORE.first(pk=free[-1]).pk
+            outcome["one"] = _LOCK_STORE.first(pk=free[-1]).pk
         return outcome
 
     with psycopg.connect(**pg_params()) as holder:
