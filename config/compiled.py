@@ -43,16 +43,40 @@ psycopg._queries.MAX_CACHED_STATEMENT_LENGTH = max(
 )
 
 
+STALE_PLAN_MESSAGE = "cached plan must not change result type"
+
+
 class _AlwaysPreparedCursor(psycopg.Cursor):
-    """A server-side-binding psycopg cursor whose statements are always prepared (once per connection)."""
+    """A server-side-binding psycopg cursor whose statements are always prepared (once per connection).
+
+    A table whose columns changed type under a prepared statement (`ALTER TABLE … ALTER COLUMN … TYPE`, a
+    migration run while servers serve) makes PostgreSQL refuse the statement on this connection until it
+    is re-prepared ("cached plan must not change result type"; nothing ran). The connection is closed and
+    the refusal raised as a psycopg OperationalError, which Django wraps and the API answers as a 503 with
+    Retry-After (a database fault, SPEC §2): the retry gets a new connection, which prepares afresh.
+    Without this, every request on that connection was a 500 until `DB_CONN_MAX_AGE` replaced it.
+    """
 
     def execute(self, query, params=None, *, prepare=None, binary=None):
-        return super().execute(query, params, prepare=True, binary=binary)
+        try:
+            return super().execute(query, params, prepare=True, binary=binary)
+        except psycopg.errors.FeatureNotSupported as exc:
+            self._raise_if_stale(exc)
+            raise
 
     def executemany(self, query, params_seq, *, returning=True):
         # Django's cursor wrapper calls executemany(sql, param_list): keep every statement's rows (psycopg
         # sends them all in one pipeline, each prepared; `fetchall()` / `nextset()` walk the results).
-        return super().executemany(query, params_seq, returning=returning)
+        try:
+            return super().executemany(query, params_seq, returning=returning)
+        except psycopg.errors.FeatureNotSupported as exc:
+            self._raise_if_stale(exc)
+            raise
+
+    def _raise_if_stale(self, exc: psycopg.errors.FeatureNotSupported) -> None:
+        if STALE_PLAN_MESSAGE in str(exc):
+            self.connection.close()  # its prepared statements are stale; Django opens a new connection next
+            raise psycopg.OperationalError(f"a prepared statement went stale (a table changed); retry: {exc}") from exc
 
     def _send_query_prepared(self, name, pgq, *, binary=None):
         # psycopg records the last query only on the unprepared path; Django's query log (and
