@@ -120,14 +120,19 @@ DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env.int("DB_
 # Prepared statements (config/compiled.py) run their generic plan from the first execution instead of being
 # planned again for every call while PostgreSQL's estimate prefers custom plans (the file writes were:
 # 0.3-0.4 ms of planning per request). Only statements with bound parameters are affected; Django binds
-# client-side. docs/decisions.md, "Generic plans for prepared statements".
-DB_PLAN_CACHE_MODE = env.str("DB_PLAN_CACHE_MODE", default="force_generic_plan")
+# client-side. JIT compilation is off: a generic plan's estimate can cross `jit_above_cost` where the
+# statement runs in a millisecond (nap's scan: 0.4 ms, then 400 ms of compiling on every call). A value
+# given in DATABASE_URL's `options` wins. docs/decisions.md, "Generic plans for prepared statements".
+DB_PLAN_CACHE_MODE = env.str("DB_PLAN_CACHE_MODE", default="").strip().lower() or "force_generic_plan"
 if DB_PLAN_CACHE_MODE not in ("force_generic_plan", "auto", "force_custom_plan"):
     raise ImproperlyConfigured(
         f"DB_PLAN_CACHE_MODE must be force_generic_plan, auto or force_custom_plan; got {DB_PLAN_CACHE_MODE!r}"
     )
+DB_JIT = env.bool("DB_JIT", default=False)
 _db_options = DATABASES["default"]["OPTIONS"]
-_db_options["options"] = f"{_db_options.get('options', '')} -c plan_cache_mode={DB_PLAN_CACHE_MODE}".strip()
+for _name, _value in (("plan_cache_mode", DB_PLAN_CACHE_MODE), ("jit", "on" if DB_JIT else "off")):
+    if _name not in _db_options.get("options", ""):
+        _db_options["options"] = f"{_db_options.get('options', '')} -c {_name}={_value}".strip()
 DB_STATEMENT_TIMEOUT = env.float("DB_STATEMENT_TIMEOUT", default=5.0)  # seconds; PostgreSQL cancels the statement
 DB_LOCK_TIMEOUT = env.float("DB_LOCK_TIMEOUT", default=3.0)  # seconds waiting for a row or table lock
 # Seconds a request may spend on the database before its statement is cancelled and its connection cut
