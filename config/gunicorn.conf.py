@@ -10,7 +10,7 @@ import multiprocessing
 import os
 import sys
 
-from config.server import cpu_affinity_mode, web_concurrency, worker_cpu, workers_from_command_line
+from config.server import MAX_WORKERS, cpu_affinity_mode, web_concurrency, worker_cpu, workers_from_command_line
 
 # One worker per CPU the server may run on (a cpuset, `taskset` or a container's CPU set), not per CPU of
 # the machine. `on_starting` reads WEB_CONCURRENCY again once gunicorn has applied `--env`, and refuses a
@@ -49,24 +49,43 @@ preload_app = True
 control_socket_disable = True
 
 
+def _settle_workers(server) -> None:
+    """Set the number of workers: `--workers` (on the command line or in GUNICORN_CMD_ARGS, as gunicorn
+    parsed it) wins; otherwise `WEB_CONCURRENCY` as the environment has it now, `--env WEB_CONCURRENCY=…`
+    included, else one worker per allowed CPU. Raises ValueError for a count that is not 1 to 256."""
+    argv = server.cfg.get_cmd_args_from_env() + sys.argv[1:]
+    if workers_from_command_line(server.cfg.parser(), argv) is None:
+        count = web_concurrency(os.environ, _ALLOWED_CPUS)
+        server.cfg.set("workers", count)  # what a reload spawns, too
+        server.num_workers = count
+    elif not 1 <= server.num_workers <= MAX_WORKERS:
+        raise ValueError(f"--workers must be 1 to {MAX_WORKERS}; got {server.num_workers}")
+
+
 def on_starting(server):
     """In the master, after gunicorn has applied `--env` and before it listens or forks: settle the number
-    of workers and refuse bad settings (gunicorn prints the RuntimeError's message and exits 1).
-
-    `--workers` (on the command line or in GUNICORN_CMD_ARGS) wins; otherwise `WEB_CONCURRENCY` as the
-    environment has it now, `--env WEB_CONCURRENCY=…` included, else one worker per allowed CPU. A
-    `WEB_CONCURRENCY` or `--workers` that is not a whole number ≥ 1, or a bad `WEB_CPU_AFFINITY`, stops
-    the server here instead of starting a master with no worker or failing in a worker.
+    of workers (`_settle_workers`) and refuse bad settings (gunicorn prints the RuntimeError's message and
+    exits 1): a bad `WEB_CONCURRENCY` or `--workers` stops the server here instead of starting a master
+    with no worker, and so does a bad `WEB_CPU_AFFINITY`.
     """
     try:
         cpu_affinity_mode()
-        argv = server.cfg.get_cmd_args_from_env() + sys.argv[1:]
-        if workers_from_command_line(server.cfg.parser(), argv) is None:
-            server.num_workers = web_concurrency(os.environ, _ALLOWED_CPUS)
-        elif server.num_workers < 1:
-            raise ValueError(f"--workers must be 1 or more; got {server.num_workers}")
+        _settle_workers(server)
     except ValueError as exc:
         raise RuntimeError(str(exc)) from None
+
+
+def on_reload(server):
+    """On SIGHUP, after gunicorn has re-read this file and applied `--env` again: settle the number of
+    workers the same way (the file alone reads the environment without `--env`, which gunicorn takes out
+    while reloading). A value that became bad is logged and the current workers are kept: a reload never
+    stops a serving master."""
+    try:
+        _settle_workers(server)
+    except ValueError as exc:
+        server.log.error("Reload: %s; keeping %s workers", exc, len(server.WORKERS))
+        server.cfg.set("workers", len(server.WORKERS))
+        server.num_workers = len(server.WORKERS)
 
 
 def pre_fork(server, worker):

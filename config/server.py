@@ -68,24 +68,28 @@ def cpu_affinity_mode(environ=os.environ) -> str:
 
 
 CONCURRENCY_ENV = "WEB_CONCURRENCY"
+MAX_WORKERS = 256
+_ASCII_BLANK = " \t\r\n"
 
 
 def web_concurrency(environ, default: int) -> int:
     """The number of gunicorn worker processes `WEB_CONCURRENCY` in `environ` asks for, `default` when it
-    is unset or empty (surrounding spaces ignored).
+    is unset or empty (surrounding ASCII spaces and tabs ignored).
 
-    Raises ValueError naming the variable for anything but a whole number ≥ 1: `0` would start a master
-    with no worker that accepts connections and never answers them, `abc` or `2.5` a typo.
+    Raises ValueError naming the variable for anything but ASCII digits giving 1 to `MAX_WORKERS` (256):
+    `0` would start a master with no worker that accepts connections and never answers them, `abc`,
+    `2.5`, `1_000` or other scripts' digits are typos, and a huge count kept the master forking so long
+    that it did not stop on TERM.
     """
     raw = environ.get(CONCURRENCY_ENV, "")
-    if not raw.strip():
+    value = raw.strip(_ASCII_BLANK)
+    if not value:
         return default
-    try:
-        count = int(raw.strip())
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise ValueError(f"{CONCURRENCY_ENV} must be a whole number of worker processes, 1 or more; got {raw!r}")
+    count = int(value) if value.isascii() and value.isdigit() else 0
+    if not 1 <= count <= MAX_WORKERS:
+        raise ValueError(
+            f"{CONCURRENCY_ENV} must be a whole number of worker processes, 1 to {MAX_WORKERS}; got {raw!r}"
+        )
     return count
 
 

@@ -6,14 +6,16 @@ one readable line before it listens, never a traceback or a master with no worke
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
-from .harness import ROOT, Server, free_port
+from .harness import ROOT, Server, free_port, wait_until
 
-CONCURRENCY = "WEB_CONCURRENCY must be a whole number of worker processes, 1 or more;"
+CONCURRENCY = "WEB_CONCURRENCY must be a whole number of worker processes, 1 to 256;"
 
 
 def _gunicorn(environ: dict[str, str], args: list[str]) -> subprocess.CompletedProcess:
@@ -36,7 +38,7 @@ def _gunicorn(environ: dict[str, str], args: list[str]) -> subprocess.CompletedP
         ({}, ["--env", "WEB_CONCURRENCY=abc"], f"{CONCURRENCY} got 'abc'"),
         ({}, ["--env", "WEB_CONCURRENCY=2.5"], f"{CONCURRENCY} got '2.5'"),
         ({}, ["--env", "WEB_CONCURRENCY=-1"], f"{CONCURRENCY} got '-1'"),
-        ({}, ["--workers", "0"], "--workers must be 1 or more; got 0"),
+        ({}, ["--workers", "0"], "--workers must be 1 to 256; got 0"),
     ],
     ids=["affinity", "affinity--env", "concurrency-0", "concurrency--env-abc", "concurrency-2.5", "concurrency--1",
          "--workers-0"],
@@ -82,3 +84,16 @@ def test_workers_on_the_command_line_win_over_web_concurrency(cluster):
     env = {"WEB_CONCURRENCY": "3", "GUNICORN_CMD_ARGS": "--env WEB_CONCURRENCY=3 --workers 1"}
     with Server(cluster, workers=1, env=env) as server:
         assert len(server.worker_pids()) == 1
+
+
+def test_a_reload_keeps_the_env_web_concurrency(cluster):
+    """SIGHUP: gunicorn re-reads the config with `--env` taken out of the environment, then applies it
+    again; on_reload counts with it, so the reloaded server runs 3 workers, not one per CPU."""
+    env = {"WEB_CONCURRENCY": "1", "GUNICORN_CMD_ARGS": "--env WEB_CONCURRENCY=3"}
+    with Server(cluster, workers=3, env=env) as server:
+        before = set(server.worker_pids())
+        os.kill(server.proc.pid, signal.SIGHUP)
+        wait_until(lambda: not before & set(server.worker_pids()), 60, 0.2, "the old workers to be replaced")
+        wait_until(server._all_workers_serving, 60, 0.2, "3 reloaded workers to serve")
+        time.sleep(1)  # a surplus worker would be stopped, a missing one spawned, within a second
+        assert len(server.worker_pids()) == 3

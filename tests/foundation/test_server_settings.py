@@ -4,9 +4,11 @@ bin/serve: tests/chaos/test_server_settings.py."""
 
 from __future__ import annotations
 
+import re
 import runpy
 from pathlib import Path
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
 from gunicorn.config import Config
@@ -15,16 +17,41 @@ from config.server import web_concurrency, workers_from_command_line
 
 
 @pytest.mark.parametrize(
-    ("value", "count"), [(None, 7), ("", 7), ("  ", 7), ("1", 1), (" 3 ", 3), ("16", 16), ("+2", 2)]
+    ("value", "count"),
+    [(None, 7), ("", 7), ("  ", 7), ("\t", 7), ("1", 1), (" 3 ", 3), ("16", 16), ("03", 3), ("256", 256)],
 )
 def test_web_concurrency_or_the_default(value, count):
     environ = {} if value is None else {"WEB_CONCURRENCY": value}
     assert web_concurrency(environ, 7) == count
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "abc", "2.5", "1e3", "two", "0x10", "3 4"])
-def test_anything_but_a_whole_number_from_one_is_refused(value):
-    with pytest.raises(ValueError, match=rf"WEB_CONCURRENCY must be a whole number .*; got {value!r}"):
+@pytest.mark.parametrize(
+    "value",
+    [
+        "0",
+        "-1",
+        "abc",
+        "2.5",
+        "1e3",
+        "two",
+        "0x10",
+        "3 4",
+        "+2",
+        "1_0",
+        "\u0663",
+        "\uff11",
+        "\xa0",
+        "257",
+        "1000000000",
+    ],
+)
+def test_anything_but_ascii_digits_from_1_to_256_is_refused(value):
+    """Other scripts' digits, `1_0` and `+2` are what int() takes but nobody means; a huge count kept the
+    master forking so long that it did not stop on TERM; a no-break space is not blank."""
+    with pytest.raises(
+        ValueError,
+        match=re.escape(f"WEB_CONCURRENCY must be a whole number of worker processes, 1 to 256; got {value!r}"),
+    ):
         web_concurrency({"WEB_CONCURRENCY": value}, 2)
 
 
@@ -42,7 +69,7 @@ def test_workers_from_the_command_line(argv, workers):
     assert workers_from_command_line(Config().parser(), argv) == workers
 
 
-def _on_starting(monkeypatch, *, argv, environ, num_workers):
+def _on_starting(monkeypatch, *, argv, environ, num_workers, hook="on_starting"):
     """Run the config's on_starting with `argv` as gunicorn's command line; return the server it set."""
     conf = runpy.run_path(str(Path(__file__).resolve().parents[2] / "config" / "gunicorn.conf.py"))
     for name in ("WEB_CONCURRENCY", "WEB_CPU_AFFINITY", "GUNICORN_CMD_ARGS"):
@@ -51,8 +78,8 @@ def _on_starting(monkeypatch, *, argv, environ, num_workers):
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(conf["sys"], "argv", ["gunicorn", *argv])
     cfg = Config()
-    server = SimpleNamespace(cfg=cfg, num_workers=num_workers)
-    conf["on_starting"](server)
+    server = SimpleNamespace(cfg=cfg, num_workers=num_workers, WORKERS={}, log=mock.Mock())
+    conf[hook](server)
     return server, conf
 
 
@@ -75,10 +102,30 @@ def test_on_starting_keeps_workers_given_on_the_command_line(monkeypatch):
     ("argv", "environ", "num_workers", "message"),
     [
         (["app"], {"WEB_CONCURRENCY": "0"}, 0, "WEB_CONCURRENCY must be"),
-        (["--workers", "0", "app"], {}, 0, "--workers must be 1 or more; got 0"),
+        (["--workers", "0", "app"], {}, 0, "--workers must be 1 to 256; got 0"),
+        (["--workers", "300", "app"], {}, 300, "--workers must be 1 to 256; got 300"),
         (["app"], {"WEB_CPU_AFFINITY": "yes"}, 2, "WEB_CPU_AFFINITY must be one of pin, off"),
     ],
 )
 def test_on_starting_refuses_with_a_runtime_error_gunicorn_prints(monkeypatch, argv, environ, num_workers, message):
     with pytest.raises(RuntimeError, match=message):
         _on_starting(monkeypatch, argv=argv, environ=environ, num_workers=num_workers)
+
+
+def test_on_reload_settles_the_workers_again_with_env_applied(monkeypatch):
+    """gunicorn re-reads the config file with `--env` taken out of the environment and then applies it
+    again: on_reload counts with it (a HUP kept 3 workers of `--env WEB_CONCURRENCY=3`, not 2)."""
+    server, _ = _on_starting(
+        monkeypatch, argv=["app"], environ={"WEB_CONCURRENCY": "3"}, num_workers=2, hook="on_reload"
+    )
+    assert server.num_workers == 3 and server.cfg.workers == 3
+
+
+def test_on_reload_keeps_the_workers_when_the_value_went_bad(monkeypatch):
+    conf = None
+    server, conf = _on_starting(monkeypatch, argv=["app"], environ={}, num_workers=2, hook="on_reload")
+    server.WORKERS = {11: object(), 12: object()}
+    monkeypatch.setenv("WEB_CONCURRENCY", "lots")
+    conf["on_reload"](server)  # never raises: a reload must not stop a serving master
+    assert server.num_workers == 2 and server.cfg.workers == 2
+    assert "keeping 2 workers" in server.log.error.call_args.args[0] % server.log.error.call_args.args[1:]
