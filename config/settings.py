@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import environ
@@ -131,7 +132,8 @@ if DB_PLAN_CACHE_MODE not in ("force_generic_plan", "auto", "force_custom_plan")
 DB_JIT = env.bool("DB_JIT", default=False)
 _db_options = DATABASES["default"]["OPTIONS"]
 for _name, _value in (("plan_cache_mode", DB_PLAN_CACHE_MODE), ("jit", "on" if DB_JIT else "off")):
-    if _name not in _db_options.get("options", ""):
+    # Set in the URL's options already (`-c name=…`, `-cname=…` or `--name=…`)? Then that value stands.
+    if not re.search(rf"(?:^|\s)(?:-c\s*|--){_name}\s*=", _db_options.get("options", "")):
         _db_options["options"] = f"{_db_options.get('options', '')} -c {_name}={_value}".strip()
 DB_STATEMENT_TIMEOUT = env.float("DB_STATEMENT_TIMEOUT", default=5.0)  # seconds; PostgreSQL cancels the statement
 DB_LOCK_TIMEOUT = env.float("DB_LOCK_TIMEOUT", default=3.0)  # seconds waiting for a row or table lock

@@ -66,9 +66,17 @@ def test_the_environment_sets_them(environ, mode, jit):
     assert (shown["plan_cache_mode"], shown["jit"]) == (mode, jit)
 
 
-def test_options_in_database_url_win():
-    shown = _shown({}, "options=-c%20plan_cache_mode%3Dauto%20-c%20jit%3Don")
+@pytest.mark.parametrize(
+    "options", ["-c%20plan_cache_mode%3Dauto%20-c%20jit%3Don", "-cplan_cache_mode%3Dauto%20--jit%3Don"]
+)
+def test_options_in_database_url_win(options):
+    shown = _shown({}, f"options={options}")
     assert (shown["plan_cache_mode"], shown["jit"]) == ("auto", "on")
+
+
+def test_a_name_inside_another_options_value_is_not_taken_for_it():
+    shown = _shown({}, "options=-c%20application_name%3Djitter_plan_cache_mode")
+    assert (shown["plan_cache_mode"], shown["jit"]) == ("force_generic_plan", "off")
 
 
 def test_a_bad_mode_stops_start_up_naming_the_setting():
