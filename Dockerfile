@@ -10,4 +10,6 @@ RUN pip install --no-cache-dir --no-deps -e . \
     && chown -R memories /app
 USER memories
 EXPOSE 8000
-CMD ["sh", "-c", "python manage.py migrate --noinput && gunicorn config.asgi:application --config config/gunicorn.conf.py --bind 0.0.0.0:8000"]
+# config.server checks WEB_CONCURRENCY / WEB_CPU_AFFINITY first (one line instead of gunicorn's traceback);
+# a blank WEB_CONCURRENCY (common in compose files) means the default.
+CMD ["sh", "-c", "[ -n \"$(echo $WEB_CONCURRENCY)\" ] || unset WEB_CONCURRENCY; python -m config.server && python manage.py migrate --noinput && exec gunicorn config.asgi:application --config config/gunicorn.conf.py --bind 0.0.0.0:8000"]

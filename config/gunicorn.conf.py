@@ -81,6 +81,10 @@ def on_reload(server):
     while reloading). A value that became bad is logged and the current workers are kept: a reload never
     stops a serving master."""
     try:
+        cpu_affinity_mode()
+    except ValueError as exc:  # pre_fork then starts the workers unpinned
+        server.log.error("Reload: %s; workers start unpinned", exc)
+    try:
         _settle_workers(server)
     except ValueError as exc:
         server.log.error("Reload: %s; keeping %s workers", exc, len(server.WORKERS))
@@ -102,7 +106,12 @@ def pre_fork(server, worker):
     """
     gc.freeze()
     taken = [getattr(live, "memories_cpu", None) for live in server.WORKERS.values() if live is not worker]
-    pin = cpu_affinity_mode() == "pin" and hasattr(os, "sched_setaffinity")  # Linux; elsewhere nothing to pin
+    try:
+        mode = cpu_affinity_mode()
+    except ValueError as exc:  # bad since start (a reload's --env): never stop a serving master over it
+        server.log.error("%s; this worker is not pinned", exc)
+        mode = "off"
+    pin = mode == "pin" and hasattr(os, "sched_setaffinity")  # Linux; elsewhere nothing to pin
     worker.memories_cpu = worker_cpu(os.sched_getaffinity(0), taken, server.num_workers) if pin else None
 
 

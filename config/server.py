@@ -93,6 +93,19 @@ def web_concurrency(environ, default: int) -> int:
     return count
 
 
+def startup_problem(environ=os.environ) -> str | None:
+    """What is wrong with the server's own variables (`WEB_CONCURRENCY`, `WEB_CPU_AFFINITY`) in `environ`,
+    as one line, or None. `python -m config.server` prints it and exits 1: `bin/serve` and the Docker
+    image run that before gunicorn, whose import reads `WEB_CONCURRENCY` with `int()` and would answer a
+    bad value with a traceback before config/gunicorn.conf.py could say what is wrong."""
+    try:
+        web_concurrency(environ, 1)
+        cpu_affinity_mode(environ)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def workers_from_command_line(parser, argv: list[str]) -> int | None:
     """`--workers`/`-w` as given in `argv` (gunicorn's arguments: `GUNICORN_CMD_ARGS`' then the command
     line's), parsed with gunicorn's own `parser` (`Config.parser()`); None when neither gives it."""
@@ -218,3 +231,11 @@ class Worker(gasgi.ASGIWorker):
     def init_process(self):
         gasgi.ASGIProtocol = Protocol  # the name ASGIWorker._serve instantiates, in this worker process only
         super().init_process()
+
+
+if __name__ == "__main__":
+    import sys
+
+    problem = startup_problem()
+    if problem:
+        sys.exit(f"==> {problem}")

@@ -129,11 +129,14 @@ if DB_PLAN_CACHE_MODE not in ("force_generic_plan", "auto", "force_custom_plan")
     raise ImproperlyConfigured(
         f"DB_PLAN_CACHE_MODE must be force_generic_plan, auto or force_custom_plan; got {DB_PLAN_CACHE_MODE!r}"
     )
-DB_JIT = env.bool("DB_JIT", default=False)
+_db_jit = env.str("DB_JIT", default="").strip().lower()
+if _db_jit not in ("", "0", "false", "no", "off", "1", "true", "yes", "on"):
+    raise ImproperlyConfigured(f"DB_JIT must be true or false; got {_db_jit!r}")
+DB_JIT = _db_jit in ("1", "true", "yes", "on")
 _db_options = DATABASES["default"]["OPTIONS"]
 for _name, _value in (("plan_cache_mode", DB_PLAN_CACHE_MODE), ("jit", "on" if DB_JIT else "off")):
     # Set in the URL's options already (`-c name=…`, `-cname=…` or `--name=…`)? Then that value stands.
-    if not re.search(rf"(?:^|\s)(?:-c\s*|--){_name}\s*=", _db_options.get("options", "")):
+    if not re.search(rf"(?:^|\s)(?:-c\s*|--){_name}\s*=", _db_options.get("options", ""), re.IGNORECASE):
         _db_options["options"] = f"{_db_options.get('options', '')} -c {_name}={_value}".strip()
 DB_STATEMENT_TIMEOUT = env.float("DB_STATEMENT_TIMEOUT", default=5.0)  # seconds; PostgreSQL cancels the statement
 DB_LOCK_TIMEOUT = env.float("DB_LOCK_TIMEOUT", default=3.0)  # seconds waiting for a row or table lock

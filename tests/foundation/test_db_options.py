@@ -67,19 +67,35 @@ def test_the_environment_sets_them(environ, mode, jit):
 
 
 @pytest.mark.parametrize(
-    "options", ["-c%20plan_cache_mode%3Dauto%20-c%20jit%3Don", "-cplan_cache_mode%3Dauto%20--jit%3Don"]
+    "options",
+    [
+        "-c%20plan_cache_mode%3Dauto%20-c%20jit%3Don",
+        "-cplan_cache_mode%3Dauto%20--jit%3Don",
+        "-c%20Plan_Cache_Mode%3Dauto%20-c%20JIT%3Don",  # PostgreSQL's names ignore case
+    ],
 )
 def test_options_in_database_url_win(options):
     shown = _shown({}, f"options={options}")
     assert (shown["plan_cache_mode"], shown["jit"]) == ("auto", "on")
 
 
-def test_a_name_inside_another_options_value_is_not_taken_for_it():
-    shown = _shown({}, "options=-c%20application_name%3Djitter_plan_cache_mode")
+@pytest.mark.parametrize(
+    "options",
+    ["-c%20application_name%3Djitter", "-c%20jit_above_cost%3D1000000", "-c%20search_path%3Dplan_cache_mode_x,public"],
+)
+def test_a_name_inside_another_option_is_not_taken_for_it(options):
+    shown = _shown({}, f"options={options}")
     assert (shown["plan_cache_mode"], shown["jit"]) == ("force_generic_plan", "off")
 
 
-def test_a_bad_mode_stops_start_up_naming_the_setting():
-    done = _run({"DB_PLAN_CACHE_MODE": "sometimes"})
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"DB_PLAN_CACHE_MODE": "sometimes"}, "DB_PLAN_CACHE_MODE must be force_generic_plan, auto or"),
+        ({"DB_JIT": "maybe"}, "DB_JIT must be true or false; got 'maybe'"),
+    ],
+)  # fmt: skip
+def test_a_bad_value_stops_start_up_naming_the_setting(environ, message):
+    done = _run(environ)
     assert done.returncode != 0
-    assert "DB_PLAN_CACHE_MODE must be force_generic_plan, auto or force_custom_plan; got 'sometimes'" in done.stderr
+    assert message in done.stderr

@@ -4,8 +4,12 @@ bin/serve: tests/chaos/test_server_settings.py."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import runpy
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
@@ -129,3 +133,37 @@ def test_on_reload_keeps_the_workers_when_the_value_went_bad(monkeypatch):
     conf["on_reload"](server)  # never raises: a reload must not stop a serving master
     assert server.num_workers == 2 and server.cfg.workers == 2
     assert "keeping 2 workers" in server.log.error.call_args.args[0] % server.log.error.call_args.args[1:]
+
+
+def test_a_bad_affinity_at_fork_time_starts_the_worker_unpinned_and_never_raises(monkeypatch):
+    """A reload can bring a bad WEB_CPU_AFFINITY (`--env` from a re-read config): pre_fork runs in the
+    serving master, where raising stopped it; it logs and forks the worker unpinned."""
+    conf = runpy.run_path(str(Path(__file__).resolve().parents[2] / "config" / "gunicorn.conf.py"))
+    monkeypatch.setattr(conf["gc"], "freeze", lambda: None)
+    monkeypatch.setenv("WEB_CPU_AFFINITY", "bogus")
+    server, worker = SimpleNamespace(WORKERS={}, num_workers=2, log=mock.Mock()), SimpleNamespace()
+    conf["pre_fork"](server, worker)
+    assert worker.memories_cpu is None
+    assert "WEB_CPU_AFFINITY must be one of" in server.log.error.call_args.args[1].args[0]
+    reloaded, _ = _on_starting(
+        monkeypatch, argv=["app"], environ={"WEB_CPU_AFFINITY": "bogus"}, num_workers=2, hook="on_reload"
+    )
+    assert "workers start unpinned" in reloaded.log.error.call_args_list[0].args[0]
+
+
+@pytest.mark.parametrize(("value", "status"), [("", 0), ("  ", 0), ("3", 0), ("abc", 1), ("0", 1)])
+def test_the_docker_command_checks_the_server_variables_before_anything_starts(value, status):
+    """The Dockerfile's CMD (run with `sh` as Docker does, its migrate and gunicorn replaced by a marker):
+    a blank WEB_CONCURRENCY is the default, a bad one one line and exit 1 before migrating."""
+    root = Path(__file__).resolve().parents[2]
+    line = next(line for line in (root / "Dockerfile").read_text().splitlines() if line.startswith("CMD "))
+    argv = json.loads(line[4:])
+    assert argv[:2] == ["sh", "-c"] and "python manage.py migrate" in argv[2]
+    script = argv[2].replace("python manage.py migrate", "echo STARTED && exit 0 && python manage.py migrate")
+    env = {**os.environ, "WEB_CONCURRENCY": value, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env.pop("WEB_CPU_AFFINITY", None)
+    done = subprocess.run(["sh", "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == status, done.stderr
+    assert ("STARTED" in done.stdout) is (status == 0)
+    if status:
+        assert done.stderr.startswith("==> WEB_CONCURRENCY must be") and "Traceback" not in done.stderr
