@@ -85,8 +85,10 @@ class StrictJSONParser(BaseParser):
 
     def parse(self, stream, media_type=None, parser_context=None):
         raw = stream.read() if stream is not None else b""
-        if not raw.strip():
-            return {}
+        if not raw:
+            return {}  # no body: the operation's defaults (a POST without parameters)
+        if not raw.strip():  # JSON is a value between optional whitespace; whitespace alone is no JSON text
+            raise ParseError("Request body is only whitespace; send a JSON object, or no body at all.")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:

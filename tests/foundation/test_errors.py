@@ -28,6 +28,15 @@ def test_bad_json_is_400(owner_client):
     assert_error(response, 400, "invalid_request_error")
 
 
+@pytest.mark.parametrize("raw", [b"\r", b"   ", b"\n\t "])
+def test_a_whitespace_only_body_is_400_not_an_empty_object(owner_client, raw):
+    """JSON is a value between optional whitespace: whitespace alone is no JSON text (schemathesis sent
+    `\r` to a POST whose fields all have defaults, and it was served as `{}`). No body at all is `{}`."""
+    response = owner_client.generic("POST", "/probe", raw, content_type="application/json")
+    body = assert_error(response, 400, "invalid_request_error")
+    assert "only whitespace" in body["error"]["message"]
+
+
 def test_nan_is_not_json(owner_client):
     response = owner_client.generic("POST", "/probe", b'{"count": NaN}', content_type="application/json")
     assert_error(response, 400, "invalid_request_error")
