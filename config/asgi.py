@@ -38,7 +38,7 @@ from django.urls import get_resolver
 
 from config import fastlane, health
 from config.database import apply_request_budgets, request_deadline
-from config.errors import error_payload, new_request_id, retry_after_headers
+from config.errors import error_payload, new_request_id, retry_after_headers, security_headers
 from config.middleware import ScreenedRequest
 from config.threads import LifoThreadPool
 
@@ -334,7 +334,8 @@ def _call_django(environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]
 async def _send_json(send: Callable, status: int, payload: dict, request_id: str, headers: dict | None = None):
     body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
     head = [_JSON, (b"content-length", str(len(body)).encode()), (b"request-id", request_id.encode())]
-    head += [(k.lower().encode("latin-1"), str(v).encode("latin-1")) for k, v in (headers or {}).items()]
+    extra = {**security_headers(), **(headers or {})}  # as Django's middleware would add them
+    head += [(k.lower().encode("latin-1"), str(v).encode("latin-1")) for k, v in extra.items()]
     await send({"type": "http.response.start", "status": status, "headers": head})
     await send({"type": "http.response.body", "body": body})
 

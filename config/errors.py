@@ -100,6 +100,23 @@ def is_database_fault(exc: BaseException) -> bool:
     return isinstance(exc, DATABASE_FAULTS) or isinstance(exc.__cause__, DATABASE_FAULTS)
 
 
+def security_headers() -> dict[str, str]:
+    """The headers Django's SecurityMiddleware and XFrameOptionsMiddleware put on every response they see,
+    from the same settings, for the answers written before Django runs: the ASGI front's (probes, 408, 413,
+    503, 500) and the HTTP layer's (400, 414, 431; `config.server`). HSTS is left out: SecurityMiddleware
+    sends it only on HTTPS requests, which terminate at the proxy in front of us."""
+    headers = {}
+    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
+        headers["X-Content-Type-Options"] = "nosniff"
+    if settings.SECURE_REFERRER_POLICY:
+        policy = settings.SECURE_REFERRER_POLICY
+        headers["Referrer-Policy"] = policy if isinstance(policy, str) else ",".join(policy)
+    if settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
+        headers["Cross-Origin-Opener-Policy"] = settings.SECURE_CROSS_ORIGIN_OPENER_POLICY
+    headers["X-Frame-Options"] = settings.X_FRAME_OPTIONS
+    return headers
+
+
 def retry_after_headers() -> dict[str, str]:
     """The ``Retry-After`` header (whole seconds, `settings.RETRY_AFTER`) of every 503."""
     return {"Retry-After": str(max(1, int(settings.RETRY_AFTER)))}

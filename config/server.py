@@ -6,7 +6,8 @@ line over `limit_request_line`, more than `limit_request_fields` headers or one 
 `Protocol` changes two things about gunicorn 27.0.1's `ASGIProtocol`:
 
 - every response gunicorn writes itself (`_send_error_response`: 400, 408, 414, 431, 501, 500) is SPEC §2's
-  JSON error object with a fresh `Request-Id` header, instead of text/plain;
+  JSON error object with a fresh `Request-Id` header and the security headers Django's middleware would
+  add (`config.errors.security_headers`), instead of text/plain;
 - headers must be complete within `HEADER_TIMEOUT` seconds of the request's first byte (of the connection,
   for a new one): past it a connection that sent part of a request gets 408 and is closed, one that sent
   nothing is closed. gunicorn alone waits forever for a new connection's first request.
@@ -195,7 +196,7 @@ class Protocol(ASGIProtocol):
             self._request_ready.set()  # wake the connection loop so it sees the closed transport and ends
 
     def _send_error_response(self, status, message, extra_headers=()):
-        from config.errors import new_request_id
+        from config.errors import new_request_id, security_headers
 
         if self._closed:
             # The client went away (e.g. mid-body) and the application had nobody to answer: gunicorn would
@@ -211,7 +212,7 @@ class Protocol(ASGIProtocol):
                 reason = HTTPStatus(status).phrase
             except ValueError:
                 reason = "Error"
-        extra = "".join(f"{name}: {value}\r\n" for name, value in extra_headers)
+        extra = "".join(f"{name}: {value}\r\n" for name, value in (*security_headers().items(), *extra_headers))
         head = (
             f"HTTP/1.1 {status} {reason}\r\n"
             "Content-Type: application/json\r\n"

@@ -33,6 +33,7 @@ def test_protocol_errors_are_the_json_error_object_with_a_request_id(server):
         assert headers["content-type"] == "application/json", name
         rid = headers["request-id"]
         assert rid.startswith("req_"), name
+        assert headers["x-content-type-options"] == "nosniff" and headers["referrer-policy"] == "same-origin", name
         doc = json.loads(body)
         assert doc["type"] == "error", name
         assert doc["error"]["type"] == "invalid_request_error", name
@@ -58,6 +59,7 @@ def test_a_declared_body_over_the_limit_is_refused_at_once_without_reading_it(se
     status, headers, body = exchange(server.port, head, timeout=8)
     assert time.monotonic() - started < 5  # the body timeout is 10 s: this answer did not wait for it
     assert status == 413 and headers["request-id"].startswith("req_")
+    assert headers["x-content-type-options"] == "nosniff" and headers["x-frame-options"] == "DENY"
     assert json.loads(body)["error"]["type"] == "request_too_large"
 
 

@@ -86,3 +86,22 @@ def test_a_refused_request_carries_the_security_headers(method, path, query, hea
     assert sent[b"x-content-type-options"] == b"nosniff"
     assert sent[b"referrer-policy"] == b"same-origin"
     assert sent[b"request-id"].startswith(b"req_")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "status"),
+    [
+        ("POST", "/api/v1/memories", [(b"content-length", b"999999999")], 413),  # refused before reading
+        ("GET", "/healthz", [], 200),
+    ],
+    ids=["413-declared", "healthz"],
+)
+def test_what_the_front_answers_itself_carries_the_security_headers(method, path, headers, status):
+    """Answers written before Django runs (config.asgi) carry what Django's middleware would add."""
+    start, body = run_asgi(http_scope(method, path, [(b"host", b"testserver"), *headers]))
+    assert start["status"] == status, body
+    sent = dict(start["headers"])
+    assert sent[b"x-content-type-options"] == b"nosniff"
+    assert sent[b"referrer-policy"] == b"same-origin"
+    assert sent[b"cross-origin-opener-policy"] == b"same-origin"
+    assert sent[b"x-frame-options"] == b"DENY"
