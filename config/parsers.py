@@ -87,7 +87,7 @@ class StrictJSONParser(BaseParser):
         raw = stream.read() if stream is not None else b""
         if not raw:
             return {}  # no body: the operation's defaults (a POST without parameters)
-        if not raw.strip():  # JSON is a value between optional whitespace; whitespace alone is no JSON text
+        if not raw.strip(b" \t\r\n"):  # JSON is a value between optional whitespace (these four); alone: no JSON
             raise ParseError("Request body is only whitespace; send a JSON object, or no body at all.")
         try:
             text = raw.decode("utf-8")

@@ -37,6 +37,12 @@ def test_a_whitespace_only_body_is_400_not_an_empty_object(owner_client, raw):
     assert "only whitespace" in body["error"]["message"]
 
 
+def test_a_control_character_that_json_does_not_count_as_whitespace_is_bad_json(owner_client):
+    response = owner_client.generic("POST", "/probe", b"\x0b", content_type="application/json")
+    body = assert_error(response, 400, "invalid_request_error")
+    assert "only whitespace" not in body["error"]["message"]
+
+
 def test_nan_is_not_json(owner_client):
     response = owner_client.generic("POST", "/probe", b'{"count": NaN}', content_type="application/json")
     assert_error(response, 400, "invalid_request_error")
