@@ -706,10 +706,13 @@ def make_owners(n: int, prefix: str) -> list[Owner]:
     return out
 
 
-def load_log(owner: Owner, entries: int, *, body, summaries: bool = True, chunk: int = 50_000) -> None:
+def load_log(
+    owner: Owner, entries: int, *, body, summaries: bool = True, top_level: int | None = None, chunk: int = 50_000
+) -> None:
     """Bulk-load `entries` entries (seq 0..N-1, `body(seq)` text) into the owner's store with COPY and,
     when `summaries`, a live summary for every aligned range of size ≥ 2 inside [0, N) — the state of a
-    fully compacted log. Sets the store's counters to match. Bypasses the API on purpose (setup only)."""
+    fully compacted log — or only for the levels up to `top_level` (1: every pair of entries, nothing
+    above). Sets the store's counters to match. Bypasses the API on purpose (setup only)."""
     import datetime as dt
 
     import psycopg
@@ -724,7 +727,7 @@ def load_log(owner: Owner, entries: int, *, body, summaries: bool = True, chunk:
 
     def rows_summaries():
         size = 2
-        while size <= entries:
+        while size <= entries and (top_level is None or size.bit_length() - 1 <= top_level):
             level = size.bit_length() - 1
             for start in range(0, entries - size + 1, size):
                 text = f"Summary of entries {start}-{start + size - 1}: decisions, owners and open questions."

@@ -25,6 +25,7 @@ ROOT = HERE.parent
 SUITE = {
     "note": ["note.py"],
     "wake": ["wake.py"],
+    "nap": ["nap.py"],
     "recall": ["recall.py"],
     "files": ["files.py"],
     "queries": ["queries.py"],
@@ -34,6 +35,7 @@ SUITE = {
 QUICK = {
     "note": ["--duration", "1.5"],
     "wake": ["--sizes", "1000,100000", "--rounds", "5"],
+    "nap": ["--sizes", "1000,100000", "--rounds", "3"],
     "recall": ["--rounds", "5"],
     "files": ["--duration", "1.5"],
     "queries": ["--large", "16384"],

@@ -22,6 +22,7 @@ DISTRIBUTED: dict[str, str] = {
     "memories_entry": "store_id",
     "memories_summary": "store_id",
     "memories_claim": "store_id",
+    "memories_watermark": "store_id",
     "memories_storeimport": "store_id",
     "versions_version": "store_id",
     "versions_memory": "store_id",

@@ -127,6 +127,34 @@ class Summary(models.Model):
         return f"summary {self.start}-{self.end} of {self.store_id}"
 
 
+class Watermark(models.Model):
+    """Where nap's scan of one level of a store's tree may start (SPEC §4 nap; docs/memories-log.md
+    "Watermarks").
+
+    Every aligned level-`level` range starting before `start` had a live summary while the store's
+    generation was `generation`. Within one generation summaries are only added (only `forget` and
+    `redact` invalidate them, and both move the generation on), so the first range without a summary only
+    moves right and `start` stays a lower bound of it; a row of an older generation is simply ignored and
+    overwritten. Only nap writes it (nap.py's scan statement), derived data: losing every row costs one
+    scan of the store's summaries, never a wrong answer. One row per level (`store` leads the key).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    store = models.ForeignKey("stores.Store", on_delete=models.CASCADE, related_name="+", db_index=False)
+    level = models.SmallIntegerField()
+    start = models.BigIntegerField()
+    generation = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint("store", "level", name="watermark_one_per_level"),
+            models.CheckConstraint(name="watermark_shape", condition=Q(level__gte=1, start__gte=0)),
+        ]
+
+    def __str__(self) -> str:
+        return f"level-{self.level} watermark {self.start} of {self.store_id}"
+
+
 class ImportStatus(models.TextChoices):
     OPEN = "open", "open"
     COMMITTED = "committed", "committed"

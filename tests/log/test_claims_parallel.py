@@ -200,3 +200,41 @@ def test_a_store_deleted_during_a_nap_is_a_404_and_leaves_no_claim(owner):
         with pytest.raises(StoreNotFound):
             nap_service.nap(store=store, claimant=claimant, limit=2)
     assert not Claim.objects.exists()
+
+
+def test_four_agents_compact_a_large_store_through_the_scan_and_its_watermarks(live_server, team, owner):
+    """600 entries: 599 summaries pending, above EXHAUSTIVE_PENDING, so nap scans from the watermarks (and
+    every nap may move them) while four agents compact in parallel. Nothing is done twice or left out, and
+    the watermarks stay lower bounds of each level's first missing range (the last ~256 jobs are found by
+    the exhaustive walk, which leaves them where they were)."""
+    from memories.models import Watermark
+    from memories.nap import EXHAUSTIVE_PENDING
+    from tests.log.conftest import assert_tree_consistent
+
+    entries = 600
+    assert entries - 1 > EXHAUSTIVE_PENDING
+    project, handles_tokens = team
+    store = fill(project_store(project, canonical=False), entries, author=owner)
+    agents = [Agent(handle, token, live_server.url) for handle, token in handles_tokens]
+    start = threading.Barrier(len(agents))
+
+    def run(agent: Agent) -> None:
+        start.wait()
+        agent.compact_until_complete(str(store.pk), StandInSummariser(), limit=4, poll_seconds=0.02)
+
+    try:
+        with ThreadPoolExecutor(len(agents)) as pool:
+            for future in [pool.submit(run, agent) for agent in agents]:
+                future.result()
+    finally:
+        for agent in agents:
+            agent.close()
+    needed = entries - bin(entries).count("1")
+    assert sum(agent.compact.created for agent in agents) == needed
+    assert Summary.objects.filter(store=store, invalidated_at=None).count() == needed
+    assert_tree_consistent(store)
+    store.refresh_from_db()
+    marks = dict(Watermark.objects.filter(store=store, generation=store.generation).values_list("level", "start"))
+    assert marks.get(1, 0) > 0  # the scan ran and moved the level-1 mark
+    # Complete: the first missing range at level L is the first one not inside [0, 600).
+    assert all(0 < start <= entries >> level << level for level, start in marks.items()), marks

@@ -15,7 +15,7 @@ import pytest
 
 from memories import nap as nap_module
 from memories import tree
-from memories.models import Summary
+from memories.models import Summary, Watermark
 from stores.models import Store
 from tests.log.conftest import fill
 
@@ -105,3 +105,86 @@ def test_the_scan_skips_a_compacted_prefix_and_finds_the_holes_after_it(private_
 
 def _level(n: int, size: int) -> list[tree.Block]:
     return [tree.Block(start, size) for start in range(0, n - size + 1, size)]
+
+
+# ------------------------------------------------------------------------------------------- watermarks
+
+
+def first_hole(live: set[tuple[int, int]], level: int) -> int:
+    """The first aligned level-`level` start without a live summary (whatever the snapshot)."""
+    size, start = 1 << level, 0
+    while (start, start + size - 1) in live:
+        start += size
+    return start
+
+
+def watermarks(store: Store) -> dict[int, int]:
+    """level → start of the store's watermarks that count (those of its current generation)."""
+    store.refresh_from_db()
+    return dict(Watermark.objects.filter(store=store, generation=store.generation).values_list("level", "start"))
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_watermarks_follow_compactions_and_forgets(private_store, monkeypatch, seed):
+    """Compactions (summaries added, same generation) and real `forget_range` calls (generation moves on)
+    in random order; after each, the scan strategy still agrees with the reference at the full snapshot and
+    a random lower one, and the watermarks it leaves are exactly each level's first missing range."""
+    from memories.services import forget_range
+
+    rng = random.Random(1000 + seed)
+    n = rng.choice([40, 64, 100, 127, 200, 300])
+    store = fill(private_store, n)
+    monkeypatch.setattr(nap_module, "EXHAUSTIVE_PENDING", -1)
+    live: set[tuple[int, int]] = set()
+    for _step in range(30):
+        ready = reference_ready(n, live)
+        if live and rng.random() < 0.2:
+            start, end = rng.choice(sorted(live))
+            victim = tree.Block(start, end - start + 1)
+            forget_range(store=store, actor=store.owner, block=victim, generation=store.generation)
+            live -= {(b.start, b.end) for b in tree.ranges_containing(victim, n)}
+        else:
+            # Mostly a batch of leftmost ready jobs (as nap hands them out), sometimes random ones.
+            batch = ready[: rng.randrange(1, 40)] if rng.random() < 0.7 else rng.sample(ready, min(len(ready), 5))
+            added = {(block.start, block.end) for block in batch} - live
+            load(store, added)
+            Store.objects.filter(pk=store.pk).update(summary_count=len(live) + len(added))
+            live |= added
+        store.refresh_from_db()
+        assert set(Summary.objects.filter(store=store, invalidated_at=None).values_list("start", "end")) == live
+        for snapshot in (n, rng.randrange(2, n + 1)):
+            inside = {(start, end) for start, end in live if end < snapshot}
+            expected = reference_ready(snapshot, inside)
+            pending = tree.needed_count(snapshot) - len(inside)
+            for m in (1, 17):
+                got = list(islice(nap_module._frontier(store, snapshot, pending, m=m), m))
+                assert got == expected[:m], (seed, _step, snapshot, m)
+        marks = watermarks(store)
+        for level in range(1, n.bit_length()):
+            assert marks.get(level, 0) == first_hole(live, level), (seed, _step, level, marks)
+
+
+def test_the_scan_trusts_a_watermark_of_the_current_generation_only(private_store, monkeypatch):
+    store = load(fill(private_store, 64), set())  # 32 ready jobs at level 1, nothing compacted
+    monkeypatch.setattr(nap_module, "EXHAUSTIVE_PENDING", -1)
+    pending = tree.needed_count(64)
+    Watermark.objects.create(store=store, level=1, start=20, generation=store.generation - 1)
+    got = list(islice(nap_module._frontier(store, 64, pending, m=2), 2))
+    assert [block.label for block in got] == ["0-1", "2-3"]  # an older generation's mark counts for nothing
+    Watermark.objects.filter(store=store).update(start=20, generation=store.generation)
+    got = list(islice(nap_module._frontier(store, 64, pending, m=2), 2))
+    assert [block.label for block in got] == ["20-21", "22-23"]  # the scan starts at a current mark
+
+
+@pytest.mark.django_db(transaction=True)  # the foreign keys are checked at commit: each statement's here
+def test_a_store_deleted_before_the_scan_is_a_404_and_leaves_no_watermark(owner):
+    from memories import nap as nap_service
+    from stores.errors import StoreNotFound
+    from tests.factories import ProjectFactory, project_store
+
+    store = fill(project_store(ProjectFactory(), canonical=False), 600, author=owner)  # 599 pending: the scan
+    type(store).objects.filter(pk=store.pk).delete()
+    for claimant in (f"user:{owner.pk}", None):
+        with pytest.raises(StoreNotFound):
+            nap_service.nap(store=store, claimant=claimant, limit=2)
+    assert not Watermark.objects.exists()
