@@ -24,11 +24,13 @@ from config.fields import (  # noqa: F401
 
 
 def reject_body(request) -> None:
-    """For writes that take no request body (archive, redact a version, DELETEs): the body must be absent,
-    empty or the empty JSON object ``{}``. Malformed JSON or bad UTF-8 is a 400 and another media type a
-    415 (`config.parsers.StrictJSONParser`); any field is a 400 naming it. Nothing is changed then."""
+    """For writes that take no request body (archive, redact a version, DELETEs, the work queue's ack and
+    heartbeat): the body must be absent, empty or the empty JSON object ``{}``. Any other JSON text —
+    ``null``, a list, a string — is a 400; malformed JSON or bad UTF-8 is a 400 and another media type a
+    415 (`config.parsers.StrictJSONParser`); any field is a 400 naming it. Nothing is changed then.
+    The one rule for every such endpoint (docs/decisions.md, "Writes without a body")."""
     data = request.data
-    if data in ({}, None):
+    if isinstance(data, dict) and not data:  # DRF's data for an absent or empty body is {} too
         return
     if not isinstance(data, dict):
         raise serializers.ValidationError({"body": ["This endpoint takes no request body (send none, or {})."]})

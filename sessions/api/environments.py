@@ -120,7 +120,7 @@ class EnvironmentArchiveView(APIView):
     )
     def post(self, request, environment_id):
         environment = selectors.get_environment_for(request.user, environment_id)
-        validated(inputs.EmptyBody, request.data)
+        reject_body(request)
         environment, _changed = services.archive_environment(environment=environment)
         return objects.body(objects.EnvironmentSerializer, environment)
 

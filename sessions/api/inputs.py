@@ -41,10 +41,6 @@ class StrictBody(StrictSerializer, ClosedSerializer):
     """A request body: unknown fields are 400, and its OpenAPI schema has ``additionalProperties: false``."""
 
 
-class EmptyBody(StrictBody):
-    """Endpoints that take no body: an empty body or ``{}``; any field is 400."""
-
-
 class QueryBooleanField(serializers.BooleanField):
     """A boolean query parameter written exactly ``true`` or ``false`` (what the SDK sends); DRF would
     also take ``yes``, ``1``, ``on``…"""

@@ -153,7 +153,7 @@ class SessionArchiveView(APIView):
     )
     def post(self, request, session_id):
         session = selectors.get_session_for(request.user, session_id)
-        validated(inputs.EmptyBody, request.data)
+        reject_body(request)
         services.archive_session(session=session)
         return objects.body(objects.SessionSerializer, selectors.get_session_for(request.user, session.pk))
 

@@ -17,6 +17,7 @@ from django.http import JsonResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.views import APIView
 
+from config.api import reject_body
 from sessions import selectors, validation
 from sessions.api import inputs, objects
 from sessions.api.common import ENVIRONMENT_ID, WORK_ID, WORKER_ID_HEADER, keyset_page, validated
@@ -161,7 +162,7 @@ class WorkAckView(APIView):
     def post(self, request, environment_id, work_id):
         environment = selectors.environment_for_request(request, environment_id)
         work = selectors.work_for_request(request, environment, work_id)
-        validated(inputs.EmptyBody, request.data)
+        reject_body(request)
         return objects.body(objects.WorkSerializer, services.acknowledge_work(work=work))
 
 
@@ -185,7 +186,7 @@ class WorkHeartbeatView(APIView):
         environment = selectors.environment_for_request(request, environment_id)
         work = selectors.work_for_request(request, environment, work_id)
         query = validated(inputs.WorkHeartbeatQuerySerializer, request.query_params)
-        validated(inputs.EmptyBody, request.data)
+        reject_body(request)
         expected = query.get("expected_last_heartbeat")
         beat = services.heartbeat_work(
             work=work,

@@ -145,6 +145,37 @@ def test_environment_bodies_are_strict(owner_api, environment):
     assert environment.metadata == {} and environment.archived_at is None
 
 
+@pytest.mark.parametrize("body", [b"null", b"[]", b'"x"', b'{"now": true}'])
+def test_the_bodyless_control_plane_writes_refuse_a_body_like_every_other_bodyless_write(
+    owner_api, key_api, environment, make_session, notes_store, run_session, body
+):
+    """Environment archive, session archive and the work item's ack and heartbeat follow the one rule of
+    `config.api.reject_body`: no body, an empty one or ``{}``; anything else is 400 and changes nothing."""
+    running = run_session(notes_store)
+    session = make_session(notes_store)  # after: run_session claims the oldest queued item
+    work = f"/api/v1/environments/{running.work.environment_id}/work/{running.work.pk}"
+    beat_before = running.refresh().last_heartbeat_at
+    for api, url in [
+        (owner_api, f"/api/v1/environments/{environment.pk}/archive"),
+        (owner_api, f"/api/v1/sessions/{session.pk}/archive"),
+        (key_api, f"{work}/ack"),  # the environment key acknowledges
+        (running.api, f"{work}/heartbeat?expected_last_heartbeat=NO_HEARTBEAT"),
+    ]:
+        response = api.post(url, body, content_type="application/json")
+        body_of = assert_error(response, 400, "invalid_request_error")
+        assert "now" in body_of["error"]["message"] or "no request body" in body_of["error"]["message"], url
+    environment.refresh_from_db()
+    session.refresh_from_db()
+    assert environment.archived_at is None and session.archived_at is None
+    assert running.refresh().last_heartbeat_at == beat_before
+    for api, url in [
+        (owner_api, f"/api/v1/environments/{environment.pk}/archive"),
+        (owner_api, f"/api/v1/sessions/{session.pk}/archive"),
+    ]:
+        assert api.post(url, b"{}", content_type="application/json").status_code == 200, url
+        assert api.post(url).status_code == 200, url  # no body at all: archiving again returns it unchanged
+
+
 @pytest.mark.parametrize("value", ["5.0", " 5", "5 ", "５", "yes", "", "1e2", "0x10", "9" * 21])
 def test_a_desired_ttl_that_is_not_an_integer_is_400_and_changes_nothing(run_session, notes_store, value):
     running = run_session(notes_store)

@@ -97,6 +97,8 @@ def bodyless_writes(store, memory, version):
         (b'{"\\u0000": 1}', "application/json", 400),
         (b'{"reason": "why"}', "application/json", 400),
         (b"[]", "application/json", 400),
+        (b"null", "application/json", 400),  # JSON text, but not "no body": the archive went through before
+        (b'"x"', "application/json", 400),
         (b"a=b", "application/x-www-form-urlencoded", 415),
     ],
 )
