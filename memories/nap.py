@@ -45,7 +45,9 @@ from config.compiled import prepared_cursor
 from config.errors import InvalidRequest
 from memories import tree
 from memories.models import BODY_MAX_BYTES, Claim, Summary, Watermark
+from memories.selectors import MISSING_ROOTS_SQL as _MISSING_ROOTS
 from memories.selectors import compaction_prompt, pending_at, render_lines, resolve_snapshot
+from memories.selectors import live_sql as _live
 from stores.errors import StoreNotFound
 from stores.models import Store
 
@@ -60,21 +62,6 @@ _WATERMARK = Watermark._meta.db_table
 _STORE = Store._meta.db_table
 
 
-def _live(alias: str, level: str, start: str) -> str:
-    """SQL: a live summary of the range at `level` starting at `start` exists — one index probe.
-
-    Every column of both live-summary indexes is bound — (store, start, end) and (store, level, start) —
-    and it is a scalar subquery, not EXISTS: PostgreSQL never turns it into a join, so it stays a per-row
-    index lookup even when the statistics underestimate a store that has just grown (an EXISTS became an
-    anti-join over the whole store then). At most one live summary per range exists.
-    """
-    return (
-        f"((SELECT 1 FROM {_SUMMARY} {alias} WHERE {alias}.store_id = %(store)s::uuid "  # noqa: S608 - constants
-        f"AND {alias}.invalidated_at IS NULL AND {alias}.level = {level} AND {alias}.start = {start} "
-        f'AND {alias}."end" = {start} + (1::bigint << {level}) - 1) IS NOT NULL)'
-    )
-
-
 # The store's active claims (this generation, not lapsed), with whether each range is still a ready job
 # inside the snapshot, and the database time they are compared with.
 _CLAIMS_SQL = f"""
@@ -85,12 +72,6 @@ SELECT statement_timestamp(), c.start, c.level, c.claimant = %(claimant)s::text,
                 AND {_live("b", "c.level - 1", "c.start + (1::bigint << (c.level - 1))")})) AS ready
 FROM {_CLAIM} c
 WHERE c.store_id = %(store)s::uuid AND c.generation = %(generation)s::bigint AND c.expires_at > statement_timestamp()
-"""  # noqa: S608 - table names and SQL fragments are module constants, never input
-
-# The root blocks (the maximal aligned blocks of [0, N) of size ≥ 2, passed in) without a live summary.
-_MISSING_ROOTS = f"""
-    SELECT r.start, r.level FROM unnest(%(root_starts)s::bigint[], %(root_levels)s::int[]) AS r(start, level)
-    WHERE NOT {_live("t", "r.level", "r.start")}
 """  # noqa: S608 - table names and SQL fragments are module constants, never input
 
 # Few pending summaries: walk every missing range from the missing roots (a missing range's ancestors are

@@ -45,16 +45,82 @@ def resolve_snapshot(store: Store, snapshot: int | None) -> int:
     return snapshot
 
 
-def pending_at(*, store: Store, snapshot: int) -> int:
-    """Summaries snapshot `snapshot` still needs: ``(N - popcount N) - live summaries inside [0, N)``.
+_SUMMARY = Summary._meta.db_table
 
-    At the current entry_count this is pure arithmetic on the store's counters; below it, one indexed
-    count of the live summaries ending at or after the snapshot (O(entries appended since)).
+
+def live_sql(alias: str, level: str, start: str) -> str:
+    """SQL: a live summary of the range at `level` starting at `start` exists — one index probe.
+
+    alias: a fresh table alias; level, start: SQL expressions (the store is the ``%(store)s`` parameter).
+    Every column of both live-summary indexes is bound — (store, start, end) and (store, level, start) —
+    and it is a scalar subquery, not EXISTS: PostgreSQL never turns it into a join, so it stays a per-row
+    index lookup even when the statistics underestimate a store that has just grown (an EXISTS became an
+    anti-join over the whole store then). At most one live summary per range exists.
     """
-    live_inside = store.summary_count
-    if snapshot < store.entry_count:
-        live_inside -= Summary.objects.filter(store=store, invalidated_at=None, end__gte=snapshot).count()
-    return max(tree.needed_count(snapshot) - live_inside, 0)
+    return (
+        f"((SELECT 1 FROM {_SUMMARY} {alias} WHERE {alias}.store_id = %(store)s::uuid "  # noqa: S608 - constants
+        f"AND {alias}.invalidated_at IS NULL AND {alias}.level = {level} AND {alias}.start = {start} "
+        f'AND {alias}."end" = {start} + (1::bigint << {level}) - 1) IS NOT NULL)'
+    )
+
+
+# The root blocks (the maximal aligned blocks of [0, N) of size ≥ 2, passed in as `root_starts` and
+# `root_levels`) without a live summary.
+MISSING_ROOTS_SQL = f"""
+    SELECT r.start, r.level FROM unnest(%(root_starts)s::bigint[], %(root_levels)s::int[]) AS r(start, level)
+    WHERE NOT {live_sql("t", "r.level", "r.start")}
+"""  # noqa: S608 - table names and SQL fragments are module constants, never input
+
+# Up to this many missing ranges, `pending_at` below the entry_count counts them by walking from the roots.
+PENDING_WALK_CAP = 256
+
+# The missing ranges inside [0, N), walked from the missing roots (a missing range's ancestors are missing
+# too, because forget keeps every descendant of a live summary live), counted up to `cap`: ≈ 3 index
+# probes per missing range, and PostgreSQL stops the walk once the count has read `cap` rows.
+_MISSING_COUNT_SQL = f"""
+WITH RECURSIVE missing(start, level) AS (
+    {MISSING_ROOTS_SQL}
+    UNION ALL
+    SELECT c.start, c.level FROM missing m
+    CROSS JOIN LATERAL (VALUES (m.start, m.level - 1), (m.start + (1::bigint << (m.level - 1)), m.level - 1))
+        AS c(start, level)
+    WHERE m.level > 1 AND NOT {live_sql("t", "c.level", "c.start")}
+)
+SELECT count(*) FROM (SELECT 1 FROM missing LIMIT %(cap)s::int) AS capped
+"""  # noqa: S608 - table names and SQL fragments are module constants, never input
+
+
+def pending_at(*, store: Store, snapshot: int) -> int:
+    """Summaries snapshot `snapshot` still needs: the aligned ranges of size ≥ 2 inside ``[0, snapshot)``
+    without a live summary, ``(N - popcount N) - live summaries inside [0, N)``.
+
+    store: with its counters loaded; snapshot: 0..entry_count (`resolve_snapshot`). At the entry_count this
+    is arithmetic on the store's counters. Below it, one walk of the missing ranges from the roots when at
+    most `PENDING_WALK_CAP` are missing (a store compacted up to an old snapshot: a few index probes,
+    whatever its size); otherwise one more indexed count of the live summaries on the smaller side of the
+    snapshot (those ending before it, or those ending at or after it).
+    """
+    needed = tree.needed_count(snapshot)
+    if snapshot >= store.entry_count:
+        return max(needed - store.summary_count, 0)
+    roots = [block for block in tree.maximal_blocks(snapshot) if block.size >= 2]
+    params = {
+        "store": store.pk,
+        "root_starts": [block.start for block in roots],
+        "root_levels": [block.level for block in roots],
+        "cap": PENDING_WALK_CAP + 1,
+    }
+    with prepared_cursor() as cursor:
+        cursor.execute(_MISSING_COUNT_SQL, params)
+        (missing,) = cursor.fetchone()
+    if missing <= PENDING_WALK_CAP:
+        return missing
+    live = Summary.objects.filter(store=store, invalidated_at=None)
+    if snapshot <= store.entry_count - snapshot:
+        live_inside = live.filter(end__lt=snapshot).count()
+    else:
+        live_inside = store.summary_count - live.filter(end__gte=snapshot).count()
+    return max(needed - live_inside, 0)
 
 
 # One round trip for every line of a wake or zoom, whatever the store size: the live summaries of the

@@ -188,3 +188,29 @@ def test_a_store_deleted_before_the_scan_is_a_404_and_leaves_no_watermark(owner)
         with pytest.raises(StoreNotFound):
             nap_service.nap(store=store, claimant=claimant, limit=2)
     assert not Watermark.objects.exists()
+
+
+# ------------------------------------------------------------------------------------- pending at a snapshot
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_pending_below_the_entry_count_agrees_with_the_reference_both_ways(private_store, monkeypatch, seed):
+    """`pending_at` below the entry_count: the walk (few missing) and the count on either side of the
+    snapshot (many missing) both give the number of aligned ranges inside [0, snapshot) without a live
+    summary."""
+    from memories import selectors
+
+    rng = random.Random(2000 + seed)
+    n = rng.choice([13, 64, 100, 200, 300])
+    store = load(fill(private_store, n), random_tree(rng, n))
+    live = set(Summary.objects.filter(store=store, invalidated_at=None).values_list("start", "end"))
+    for snapshot in sorted({rng.randrange(0, n), rng.randrange(0, n), n // 3, n - 1}):
+        expected = sum(
+            1
+            for size in (2**k for k in range(1, snapshot.bit_length()))
+            for start in range(0, snapshot - size + 1, size)
+            if (start, start + size - 1) not in live
+        )
+        for cap in (10**6, 0, 3):
+            monkeypatch.setattr(selectors, "PENDING_WALK_CAP", cap)
+            assert selectors.pending_at(store=store, snapshot=snapshot) == expected, (seed, snapshot, cap)
