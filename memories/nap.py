@@ -46,7 +46,7 @@ from config.errors import InvalidRequest
 from memories import tree
 from memories.models import BODY_MAX_BYTES, Claim, Summary, Watermark
 from memories.selectors import MISSING_ROOTS_SQL as _MISSING_ROOTS
-from memories.selectors import compaction_prompt, pending_at, render_lines, resolve_snapshot
+from memories.selectors import MISSING_WALK_SQL, compaction_prompt, pending_at, render_lines, resolve_snapshot
 from memories.selectors import live_sql as _live
 from stores.errors import StoreNotFound
 from stores.models import Store
@@ -74,17 +74,9 @@ FROM {_CLAIM} c
 WHERE c.store_id = %(store)s::uuid AND c.generation = %(generation)s::bigint AND c.expires_at > statement_timestamp()
 """  # noqa: S608 - table names and SQL fragments are module constants, never input
 
-# Few pending summaries: walk every missing range from the missing roots (a missing range's ancestors are
-# missing too, because forget keeps every descendant of a live summary live) and keep the ready ones.
+# Few pending summaries: walk every missing range from the missing roots and keep the ready ones.
 _EXHAUSTIVE_SQL = f"""
-WITH RECURSIVE missing(start, level) AS (
-    {_MISSING_ROOTS}
-    UNION ALL
-    SELECT c.start, c.level FROM missing m
-    CROSS JOIN LATERAL (VALUES (m.start, m.level - 1), (m.start + (1::bigint << (m.level - 1)), m.level - 1))
-        AS c(start, level)
-    WHERE m.level > 1 AND NOT {_live("t", "c.level", "c.start")}
-)
+{MISSING_WALK_SQL}
 SELECT 'ready', m.start, m.level FROM missing m
 WHERE m.level = 1 OR ({_live("a", "m.level - 1", "m.start")}
                       AND {_live("b", "m.level - 1", "m.start + (1::bigint << (m.level - 1))")})

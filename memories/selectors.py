@@ -74,10 +74,11 @@ MISSING_ROOTS_SQL = f"""
 # Up to this many missing ranges, `pending_at` below the entry_count counts them by walking from the roots.
 PENDING_WALK_CAP = 256
 
-# The missing ranges inside [0, N), walked from the missing roots (a missing range's ancestors are missing
-# too, because forget keeps every descendant of a live summary live), counted up to `cap`: ≈ 3 index
-# probes per missing range, and PostgreSQL stops the walk once the count has read `cap` rows.
-_MISSING_COUNT_SQL = f"""
+# `missing(start, level)`: every aligned range of size ≥ 2 inside [0, N) without a live summary, walked
+# from the missing roots — a missing range's ancestors are missing too, because forget keeps every
+# descendant of a live summary live — with ≈ 3 index probes per missing range. PostgreSQL evaluates it
+# only as far as the query using it reads.
+MISSING_WALK_SQL = f"""
 WITH RECURSIVE missing(start, level) AS (
     {MISSING_ROOTS_SQL}
     UNION ALL
@@ -85,7 +86,11 @@ WITH RECURSIVE missing(start, level) AS (
     CROSS JOIN LATERAL (VALUES (m.start, m.level - 1), (m.start + (1::bigint << (m.level - 1)), m.level - 1))
         AS c(start, level)
     WHERE m.level > 1 AND NOT {live_sql("t", "c.level", "c.start")}
-)
+)"""  # noqa: S608 - table names and SQL fragments are module constants, never input
+
+# The missing ranges counted up to `cap`: the walk stops once the count has read `cap` rows.
+_MISSING_COUNT_SQL = f"""
+{MISSING_WALK_SQL}
 SELECT count(*) FROM (SELECT 1 FROM missing LIMIT %(cap)s::int) AS capped
 """  # noqa: S608 - table names and SQL fragments are module constants, never input
 
