@@ -59,6 +59,7 @@ EXHAUSTIVE_PENDING = 256
 _SUMMARY = Summary._meta.db_table
 _CLAIM = Claim._meta.db_table
 _WATERMARK = Watermark._meta.db_table
+_MAX_START = "9223372036854775807::bigint"  # the largest bigint: an upper bound on any start
 _STORE = Store._meta.db_table
 
 
@@ -87,14 +88,29 @@ WHERE m.level = 1 OR ({_live("a", "m.level - 1", "m.start")}
 # the store's generation read in this statement's snapshot). `holes` finds, per level, the first range
 # without a live summary at or after max(P, W_L) — it reads only the summaries W_L has not passed yet —
 # and `advanced` stores it as the new watermark when it moved (one row per level, in level order, so two
-# naps never wait for each other's rows in a cycle). Ready jobs at level L are missing ranges, so every
+# naps never wait for each other's rows in a cycle). Before it locks a watermark row it takes FOR KEY
+# SHARE on the store row (`store_lock`: what the new rows' foreign-key check takes anyway, taken first),
+# so it waits for a `delete_store` holding the store while holding nothing that delete needs, and then
+# writes nothing. The rows carry the generation its snapshot read (`current`); the lock returns the row's
+# newest version, and when a `forget` committed in between (another generation) the write, which would
+# be ignored anyway, is skipped. Ready jobs at level L are missing ranges, so every
 # scan starts at its level's first hole:
 # Level 1: holes between consecutive live summaries (`gap` rows [lo, hi), step 2), the first m of them,
 # and the hole after the last one (`tail`). Level L ≥ 2: complete pairs of live level-(L-1) summaries
 # whose parent is missing (`pair` rows), the first m per level. Each scan streams the partial index
-# (store, level, start) in order and stops at its LIMIT. Without watermarks a store whose level 1 was
-# complete and level 2 not yet paid a scan of every level-1 summary on every nap (570 ms at 500,000
-# entries), i.e. quadratic work to compact a large store level by level.
+# (store, level, start) in order and stops at its LIMIT. The level and the bounds on `start` are written as
+# row comparisons on (level, start) only — both ends, no `level = …` — with (level, start) orders: only
+# that index can serve them, and it positions the scan at the lower bound. With statistics from ANALYZE
+# alone and every summary at one level, PostgreSQL streamed the (store, start, end) index instead and
+# filtered the level (the whole store for every level, 750 ms per nap at 500,000 entries); and next to
+# an equality on `level`, nbtree started the scan at the level's first entry, not at the row bound.
+# nbtree (PostgreSQL 15) positions a scan at a row bound but stops only on a row bound's first column:
+# a forward scan stops at the level's end (so at a snapshot below the entry count it may read the level's
+# summaries beyond the snapshot), and the backward reads of a level's last summary are positioned at the
+# level's end and compared with their lower bound outside the scan, so they read one entry.
+# Without watermarks a store whose level 1 was complete and level 2 not yet paid a scan of every level-1
+# summary on every nap (570 ms at 500,000 entries), i.e. quadratic work to compact a large store level by
+# level.
 _SCAN_SQL = f"""
 WITH RECURSIVE
 descent(start, level) AS (
@@ -111,6 +127,9 @@ origin AS MATERIALIZED (
 current AS MATERIALIZED (
     SELECT st.generation FROM {_STORE} st WHERE st.id = %(store)s::uuid
 ),
+store_lock AS MATERIALIZED (
+    SELECT st.generation FROM {_STORE} st WHERE st.id = %(store)s::uuid FOR KEY SHARE
+),
 marks AS MATERIALIZED (
     SELECT w.level, w.start FROM {_WATERMARK} w JOIN current ON w.generation = current.generation
     WHERE w.store_id = %(store)s::uuid
@@ -118,13 +137,17 @@ marks AS MATERIALIZED (
 holes AS MATERIALIZED (
     SELECT v.level, v.mark, coalesce(
         (SELECT x.expect FROM (
-            SELECT s.start, o.o + ((row_number() OVER (ORDER BY s.start) - 1) << v.level) AS expect
+            SELECT s.level, s.start, o.o + ((row_number() OVER (ORDER BY s.level, s.start) - 1) << v.level) AS expect
             FROM {_SUMMARY} s
-            WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL AND s.level = v.level AND s.start >= o.o
-         ) AS x WHERE x.start <> x.expect ORDER BY x.start LIMIT 1),
-        (SELECT s.start + (1::bigint << v.level) FROM {_SUMMARY} s
-         WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL AND s.level = v.level AND s.start >= o.o
-         ORDER BY s.start DESC LIMIT 1),
+            WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
+              AND (s.level, s.start) >= (v.level, o.o) AND (s.level, s.start) <= (v.level, {_MAX_START})
+         ) AS x WHERE x.start <> x.expect ORDER BY x.level, x.start LIMIT 1),
+        (SELECT q.start + (1::bigint << v.level) FROM (
+            SELECT s.start FROM {_SUMMARY} s
+            WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
+              AND (s.level, s.start) >= (v.level, 0) AND (s.level, s.start) <= (v.level, {_MAX_START})
+            ORDER BY s.level DESC, s.start DESC LIMIT 1
+         ) AS q WHERE q.start >= o.o),
         o.o) AS hole
     FROM (SELECT l.level, coalesce((SELECT m.start FROM marks m WHERE m.level = l.level), 0) AS mark
           FROM generate_series(1, %(top_level)s::int) AS l(level)) AS v
@@ -132,7 +155,8 @@ holes AS MATERIALIZED (
 ),
 advanced AS (
     INSERT INTO {_WATERMARK} AS w (store_id, level, start, generation)
-    SELECT %(store)s::uuid, h.level, h.hole, current.generation FROM holes h CROSS JOIN current
+    SELECT %(store)s::uuid, h.level, h.hole, current.generation
+    FROM holes h CROSS JOIN current JOIN store_lock ON store_lock.generation = current.generation
     WHERE h.hole > h.mark
     ORDER BY h.level
     ON CONFLICT (store_id, level) DO UPDATE
@@ -146,37 +170,40 @@ first_hole AS MATERIALIZED (
 ),
 gaps AS (
     SELECT lo, hi FROM (
-        SELECT coalesce(lag(s.start) OVER (ORDER BY s.start) + 2, (SELECT lo FROM first_hole)) AS lo,
-               s.start AS hi
+        SELECT coalesce(lag(s.start) OVER (ORDER BY s.level, s.start) + 2, (SELECT lo FROM first_hole)) AS lo,
+               s.level, s.start AS hi
         FROM {_SUMMARY} s
-        WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL AND s.level = 1
-          AND s.start >= (SELECT lo FROM first_hole) AND s.start <= %(n)s::bigint - 2
-    ) AS g WHERE hi > lo ORDER BY hi LIMIT %(m)s::bigint
+        WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
+          AND (s.level, s.start) >= (1, (SELECT lo FROM first_hole)) AND (s.level, s.start) <= (1, %(n)s::bigint - 2)
+    ) AS g WHERE hi > lo ORDER BY level, hi LIMIT %(m)s::bigint
 ),
 pairs AS (
     SELECT h.level, x.start
     FROM holes h
     CROSS JOIN LATERAL (
         SELECT y.start FROM (
-            SELECT s.start, lead(s.start) OVER (ORDER BY s.start) AS next
+            SELECT s.level, s.start, lead(s.start) OVER (ORDER BY s.level, s.start) AS next
             FROM {_SUMMARY} s
-            WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL AND s.level = h.level - 1
-              AND s.start >= h.hole AND s.start <= %(n)s::bigint - (1::bigint << (h.level - 1))
+            WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
+              AND (s.level, s.start) >= (h.level - 1, h.hole)
+              AND (s.level, s.start) <= (h.level - 1, %(n)s::bigint - (1::bigint << (h.level - 1)))
         ) AS y
         WHERE y.start %% (1::bigint << h.level) = 0 AND y.next = y.start + (1::bigint << (h.level - 1))
           AND y.start + (1::bigint << h.level) <= %(n)s::bigint
           AND NOT {_live("u", "h.level", "y.start")}
-        ORDER BY y.start LIMIT %(m)s::bigint
+        ORDER BY y.level, y.start LIMIT %(m)s::bigint
     ) AS x
     WHERE h.level >= 2
 )
 SELECT 'gap', lo, hi FROM gaps
 UNION ALL
 SELECT 'tail',
-       coalesce((SELECT s.start FROM {_SUMMARY} s
-                 WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL AND s.level = 1
-                   AND s.start >= (SELECT lo FROM first_hole) AND s.start <= %(n)s::bigint - 2
-                 ORDER BY s.start DESC LIMIT 1) + 2,
+       coalesce((SELECT q.start FROM (
+                     SELECT s.start FROM {_SUMMARY} s
+                     WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
+                       AND (s.level, s.start) >= (1, 0) AND (s.level, s.start) <= (1, %(n)s::bigint - 2)
+                     ORDER BY s.level DESC, s.start DESC LIMIT 1
+                 ) AS q WHERE q.start >= (SELECT lo FROM first_hole)) + 2,
                 (SELECT lo FROM first_hole)),
        %(n)s::bigint / 2 * 2
 UNION ALL
@@ -188,9 +215,15 @@ SELECT 'pair', level, start FROM pairs
 # claim it: the second INSERT waits for the first to commit, then ON CONFLICT ... WHERE finds the range
 # held and skips it — a claim held by someone else is only taken over once it has lapsed or belongs to
 # an older generation. The caller's own claim is renewed. The statement also reports which candidates it
-# picked, so a nap that lost some to a concurrent one tries the next candidates.
+# picked, so a nap that lost some to a concurrent one tries the next candidates. It takes FOR KEY SHARE on
+# the store row before it inserts or renews any claim (`store_row`), for the reason the scan does: a
+# renewal locks a claim row, and the foreign-key check of a new claim waited for a `delete_store` then,
+# which was waiting to delete that claim — a deadlock. A deleted store yields no `store` row: nothing is
+# claimed, and the nap is a 404.
 _CLAIM_SQL = f"""
-WITH candidate AS (
+WITH store_row AS MATERIALIZED (
+    SELECT st.id FROM {_STORE} st WHERE st.id = %(store)s::uuid FOR KEY SHARE
+), candidate AS (
     SELECT r.start, r.level
     FROM unnest(%(starts)s::bigint[], %(levels)s::int[]) WITH ORDINALITY AS r(start, level, rank)
     WHERE r.start + (1::bigint << r.level) <= %(n)s::bigint
@@ -208,7 +241,7 @@ WITH candidate AS (
     SELECT %(store)s::uuid, r.start, r.start + (1::bigint << r.level) - 1, r.level, %(claimant)s::text,
            %(generation)s::bigint, statement_timestamp(),
            statement_timestamp() + make_interval(secs => %(seconds)s::int)
-    FROM candidate r
+    FROM candidate r CROSS JOIN store_row
     ON CONFLICT (store_id, start, "end") DO UPDATE
     SET claimant = EXCLUDED.claimant, generation = EXCLUDED.generation, level = EXCLUDED.level,
         expires_at = EXCLUDED.expires_at,
@@ -222,6 +255,8 @@ WITH candidate AS (
 SELECT 'picked', start, level, NULL::timestamptz FROM candidate
 UNION ALL
 SELECT 'claimed', start, level, expires_at FROM claimed
+UNION ALL
+SELECT 'store', NULL, NULL, NULL FROM store_row
 """  # noqa: S608 - table names and SQL fragments are module constants, never input
 
 
@@ -359,6 +394,8 @@ def _claim(
             "levels": [block.level for block in remaining],
         }
         rows = _write_rows(store, _CLAIM_SQL, params)
+        if not any(kind == "store" for kind, *_ in rows):
+            raise StoreNotFound()  # deleted since the nap read it (the lock waited for the deletion)
         picked = {tree.Block(start, 1 << level) for kind, start, level, _ in rows if kind == "picked"}
         won = {tree.Block(start, 1 << level): at for kind, start, level, at in rows if kind == "claimed"}
         claimed.update(won)

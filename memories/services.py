@@ -70,7 +70,7 @@ class Forgotten:
 
 
 # One statement, one round trip (SPEC §4 Entries). The UPDATE takes the store row lock exactly like
-# SELECT … FOR UPDATE and holds it until the statement's transaction commits, so seq = entry_count - 1 is
+# `lock_store` (FOR NO KEY UPDATE) and holds it until the statement's transaction commits, so seq = entry_count - 1 is
 # assigned in lock order: no gap, no duplicate; UNIQUE (store, seq) is the backstop. clock_timestamp() is
 # read after the lock is taken, so created_at never decreases along seq. `prior` serves a sequential
 # nonce replay without touching the counter; concurrent retries of one nonce fall through to the

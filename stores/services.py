@@ -35,24 +35,37 @@ UNSET: Any = object()
 CANONICAL_KEY = "stores_canonicalstore_pkey"
 
 
-def lock_store(store: Store) -> Store:
-    """Lock `store`'s row (``SELECT … FOR UPDATE OF``) inside the caller's transaction; return it fresh.
+def lock_store(store: Store, *, for_delete: bool = False) -> Store:
+    """Lock `store`'s row inside the caller's transaction; return it fresh.
 
-    The one lock helper of every write service (stores, versions, memories). A store deleted after the
-    caller's access check (a write racing `DELETE`) raises `StoreNotFound` (404, SPEC §2), never a 500.
+    The one lock helper of every write service (stores, versions, memories): ``SELECT … FOR NO KEY UPDATE
+    OF``, the lock an UPDATE of the row takes (the note's append takes the same one), so every writer of a
+    store waits for the one before it. It does not block the foreign-key checks of rows inserted into the
+    store by statements that hold no store lock (nap's claims and watermarks): they take ``FOR KEY SHARE``
+    on the store row, and under ``FOR UPDATE`` they waited for the writer's commit while holding the rows
+    they had written — a deadlock with a `forget` deleting those rows. `for_delete`: ``FOR UPDATE``, for
+    `delete_store` only, which does remove the key: every insert referencing the store then waits for the
+    deletion and fails (the store is gone).
+
+    A store deleted after the caller's access check (a write racing `DELETE`) raises `StoreNotFound` (404,
+    SPEC §2), never a 500.
     """
-    locked = _LOCK_STORE.first(pk=store.pk)
+    locked = (_LOCK_STORE_FOR_DELETE if for_delete else _LOCK_STORE).first(pk=store.pk)
     if locked is None:
         raise StoreNotFound()
     return locked
 
 
-# The locking read of one store, compiled once per process and run as a prepared statement
+# The locking reads of one store, compiled once per process and run as prepared statements
 # (config/compiled.py): every write locks its store, and the 0041 import locks each of a batch's stores in
 # turn (`lock_stores_in_order`), where building the ORM query per store was half of the import's time.
 _LOCK_STORE = CompiledQuery(
-    lambda pk: Store.objects.select_for_update(of=("self",)).filter(pk=pk),
+    lambda pk: Store.objects.select_for_update(of=("self",), no_key=True).filter(pk=pk),
     pk=uuid.UUID("00000000-0000-4000-8000-0000000010c6"),
+)
+_LOCK_STORE_FOR_DELETE = CompiledQuery(
+    lambda pk: Store.objects.select_for_update(of=("self",)).filter(pk=pk),
+    pk=uuid.UUID("00000000-0000-4000-8000-0000000010c7"),
 )
 
 
@@ -256,7 +269,7 @@ def delete_store(*, store: Store, expected_entry_count: int | None = None, gener
     equal the locked store's values, else StaleConfirmation (409 `stale_confirmation`) and nothing is
     deleted. Archived stores may be deleted. Raises StoreAttached while a live session holds it.
     """
-    locked = lock_store(store)
+    locked = lock_store(store, for_delete=True)
     confirming = expected_entry_count is not None or generation is not None
     if confirming and (expected_entry_count != locked.entry_count or generation != locked.generation):
         raise StaleConfirmation(details={"entry_count": locked.entry_count, "generation": locked.generation})
@@ -301,7 +314,7 @@ def set_reader(*, store: Store, handle: object, active: bool, granted_by: User) 
 
 
 def lock_stores_in_order(store_ids) -> dict:
-    """Lock the store rows `store_ids` (UUIDs) FOR UPDATE, one statement per store in id order; return
+    """Lock the store rows `store_ids` (UUIDs) as `lock_store` does, one statement per store in id order; return
     ``{id: Store}`` of those that exist (inside the caller's transaction).
 
     One statement per store, not one `pk IN (…)`: on Citus a locking read must stay on one shard (Citus

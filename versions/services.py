@@ -1,11 +1,11 @@
 """Write use-cases for file memories and versions (SPEC §5). Store-level writes live in `stores.services`.
 
-Every service locks the store row first (`FOR UPDATE`; create and update do it inside their one
-statement, see "one-statement writes" below), so within one store all file writes are serialised: the
-memory cap (`Store.memory_count`, exact), path uniqueness including ancestor/descendant conflicts, and
-preconditions are checked against committed state. The unique constraint on (store, path) backs the
-exact-path rule. Access (read/write) has been checked by the caller through
-`stores.selectors.get_store_for`; archived state is checked here, under the lock.
+Every service locks the store row first (`FOR NO KEY UPDATE`, `stores.services.lock_store`; create and
+update do it inside their one statement, see "one-statement writes" below), so within one store all file
+writes are serialised: the memory cap (`Store.memory_count`, exact), path uniqueness including
+ancestor/descendant conflicts, and preconditions are checked against committed state. The unique
+constraint on (store, path) backs the exact-path rule. Access (read/write) has been checked by the caller
+through `stores.selectors.get_store_for`; archived state is checked here, under the lock.
 
 Every file write also updates the store row in its transaction (create and delete move `memory_count`,
 update rewrites it unchanged): the one-statement writes rely on it to notice a write committed while they
@@ -72,7 +72,7 @@ def _ancestors(path: str) -> list[str]:
 # --- one-statement writes (issue 17) ------------------------------------------------------------------
 #
 # create, update and delete run as ONE prepared statement in autocommit mode. Its first step locks the store row
-# (`FOR UPDATE`), exactly as `lock_store`; but every read of a statement sees the snapshot taken when the
+# (`FOR NO KEY UPDATE`), exactly as `lock_store`; but every read of a statement sees the snapshot taken when the
 # statement began, which predates a lock wait. So the statement also compares the row version it locked
 # with the one its snapshot sees (`ctid`): equal means no file write committed after the snapshot was
 # taken — every file write updates the store row in its transaction (create/delete move memory_count,
@@ -82,11 +82,11 @@ def _ancestors(path: str) -> list[str]:
 # same statement again inside a transaction after `lock_store` (and the fence), where its snapshot is taken
 # with the lock held, so it cannot be stale. Writes with a fence always take that path. Time stamps:
 # the fence's database time, else `clock_timestamp()` read after the lock. Every statement names the store
-# (single-shard on Citus: tests/scaling/test_hot_paths.py); the FOR UPDATE locks one store row.
+# (single-shard on Citus: tests/scaling/test_hot_paths.py); the FOR NO KEY UPDATE locks one store row.
 
 _LOCKED_CTES = """
 WITH locked AS (
-    SELECT s.ctid AS row_version, s.archived_at, s.memory_count FROM {store} s WHERE s.id = %(store)s FOR UPDATE
+    SELECT s.ctid AS row_version, s.archived_at, s.memory_count FROM {store} s WHERE s.id = %(store)s FOR NO KEY UPDATE
 ), fresh AS (
     SELECT locked.archived_at, locked.memory_count,
            locked.row_version = (SELECT s.ctid FROM {store} s WHERE s.id = %(store)s) AS fresh,

@@ -224,7 +224,7 @@ def test_a_file_create_cut_in_its_locked_retry_is_never_written(cast, front_pool
         wait_until(lambda: waiting_for_lock(probe, "SELECT 1 FROM stores_store%") == 1, 5, "the second holder")
         first.commit()  # the CTE gets the row first, finds it stale; then the second holder takes it
         queued.result(timeout=5)
-        wait_until(lambda: waiting_for_lock(probe, "%FOR UPDATE OF%") == 1, 5, "the retry's lock_store to wait")
+        wait_until(lambda: waiting_for_lock(probe, "%FOR NO KEY UPDATE OF%") == 1, 5, "the retry's lock_store to wait")
         status, body = write.result(timeout=10)
         second.rollback()
         count = locked_memory_count(second, store.pk)
@@ -509,7 +509,7 @@ def test_the_server_takes_the_pipelined_locks_in_id_order():
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             job = pool.submit(lambda: _in_thread(lock_all))
-            wait_until(lambda: waiting_for_lock(probe, "%FOR UPDATE OF%") == 1, 5, "the pipeline to wait")
+            wait_until(lambda: waiting_for_lock(probe, "%FOR NO KEY UPDATE OF%") == 1, 5, "the pipeline to wait")
             nowait = "SELECT 1 FROM stores_store WHERE id = %s FOR UPDATE NOWAIT"
             with pytest.raises(psycopg.errors.LockNotAvailable):
                 probe.execute(nowait, (first,))
@@ -567,7 +567,7 @@ def test_a_store_deleted_while_the_pipeline_waits_is_simply_missing():
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             job = pool.submit(lambda: _in_thread(lock_all))
-            wait_until(lambda: waiting_for_lock(probe, "%FOR UPDATE OF%") == 1, 5, "the pipeline to wait")
+            wait_until(lambda: waiting_for_lock(probe, "%FOR NO KEY UPDATE OF%") == 1, 5, "the pipeline to wait")
             holder.execute("DELETE FROM stores_canonicalstore WHERE store_id = %s", (doomed,))
             holder.execute("DELETE FROM stores_store WHERE id = %s", (doomed,))
             holder.commit()
@@ -600,7 +600,7 @@ def test_a_watchdog_cut_in_the_middle_of_the_pipeline_is_an_operational_error_an
             nowait = "SELECT 1 FROM stores_store WHERE id = %s FOR UPDATE NOWAIT"
             assert probe.execute(nowait, (ids[0],)).fetchone() == (1,)
             holder.rollback()
-            wait_until(lambda: waiting_for_lock(probe, "%FOR UPDATE OF%") == 0, 5, "no queued lock")
+            wait_until(lambda: waiting_for_lock(probe, "%FOR NO KEY UPDATE OF%") == 0, 5, "no queued lock")
             assert probe.execute(nowait, (ids[2],)).fetchone() == (1,)
     finally:
         watchdog.stop()

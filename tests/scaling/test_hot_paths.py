@@ -168,8 +168,8 @@ def test_file_writes_under_a_fence_filter_every_statement_by_store(private_store
     assert len(recorder.statements) >= 4
     assert not _offenders(recorder, private_store.pk), _offenders(recorder, private_store.pk)
     for sql, _ in recorder.statements:
-        if "FOR UPDATE" in sql:
-            assert sql.count("FOR UPDATE") == 1, sql
+        if "FOR NO KEY UPDATE" in sql:
+            assert sql.count("FOR NO KEY UPDATE") == 1, sql
 
 
 def test_the_check_catches_a_statement_without_the_store(private_store):
