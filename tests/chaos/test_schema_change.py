@@ -26,12 +26,20 @@ def test_a_column_type_change_is_a_503_once_per_connection_then_served(server, c
     assert {r.status_code for r in burst(64)} == {200}  # many threads' connections have prepared the statements
     with cluster.connect() as conn:
         conn.execute("ALTER TABLE accounts_user ALTER COLUMN handle TYPE varchar(65)")
-    after = burst(96)
+    # Each of the server's database connections (2 workers × WEB_THREADS 8) answers one 503 and is replaced;
+    # which threads a burst reaches is up to the executors, so burst until one of 32 is all served.
+    after: list[httpx.Response] = []
+    for _ in range(10):
+        batch = burst(32)
+        after += batch
+        if {r.status_code for r in batch} == {200} and len(after) > 32:
+            break
     statuses = [r.status_code for r in after]
     assert 500 not in statuses, [r.text for r in after if r.status_code == 500][:2]
     assert set(statuses) <= {200, 503}
     refused = [r for r in after if r.status_code == 503]
     assert refused, "the stale statements were never hit: the test proves nothing"
+    assert len(refused) <= 2 * 8, f"{len(refused)} refusals: more than once per connection"
     assert all(r.headers.get("Retry-After") and r.json()["error"]["type"] == "overloaded_error" for r in refused)
-    assert {r.status_code for r in burst(32)} == {200}  # every connection replaced and served
+    assert {r.status_code for r in after[-32:]} == {200}, statuses  # every connection replaced and served
     assert "a prepared statement went stale" in server.log()
