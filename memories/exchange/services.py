@@ -240,12 +240,19 @@ def split_chunk(body: bytes, first_line: int) -> list[bytes]:
 
 
 def expire_idle_imports() -> int:
-    """Delete the stores of open imports idle longer than IMPORT_IDLE_SECONDS (database time); returns how many."""
+    """Delete the stores of open imports idle longer than IMPORT_IDLE_SECONDS (database time); returns how many.
+
+    The idle imports' rows are locked first (`SKIP LOCKED`): a chunk being appended holds its import's row
+    for its whole transaction, so an import in use is never expired under it (its uncommitted entries made
+    the store's DELETE fail with an IntegrityError, a 500 for whoever started the next import), and a chunk
+    arriving once the row is locked here waits, then finds the import gone (404).
+    """
     idle = Now() - timedelta(seconds=settings.IMPORT_IDLE_SECONDS)
-    stale = StoreImport.objects.filter(updated_at__lt=idle)
-    abandoned = list(stale.filter(status=ImportStatus.OPEN).values_list("store_id", flat=True))
-    deleted = Store.objects.filter(pk__in=abandoned, importing=True).delete()[1].get(Store._meta.label, 0)
-    stale.filter(status=ImportStatus.COMMITTED).delete()
+    with transaction.atomic():
+        open_idle = StoreImport.objects.filter(updated_at__lt=idle, status=ImportStatus.OPEN)
+        abandoned = list(open_idle.select_for_update(of=("self",), skip_locked=True).values_list("store_id", flat=True))
+        deleted = Store.objects.filter(pk__in=abandoned, importing=True).delete()[1].get(Store._meta.label, 0)
+    StoreImport.objects.filter(updated_at__lt=idle, status=ImportStatus.COMMITTED).delete()
     return deleted
 
 
