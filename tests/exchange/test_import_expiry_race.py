@@ -9,7 +9,6 @@ import threading
 import time
 
 import pytest
-from django.db import connections
 
 from accounts.models import User
 from memories.exchange import services as exchange
@@ -17,6 +16,7 @@ from memories.models import StoreImport
 from stores.models import Store
 from tests.exchange.conftest import assemble
 from tests.exchange.test_http import IMPORTS, chunks, post_lines
+from tests.threads import run_threads
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,16 +41,7 @@ def test_a_chunk_being_appended_is_not_expired_under_it(owner_client, own_sample
         return result
 
     monkeypatch.setattr(exchange.Importer, "feed", slow_feed)
-    errors: dict[str, BaseException] = {}
     expired: list[int] = []
-
-    def run(name, work):
-        try:
-            work()
-        except BaseException as exc:  # reported to the test
-            errors[name] = exc
-        finally:
-            connections.close_all()
 
     def append():
         exchange.append_chunk(actor=owner, import_id=upload["id"], from_line=parts[1][0], body=parts[1][1])
@@ -60,14 +51,7 @@ def test_a_chunk_being_appended_is_not_expired_under_it(owner_client, own_sample
         time.sleep(0.2)
         expired.append(exchange.expire_idle_imports())
 
-    threads = [
-        threading.Thread(target=run, args=("append", append), name="append"),
-        threading.Thread(target=run, args=("expire", expire), name="expire"),
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
+    errors = run_threads({"append": append, "expire": expire})
     assert not errors, {name: repr(exc) for name, exc in errors.items()}
     assert expired == [0]  # the import in use was skipped
     assert Store.objects.filter(pk=upload["store_id"]).exists() and StoreImport.objects.filter(pk=upload["id"]).exists()

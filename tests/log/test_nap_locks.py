@@ -16,7 +16,7 @@ import threading
 import time
 
 import pytest
-from django.db import connections, transaction
+from django.db import transaction
 
 from memories import nap as nap_module
 from memories.models import Claim, Watermark
@@ -26,6 +26,7 @@ from stores import services as store_services
 from stores.errors import StoreNotFound
 from stores.models import Store
 from tests.log.conftest import fill, put_summary
+from tests.threads import run_threads
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -33,32 +34,14 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 def interleave(holder, napper) -> dict[str, BaseException]:
     """Run `holder(locked_event)` and `napper()` in two threads; the nap starts once the holder has its
     lock. Returns the exceptions raised, by name."""
-    errors: dict[str, BaseException] = {}
     locked = threading.Event()
-
-    def run(name, work):
-        try:
-            work()
-        except BaseException as exc:  # reported to the test
-            errors[name] = exc
-        finally:
-            connections.close_all()
-
-    def hold():
-        holder(locked)
 
     def nap():
         locked.wait(10)
         time.sleep(0.2)  # the holder keeps its lock for a while yet: the nap's statement runs inside that time
         napper()
 
-    threads = [threading.Thread(target=run, args=("holder", hold)), threading.Thread(target=run, args=("nap", nap))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert not any(thread.is_alive() for thread in threads), "a thread is still waiting"
-    return errors
+    return run_threads({"holder": lambda: holder(locked), "nap": nap})
 
 
 def deleting(store):
