@@ -117,6 +117,10 @@ class StoreAdmin(admin.ModelAdmin):
     change_form_template = "admin/stores/store/change_form.html"
     change_list_template = "admin/stores/store/change_list.html"
 
+    def get_queryset(self, request):
+        """Stores that exist: a deleted store (rows still being purged) is gone here as everywhere."""
+        return super().get_queryset(request).filter(deleted_at__isnull=True)
+
     @admin.display(description="subject")
     def subject(self, store: Store) -> str:
         if store.scope == Scope.PROJECT:
@@ -198,7 +202,9 @@ class StoreAdmin(admin.ModelAdmin):
                 ids.append(uuid.UUID(raw.strip()))
             except ValueError:
                 continue
-        stores = list(Store.objects.filter(pk__in=ids).select_related("owner", "project", "section"))
+        stores = list(
+            Store.objects.filter(pk__in=ids, deleted_at__isnull=True).select_related("owner", "project", "section")
+        )
         changelist = reverse("admin:stores_store_changelist")
         if not stores:
             self.message_user(request, "No stores were selected.", messages.WARNING)

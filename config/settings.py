@@ -181,6 +181,11 @@ MAX_REQUEST_BYTES = env.int("MAX_REQUEST_BYTES", default=1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
 # API tokens: how often last_used_at is refreshed (seconds) — a write per request would cost every call.
 TOKEN_LAST_USED_RESOLUTION = env.int("TOKEN_LAST_USED_RESOLUTION", default=60)
+# Deleting a store (stores.services.delete_store) hides it at once, then purges its rows in batches of
+# STORE_PURGE_BATCH rows, each its own transaction, for at most STORE_PURGE_SECONDS of the request; the rest
+# goes with later deletions or `manage.py purge_stores` (docs/decisions.md "Deleting a store of any size").
+STORE_PURGE_BATCH = env.int("STORE_PURGE_BATCH", default=20_000)
+STORE_PURGE_SECONDS = env.float("STORE_PURGE_SECONDS", default=2.0)
 # Memory Stores: current file memories per store; the next new path gets 409 memory_limit (SPEC §5).
 MEMORY_STORE_MAX_MEMORIES = env.int("MEMORY_STORE_MAX_MEMORIES", default=2000)
 # Memories log: how long a recall cursor stays valid (seconds); older cursors get 400 (SPEC §4 recall).

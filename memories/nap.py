@@ -128,7 +128,7 @@ current AS MATERIALIZED (
     SELECT st.generation FROM {_STORE} st WHERE st.id = %(store)s::uuid
 ),
 store_lock AS MATERIALIZED (
-    SELECT st.generation FROM {_STORE} st WHERE st.id = %(store)s::uuid FOR KEY SHARE
+    SELECT st.generation FROM {_STORE} st WHERE st.id = %(store)s::uuid AND st.deleted_at IS NULL FOR KEY SHARE
 ),
 marks AS MATERIALIZED (
     SELECT w.level, w.start FROM {_WATERMARK} w JOIN current ON w.generation = current.generation
@@ -222,7 +222,7 @@ SELECT 'pair', level, start FROM pairs
 # claimed, and the nap is a 404.
 _CLAIM_SQL = f"""
 WITH store_row AS MATERIALIZED (
-    SELECT st.id FROM {_STORE} st WHERE st.id = %(store)s::uuid FOR KEY SHARE
+    SELECT st.id FROM {_STORE} st WHERE st.id = %(store)s::uuid AND st.deleted_at IS NULL FOR KEY SHARE
 ), candidate AS (
     SELECT r.start, r.level
     FROM unnest(%(starts)s::bigint[], %(levels)s::int[]) WITH ORDINALITY AS r(start, level, rank)
@@ -322,7 +322,7 @@ def _write_rows(store: Store, sql: str, params: dict[str, Any]) -> list[tuple]:
             cursor.execute(sql, params)
             return cursor.fetchall()
     except IntegrityError:
-        if not Store.objects.filter(pk=store.pk).exists():
+        if not Store.objects.filter(pk=store.pk, deleted_at__isnull=True).exists():
             raise StoreNotFound() from None
         raise
 

@@ -177,7 +177,7 @@ def render_lines(store: Store, blocks: list[tree.Block]) -> list[dict[str, Any]]
     entries = {row[1]: row for row in rows if row[0] == "entry"}
     missing = any(block.is_entry and block.start not in entries for block in blocks)
     # Entries go only with their store: one missing means the store was deleted after it was read.
-    if missing and not Store.objects.filter(pk=store.pk).exists():
+    if missing and not Store.objects.filter(pk=store.pk, deleted_at__isnull=True).exists():
         raise StoreNotFound()
     lines = []
     for block, kind in tree.classify(blocks, set(summaries)):

@@ -78,7 +78,7 @@ class Forgotten:
 _APPEND_SQL = """
 WITH {prior}bump AS (
     UPDATE {store_table} SET entry_count = entry_count + 1
-    WHERE id = %(store)s AND archived_at IS NULL{no_prior}
+    WHERE id = %(store)s AND archived_at IS NULL AND deleted_at IS NULL{no_prior}
     RETURNING entry_count - 1 AS seq
 ), ins AS (
     INSERT INTO {entry_table} (store_id, seq, author_id, body_md, size_bytes, client_nonce, created_at)
@@ -153,7 +153,7 @@ def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str 
                 row = (False, *original)
                 break
     if row is None:
-        archived = Store.objects.filter(pk=store.pk).values_list("archived_at", flat=True)
+        archived = Store.objects.filter(pk=store.pk, deleted_at__isnull=True).values_list("archived_at", flat=True)
         if not archived.exists():
             raise StoreNotFound()
         if archived.first() is not None:

@@ -48,9 +48,15 @@ def _is_user(user) -> bool:
     return bool(user is not None and getattr(user, "is_authenticated", False) and user.is_active)
 
 
+def present_q() -> Q:
+    """Stores that exist for every read path: not being imported (SPEC §8b), not deleted (rows not yet
+    purged: `stores.services.delete_store`)."""
+    return Q(importing=False, deleted_at__isnull=True)
+
+
 def public_q() -> Q:
     """Stores anyone (also anonymous callers) may read: public user stores, stores of public projects/sections."""
-    return Q(importing=False) & (
+    return present_q() & (
         Q(scope=Scope.USER, visibility=Visibility.PUBLIC)
         | Q(scope=Scope.PROJECT, project__visibility=Visibility.PUBLIC)
         | Q(scope=Scope.BOARD, section__visibility=Visibility.PUBLIC)
@@ -59,8 +65,8 @@ def public_q() -> Q:
 
 def read_q(user) -> Q:
     """SPEC §3 read column for `user` (a User or AnonymousUser) as a Q over Store."""
-    # A store being imported is nobody's until its import commits (memories.exchange).
-    return Q(importing=False) & read_right_q(user)
+    # A store being imported is nobody's until its import commits (memories.exchange); a deleted one nobody's.
+    return present_q() & read_right_q(user)
 
 
 def read_right_q(user) -> Q:
@@ -141,6 +147,9 @@ class Store(models.Model):
     `generation` (bumped by forget), `summary_count` (live summaries), `memory_count` (current files).
     `visibility` is set on user stores only; project and board stores inherit their parent's.
     `importing` is true while an import fills the store (SPEC §8b): such a store is readable by nobody.
+    `deleted_at` is set when the store is deleted (`stores.services.delete_store`): from then on no read or
+    write path sees it, and its rows are purged in batches (`purge_deleted_stores`) until the row itself
+    goes (docs/decisions.md "Deleting a store of any size").
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -168,6 +177,7 @@ class Store(models.Model):
     )
     archived_at = models.DateTimeField(null=True, blank=True)
     importing = models.BooleanField(default=False)
+    deleted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -217,6 +227,8 @@ class Store(models.Model):
             models.Index(fields=["-created_at", "-id"], name="store_newest_first"),
             models.Index(fields=["scope", "-created_at"], name="store_scope_newest"),
             GinIndex(SEARCH_VECTOR, name="store_search_gin"),
+            # The purge queue: the few deleted stores whose rows are not purged yet, oldest first.
+            models.Index(fields=["deleted_at"], name="store_purge_queue", condition=Q(deleted_at__isnull=False)),
         ]
 
     def __str__(self) -> str:

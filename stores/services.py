@@ -7,10 +7,17 @@ services check state (archived, counts, generation) under the lock.
 
 from __future__ import annotations
 
+import functools
+import logging
+import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.apps import apps
+from django.conf import settings
+from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from accounts.models import Project, Section, User, Visibility
@@ -30,6 +37,7 @@ from stores.models import CanonicalStore, ReaderGrant, Scope, Store
 from stores.selectors import canonical_store_id
 
 UNSET: Any = object()
+logger = logging.getLogger(__name__)
 
 # The primary key of `stores_canonicalstore` (scope, subject_id): the one-canonical-store-per-subject rule.
 CANONICAL_KEY = "stores_canonicalstore_pkey"
@@ -48,10 +56,11 @@ def lock_store(store: Store, *, for_delete: bool = False) -> Store:
     deletion and fails (the store is gone).
 
     A store deleted after the caller's access check (a write racing `DELETE`) raises `StoreNotFound` (404,
-    SPEC §2), never a 500.
+    SPEC §2), never a 500 — also while its rows are still being purged (`deleted_at` set): the lock returns
+    the row's newest version, so a writer that waited for the deleting transaction sees the deletion.
     """
     locked = (_LOCK_STORE_FOR_DELETE if for_delete else _LOCK_STORE).first(pk=store.pk)
-    if locked is None:
+    if locked is None or locked.deleted_at is not None:
         raise StoreNotFound()
     return locked
 
@@ -261,21 +270,127 @@ def _check_not_attached(store: Store) -> None:
         raise StoreAttached()
 
 
-@transaction.atomic
 def delete_store(*, store: Store, expected_entry_count: int | None = None, generation: int | None = None) -> None:
     """Delete `store` with all entries, summaries, files and versions (SPEC §4 delete / §5 store delete).
 
     When `expected_entry_count`/`generation` are given (the Memories surface requires both), they must
     equal the locked store's values, else StaleConfirmation (409 `stale_confirmation`) and nothing is
-    deleted. Archived stores may be deleted. Raises StoreAttached while a live session holds it.
+    deleted. Archived stores may be deleted. Raises StoreAttached while a live session holds it, and
+    StoreNotFound when it is gone (or already deleted).
+
+    Two steps, so that a store of any size can be deleted within a request's budgets (docs/decisions.md
+    "Deleting a store of any size"): one transaction, under the store's `FOR UPDATE` lock, checks the
+    confirmation, removes the canonical mark and sets `deleted_at` — from its commit on, no read or write
+    path sees the store (a writer that waited for the lock gets 404) and the deletion is final. Then
+    `purge_deleted_stores` removes its rows in batches, this store first, for at most
+    `STORE_PURGE_SECONDS`; whatever is left (a store of millions of entries) is purged by the next
+    deletions or `manage.py purge_stores`. A database fault during that purge is logged, not raised: the
+    deletion has been committed, and a 503 would invite a retry that can only find the store gone.
     """
-    locked = lock_store(store, for_delete=True)
-    confirming = expected_entry_count is not None or generation is not None
-    if confirming and (expected_entry_count != locked.entry_count or generation != locked.generation):
-        raise StaleConfirmation(details={"entry_count": locked.entry_count, "generation": locked.generation})
-    _check_not_attached(locked)
-    CanonicalStore.objects.filter(store_id=locked.pk).delete()  # the subject may ensure a new one
-    locked.delete()
+    with transaction.atomic():
+        locked = lock_store(store, for_delete=True)
+        confirming = expected_entry_count is not None or generation is not None
+        if confirming and (expected_entry_count != locked.entry_count or generation != locked.generation):
+            raise StaleConfirmation(details={"entry_count": locked.entry_count, "generation": locked.generation})
+        _check_not_attached(locked)
+        mark_deleted([locked.pk])
+    purge_after_deletion(first=locked.pk)
+
+
+def mark_deleted(store_ids) -> int:
+    """Delete the stores `store_ids` for every read and write path, inside the caller's transaction: set
+    `deleted_at`, drop their canonical marks (the subject may ensure a new store at once). Their rows are
+    purged later (`purge_deleted_stores`). Returns how many stores were marked; the caller holds their
+    locks or otherwise knows no writer is inside them (an import's row lock, `delete_store`'s FOR UPDATE).
+    """
+    ids = list(store_ids)
+    CanonicalStore.objects.filter(store_id__in=ids).delete()
+    return Store.objects.filter(pk__in=ids, deleted_at__isnull=True).update(canonical=False, deleted_at=Now())
+
+
+def purge_after_deletion(*, first: object = None) -> None:
+    """Purge for at most `STORE_PURGE_SECONDS` after a deletion committed (`first`: the store just deleted).
+
+    A database fault is logged, not raised: the deletion has been committed, and a 503 would invite a
+    retry that can only find the store gone; the next purge resumes where this one stopped.
+    """
+    try:
+        purge_deleted_stores(seconds=settings.STORE_PURGE_SECONDS, first=first)
+    except DatabaseError as exc:
+        logger.warning("store %s deleted; purging its rows stopped (the next purge resumes): %s", first, exc)
+
+
+# The store-content tables a purge empties batch by batch, in this order (a file memory references its
+# current version: memories go before versions); the small ones (grants, claims, watermarks, the import)
+# go with the store row. Named by label: those apps build on stores, not the reverse. Each batch deletes up
+# to `STORE_PURGE_BATCH` rows by the table's primary key (store_id, id): one index range of one store, one
+# shard on Citus.
+_PURGED_MODELS = ("memories.Entry", "memories.Summary", "versions.Memory", "versions.Version")
+
+
+@functools.cache
+def _purge_batches() -> tuple[str, ...]:
+    tables = [apps.get_model(label)._meta.db_table for label in _PURGED_MODELS]
+    return tuple(
+        f"DELETE FROM {table} WHERE store_id = %(store)s AND id IN "  # noqa: S608 - model constants, never input
+        f"(SELECT id FROM {table} WHERE store_id = %(store)s LIMIT %(batch)s)"
+        for table in tables
+    )
+
+
+@dataclass(frozen=True)
+class Purged:
+    """What one `purge_deleted_stores` call did: rows deleted, store rows removed, stores still waiting."""
+
+    rows: int
+    stores: int
+    pending: int
+
+
+def purge_deleted_stores(*, seconds: float | None, first: object = None) -> Purged:
+    """Remove the rows of deleted stores (`deleted_at` set), oldest deletion first, `first` (a store id)
+    before the others; each batch in its own transaction (docs/decisions.md "Deleting a store of any size").
+
+    seconds: stop starting batches after this many seconds of wall time (None: until nothing is left).
+    Each transaction locks one deleted store's row `FOR UPDATE` (`SKIP LOCKED` except for `first`: two
+    purgers work on different stores, or take turns on one), deletes up to `STORE_PURGE_BATCH` rows of the
+    first non-empty table of `_PURGED_MODELS`, and once they are all empty deletes the store row with its
+    small relations. Returns
+    `Purged` (rows deleted, stores finished, stores still to purge). Database errors propagate; what was
+    committed stays committed and the next purge resumes there.
+    """
+    deadline = None if seconds is None else time.monotonic() + seconds
+    rows = stores = 0
+    while deadline is None or time.monotonic() < deadline:
+        with transaction.atomic():
+            victim = _next_to_purge(first)
+            if victim is None:
+                break
+            removed = 0
+            with connection.cursor() as cursor:
+                for sql in _purge_batches():
+                    cursor.execute(sql, {"store": victim, "batch": settings.STORE_PURGE_BATCH})
+                    removed = cursor.rowcount
+                    if removed:
+                        break
+            rows += removed
+            if not removed:
+                Store.objects.filter(pk=victim, deleted_at__isnull=False).delete()
+                stores += 1
+    return Purged(rows=rows, stores=stores, pending=Store.objects.filter(deleted_at__isnull=False).count())
+
+
+def _next_to_purge(first: object):
+    """The id of a deleted store to purge next, locked for this transaction: `first` while it is there —
+    waiting for its lock, which only a purger's batch or a writer about to find the store deleted holds, and
+    briefly — then the oldest deletion no other purger holds (`SKIP LOCKED`)."""
+    deleted = Store.objects.select_for_update(of=("self",)).filter(deleted_at__isnull=False)
+    if first is not None:
+        pk = deleted.filter(pk=first).values_list("pk", flat=True).first()
+        if pk is not None:
+            return pk
+    others = Store.objects.select_for_update(of=("self",), skip_locked=True).filter(deleted_at__isnull=False)
+    return others.order_by("deleted_at", "pk").values_list("pk", flat=True).first()
 
 
 @transaction.atomic
@@ -325,4 +440,4 @@ def lock_stores_in_order(store_ids) -> dict:
     """
     ids = sorted({key if isinstance(key, uuid.UUID) else uuid.UUID(str(key)) for key in store_ids})
     found = _LOCK_STORE.many({"pk": pk} for pk in ids)
-    return {pk: rows[0] for pk, rows in zip(ids, found, strict=True) if rows}
+    return {pk: rows[0] for pk, rows in zip(ids, found, strict=True) if rows and rows[0].deleted_at is None}

@@ -86,7 +86,8 @@ def _ancestors(path: str) -> list[str]:
 
 _LOCKED_CTES = """
 WITH locked AS (
-    SELECT s.ctid AS row_version, s.archived_at, s.memory_count FROM {store} s WHERE s.id = %(store)s FOR NO KEY UPDATE
+    SELECT s.ctid AS row_version, s.archived_at, s.memory_count FROM {store} s
+    WHERE s.id = %(store)s AND s.deleted_at IS NULL FOR NO KEY UPDATE
 ), fresh AS (
     SELECT locked.archived_at, locked.memory_count,
            locked.row_version = (SELECT s.ctid FROM {store} s WHERE s.id = %(store)s) AS fresh,

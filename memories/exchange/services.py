@@ -36,7 +36,7 @@ from memories.exchange.verify import Header
 from memories.models import ImportStatus, StoreImport, Summary
 from stores.models import ReaderGrant, Scope, Store, read_right_q, write_q
 from stores.selectors import Subject
-from stores.services import lock_store
+from stores.services import lock_store, mark_deleted, purge_after_deletion
 from versions.models import Version
 
 
@@ -251,8 +251,11 @@ def expire_idle_imports() -> int:
     with transaction.atomic():
         open_idle = StoreImport.objects.filter(updated_at__lt=idle, status=ImportStatus.OPEN)
         abandoned = list(open_idle.select_for_update(of=("self",), skip_locked=True).values_list("store_id", flat=True))
-        deleted = Store.objects.filter(pk__in=abandoned, importing=True).delete()[1].get(Store._meta.label, 0)
+        StoreImport.objects.filter(store_id__in=abandoned, status=ImportStatus.OPEN).delete()
+        deleted = mark_deleted(Store.objects.filter(pk__in=abandoned, importing=True).values_list("pk", flat=True))
     StoreImport.objects.filter(updated_at__lt=idle, status=ImportStatus.COMMITTED).delete()
+    if deleted:
+        purge_after_deletion()
     return deleted
 
 
@@ -357,17 +360,21 @@ def append_chunk(*, actor: User, import_id: object, from_line: int, body: bytes)
     return upload
 
 
-@transaction.atomic
 def abort_upload(*, actor: User, import_id: object) -> uuid.UUID:
     """Abandon an open import: delete its hidden store and everything written so far. Returns the import id.
 
     Raises ImportNotFound (404), ImportCommitted (409: a finished import is an ordinary store; delete that).
+    The import and its store are gone when this returns; the store's rows are purged as a deleted store's
+    (`stores.services.purge_after_deletion`), so an import of any size can be abandoned.
     """
-    upload = get_upload(actor=actor, import_id=import_id, lock=True)
-    if upload.status == ImportStatus.COMMITTED:
-        raise ImportCommitted(details={"store_id": str(upload.store_id)})
-    pk = upload.pk
-    Store.objects.filter(pk=upload.store_id, importing=True).delete()
+    with transaction.atomic():
+        upload = get_upload(actor=actor, import_id=import_id, lock=True)
+        if upload.status == ImportStatus.COMMITTED:
+            raise ImportCommitted(details={"store_id": str(upload.store_id)})
+        pk, store_id = upload.pk, upload.store_id
+        upload.delete()
+        mark_deleted(Store.objects.filter(pk=store_id, importing=True).values_list("pk", flat=True))
+    purge_after_deletion(first=store_id)
     return pk
 
 

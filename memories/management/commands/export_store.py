@@ -26,7 +26,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, store_id: str, output: str | None, **options):
         try:
-            store = Store.objects.filter(pk=parse_store_id(store_id)).first()
+            store = Store.objects.filter(pk=parse_store_id(store_id), deleted_at__isnull=True).first()
         except DomainError:
             store = None
         if store is None:

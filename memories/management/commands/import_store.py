@@ -57,7 +57,7 @@ class Command(BaseCommand):
     def handle(self, *args, file: str, into: str | None, create_missing_users: bool, dry_run: bool, **options):
         target = None
         if into:
-            target = Store.objects.filter(pk=parse_id(into)).first()
+            target = Store.objects.filter(pk=parse_id(into), deleted_at__isnull=True).first()
             if target is None:
                 raise CommandError(f"No store {into}.")
         raw = sys.stdin.buffer if file == "-" else open_file(file)
