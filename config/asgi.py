@@ -33,6 +33,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.wsgi import get_wsgi_application
+from django.db import DatabaseError
 from django.test.utils import override_settings
 from django.urls import get_resolver
 
@@ -320,6 +321,21 @@ def _call_django(environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]
         result = django_application(environ, start_response)
         try:
             content = b"".join(result)
+        except DatabaseError as exc:
+            # A streamed body (the export) reads the database after the view returned, outside Django's
+            # error handling: a fault there (the request deadline cutting a long export, a restart) is a
+            # 503 like any other database fault, not a 500 — nothing has been sent yet.
+            request_id = new_request_id()
+            logger.warning(
+                "503 %s %s %s: the streamed answer failed in the database: %s",
+                environ["REQUEST_METHOD"],
+                environ["PATH_INFO"],
+                request_id,
+                exc,
+            )
+            message = "The service did not answer in time; retry after a moment."
+            payload = error_payload(status=503, type="overloaded_error", message=message, request_id=request_id)
+            return _json_answer(503, payload, request_id, retry_after_headers())
         finally:
             close = getattr(result, "close", None)
             if close is not None:
@@ -331,11 +347,19 @@ def _call_django(environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]
     return int(status.split(" ", 1)[0]), head, content
 
 
-async def _send_json(send: Callable, status: int, payload: dict, request_id: str, headers: dict | None = None):
+def _json_answer(
+    status: int, payload: dict, request_id: str, headers: dict | None = None
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """A JSON answer made outside Django, with the headers Django's middleware would add: (status, head, body)."""
     body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
     head = [_JSON, (b"content-length", str(len(body)).encode()), (b"request-id", request_id.encode())]
-    extra = {**security_headers(), **(headers or {})}  # as Django's middleware would add them
+    extra = {**security_headers(), **(headers or {})}
     head += [(k.lower().encode("latin-1"), str(v).encode("latin-1")) for k, v in extra.items()]
+    return status, head, body
+
+
+async def _send_json(send: Callable, status: int, payload: dict, request_id: str, headers: dict | None = None):
+    status, head, body = _json_answer(status, payload, request_id, headers)
     await send({"type": "http.response.start", "status": status, "headers": head})
     await send({"type": "http.response.body", "body": body})
 
