@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
@@ -21,6 +22,16 @@ class UserAdmin(BaseUserAdmin):
         ("Dates", {"fields": ["last_login", "date_joined"]}),
     ]
     add_fieldsets = [(None, {"classes": ["wide"], "fields": ["handle", "password1", "password2"]})]
+
+    def get_deleted_objects(self, objs, request):
+        """Purge deleted stores first, for up to `STORE_PURGE_SECONDS`: the entries and summaries a user wrote
+        in a deleted store (rows waiting for the purge, docs/decisions.md "Deleting a store of any size")
+        would otherwise protect the user until `manage.py purge_stores` has run. Used by the delete page and
+        the bulk delete action alike."""
+        from stores.services import purge_deleted_stores  # stores builds on accounts, not the reverse
+
+        purge_deleted_stores(seconds=settings.STORE_PURGE_SECONDS)
+        return super().get_deleted_objects(objs, request)
 
 
 @admin.register(ApiToken)

@@ -122,7 +122,8 @@ def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str 
     Returns Appended(entry, created). A replay of (nonce, same body) returns the original entry with
     created=False. Raises EntryRedacted (409 `entry_redacted`) when the original has been redacted
     (whatever the body), NonceConflict (409 `nonce_conflict`) for the nonce with a different body,
-    StoreArchived (409) for an archived store, StoreNotFound if the store vanished.
+    StoreArchived (409) for an archived store, StoreNotFound if the store vanished or was deleted (a
+    replay too: one more query, on replays only).
     """
     params = {
         "store": store.pk,
@@ -160,6 +161,9 @@ def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str 
             raise StoreArchived()
         raise StoreNotFound()  # pragma: no cover - only a nonce race that keeps rolling back lands here
     created, entry_id, seq, stored_body, created_at = row
+    if not created and not Store.objects.filter(pk=store.pk, deleted_at__isnull=True).exists():
+        # a replay reads the original without the store lock: its entries outlive a deletion until purged
+        raise StoreNotFound()
     if not created and stored_body is None:  # the original was redacted: never hand its text back
         raise EntryRedacted(details={"seq": seq})
     if not created and stored_body != body_md:

@@ -188,7 +188,9 @@ class Store(models.Model):
             models.CheckConstraint(
                 name="store_scope_subject",
                 condition=(
-                    Q(
+                    # a deleted store belongs to no subject any more (`stores.services.mark_deleted`)
+                    Q(deleted_at__isnull=False, owner__isnull=True, project__isnull=True, section__isnull=True)
+                    | Q(
                         scope=Scope.USER,
                         owner__isnull=False,
                         project__isnull=True,

@@ -6,6 +6,7 @@ validate with a strict serializer, call one service or selector, render with `en
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from django.http import StreamingHttpResponse
@@ -315,7 +316,11 @@ class ExportView(APIView):
     def get(self, request, pk):
         store = get_store_for(request.user, pk, need="owner")
         s.ExportQuerySerializer(data=request.query_params).is_valid(raise_exception=True)
-        response = StreamingHttpResponse(export_chunks(store), content_type=export_format.MEDIA_TYPE)
+        chunks = export_chunks(store)
+        # the first chunk is read here, inside the view: a store deleted since the access check is its 404
+        # (raised by the snapshot read), not a failure in the middle of a streamed 200
+        first = next(chunks)
+        response = StreamingHttpResponse(itertools.chain([first], chunks), content_type=export_format.MEDIA_TYPE)
         response["Content-Disposition"] = f'attachment; filename="memories-{store.pk}.jsonl"'
         response["Cache-Control"] = "no-store"
         return response

@@ -20,6 +20,7 @@ from accounts.models import User
 from memories import tree
 from memories.exchange.format import FORMAT, SQL_TIMESTAMP, VERSION, Chain, dump_line, timestamp
 from memories.models import Entry, Summary
+from stores.errors import StoreNotFound
 from stores.models import ReaderGrant, Scope, Store
 from versions.models import Memory, Version
 
@@ -230,7 +231,14 @@ def export_lines(store: Store) -> Iterator[bytes]:
         if not outer:
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        snapshot = Store.objects.select_related("owner", "project", "section", "created_by").get(pk=store.pk)
+        # a store deleted since the caller's access check is gone here too (its rows may wait for the purge)
+        snapshot = (
+            Store.objects.select_related("owner", "project", "section", "created_by")
+            .filter(pk=store.pk, deleted_at__isnull=True)
+            .first()
+        )
+        if snapshot is None:
+            raise StoreNotFound()
         with connection.cursor() as cursor:
             cursor.execute(_sql(_COUNTS_SQL), {"s": snapshot.pk})
             # now() is the transaction's start: the instant of the snapshot every section shows.

@@ -36,7 +36,7 @@ from memories.exchange.verify import Header
 from memories.models import ImportStatus, StoreImport, Summary
 from stores.models import ReaderGrant, Scope, Store, read_right_q, write_q
 from stores.selectors import Subject
-from stores.services import lock_store, mark_deleted, purge_after_deletion
+from stores.services import lock_store, mark_deleted, purge_after_deletion, purge_deleted_stores
 from versions.models import Version
 
 
@@ -118,6 +118,10 @@ def create_pending_store(*, header: Header, users: dict[str, str], subject: Subj
         **_store_fields(header, users),
     }
     wanted = header.store["id"]
+    if Store.objects.filter(pk=wanted, deleted_at__isnull=False).exists():
+        # a deleted store whose rows wait for the purge holds the id: purge it now (within the request's
+        # purge budget; a store too large for that keeps the id until `purge_stores` has run)
+        purge_deleted_stores(seconds=settings.STORE_PURGE_SECONDS, first=wanted, only_first=True)
     if not Store.objects.filter(pk=wanted).exists():
         try:
             with transaction.atomic():

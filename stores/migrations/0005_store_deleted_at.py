@@ -1,6 +1,7 @@
 """A store's deletion hides it at once and purges its rows in batches (docs/decisions.md "Deleting a store of
 any size"): `deleted_at`, and a partial index listing the stores still to purge. Adding a nullable column
-rewrites nothing.
+rewrites nothing. A deleted store belongs to no subject any more (owner, project and section cleared, so the
+subject can be deleted before the purge ends): the scope/subject check admits that state.
 """
 
 from django.conf import settings
@@ -16,6 +17,10 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.RemoveConstraint(
+            model_name='store',
+            name='store_scope_subject',
+        ),
         migrations.AddField(
             model_name='store',
             name='deleted_at',
@@ -24,5 +29,9 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name='store',
             index=models.Index(condition=models.Q(('deleted_at__isnull', False)), fields=['deleted_at'], name='store_purge_queue'),
+        ),
+        migrations.AddConstraint(
+            model_name='store',
+            constraint=models.CheckConstraint(condition=models.Q(models.Q(('deleted_at__isnull', False), ('owner__isnull', True), ('project__isnull', True), ('section__isnull', True)), models.Q(('owner__isnull', False), ('project__isnull', True), ('scope', 'user'), ('section__isnull', True), ('visibility__isnull', False)), models.Q(('owner__isnull', True), ('project__isnull', False), ('scope', 'project'), ('section__isnull', True), ('visibility__isnull', True)), models.Q(('owner__isnull', True), ('project__isnull', True), ('scope', 'board'), ('section__isnull', False), ('visibility__isnull', True)), _connector='OR'), name='store_scope_subject'),
         ),
     ]
