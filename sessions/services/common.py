@@ -5,25 +5,40 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from django.db import connection
 
 from accounts.services import token_digest
-from config.errors import InvalidRequest, NotFound
+from config.errors import DomainError, InvalidRequest
 from stores import validation as store_validation
 
 UNSET: Any = object()
 M = TypeVar("M")
+LockStrength = Literal["update", "share", "key share"]
 
 
-def lock_row(row: M, not_found: type[NotFound]) -> M:
-    """Re-read `row` (an environment, session or work item) with a row lock (``FOR UPDATE OF self``).
+def lock_row(row: M, not_found: type[DomainError], *, strength: LockStrength = "update") -> M:
+    """Re-read `row` (an environment, key, session or work item) with a row lock, held until commit.
 
-    Must run inside a transaction. Raises `not_found` (a 404 domain error) when the row was deleted since
-    it was read — a write racing a delete of its session or environment is a 404, never a 500 (SPEC §2).
+    strength: ``"update"`` (``FOR UPDATE OF self``) to change or delete the row; ``"share"`` (``FOR
+    SHARE``) to use it unchanged — nobody may update or delete it meanwhile, and an update that committed
+    first is what is read (a poll checking its key is not revoked); ``"key share"`` (``FOR KEY SHARE``) to
+    add a child row — it cannot be deleted meanwhile, but may be updated, and other key-share holders never
+    wait for each other (a key issued, a poller recorded). Django has no ORM spelling for the two shared
+    strengths, so they are the same query with the clause appended.
+
+    Must run inside a transaction. Raises `not_found` (a 404 domain error, or another DomainError such as a
+    401) when the row was deleted since it was read — a request racing a delete of its environment,
+    session or key is a 4xx, never a 500 (SPEC §2): a delete holding the row makes this wait, then find
+    nothing.
     """
-    locked = type(row).objects.select_for_update(of=("self",)).filter(pk=row.pk).first()
+    rows = type(row).objects.filter(pk=row.pk)
+    if strength == "update":
+        locked = rows.select_for_update(of=("self",)).first()
+    else:
+        sql, params = rows.query.sql_with_params()
+        locked = next(iter(type(row).objects.raw(f"{sql} FOR {strength.upper()}", params)), None)
     if locked is None:
         raise not_found()
     return locked

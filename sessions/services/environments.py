@@ -10,7 +10,13 @@ from django.utils import timezone
 
 from accounts.models import User
 from sessions import validation
-from sessions.errors import EnvironmentArchived, EnvironmentInUse, EnvironmentNotFound, InvalidConfigTypeChange
+from sessions.errors import (
+    EnvironmentArchived,
+    EnvironmentInUse,
+    EnvironmentKeyNotFound,
+    EnvironmentNotFound,
+    InvalidConfigTypeChange,
+)
 from sessions.models import ENVIRONMENT_KEY_PREFIX, Environment, EnvironmentKey
 from sessions.services.common import UNSET, lock_row, mint_secret, patch_metadata
 from stores import validation as store_validation
@@ -125,25 +131,34 @@ class IssuedKey:
     secret: str
 
 
+@transaction.atomic
 def issue_environment_key(*, environment: Environment, name: object = "", created_by: User | None = None) -> IssuedKey:
     """Mint a key for `environment` (``menv_…``; only its SHA-256 and a prefix are stored).
 
     name: ≤100 characters. Archived environments still get keys, so their queued work can be drained.
+    Raises EnvironmentNotFound (404) when the environment was deleted since it was read; holds it (``FOR
+    KEY SHARE``) until the key is committed.
     """
+    clean_name = validation.clean_key_name(name if name is not None else "")
+    locked = lock_row(environment, EnvironmentNotFound, strength="key share")
     minted = mint_secret(ENVIRONMENT_KEY_PREFIX)
     key = EnvironmentKey.objects.create(
-        environment=environment,
-        name=validation.clean_key_name(name if name is not None else ""),
-        prefix=minted.prefix,
-        digest=minted.digest,
-        created_by=created_by,
+        environment=locked, name=clean_name, prefix=minted.prefix, digest=minted.digest, created_by=created_by
     )
     return IssuedKey(key=key, secret=minted.secret)
 
 
+@transaction.atomic
 def revoke_environment_key(*, key: EnvironmentKey) -> EnvironmentKey:
     """Revoke `key` (idempotent: a revoked key keeps its first `revoked_at`). Work credentials it claimed
-    stay valid until their own claims end."""
-    EnvironmentKey.objects.filter(pk=key.pk, revoked_at=None).update(revoked_at=timezone.now())
-    key.refresh_from_db(fields=["revoked_at"])
-    return key
+    stay valid until their own claims end.
+
+    Locks the environment row, then the key row: EnvironmentNotFound (404) when the environment was deleted
+    since it was read, EnvironmentKeyNotFound (404) when the key was.
+    """
+    lock_row(Environment(pk=key.environment_id), EnvironmentNotFound)
+    locked = lock_row(key, EnvironmentKeyNotFound)
+    if locked.revoked_at is None:
+        locked.revoked_at = timezone.now()
+        locked.save(update_fields=["revoked_at"])
+    return locked

@@ -32,6 +32,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 
 from sessions.errors import (
+    EnvironmentNotFound,
     HeartbeatPreconditionFailed,
     LeaseExpired,
     WorkAlreadyAcknowledged,
@@ -188,11 +189,14 @@ def _claim_next(environment: Environment, *, reclaim_older_than_ms: int, worker_
         return ClaimedWork(work=work, secret=encode_secret(minted.secret))
 
 
+@transaction.atomic
 def record_poller(*, environment: Environment, worker_id: str) -> None:
     """Note that `worker_id` polled `environment` now (for `workers_polling`); at most one write per
-    worker per `POLLER_RESOLUTION_SECONDS`. One statement (INSERT … ON CONFLICT)."""
+    worker per `POLLER_RESOLUTION_SECONDS`. One statement (INSERT … ON CONFLICT), after holding the
+    environment row (``FOR KEY SHARE``): EnvironmentNotFound (404) when it was deleted since it was read."""
     if not worker_id:
         return
+    lock_row(environment, EnvironmentNotFound, strength="key share")
     table = connection.ops.quote_name(Poller._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -212,6 +216,7 @@ def poll_work(
     block_ms: None returns at once; 1–999 keeps trying, every `POLL_STEP_SECONDS`, for that long (no
     transaction or lock is held while waiting). reclaim_older_than_ms: ≥ 0; a polled item not acknowledged
     that long ago is claimed again. Each claim mints a new per-work credential and ends the previous one.
+    EnvironmentNotFound (404) when the environment is gone before the poll starts.
     """
     record_poller(environment=environment, worker_id=worker_id)
     deadline = time.monotonic() + (block_ms or 0) / 1000

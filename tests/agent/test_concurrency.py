@@ -1,5 +1,6 @@
 """Real parallel clients on PostgreSQL (SPEC §5): claims, heartbeats, the lease fence, the store delete guard
-and the attached-stores rule hold when requests race."""
+and the attached-stores rule hold when requests race; requests racing the delete of their environment,
+session or key are 4xx, never 500; a revoke wins over a poll's later claim; deletes never deadlock."""
 
 from __future__ import annotations
 
@@ -8,12 +9,18 @@ import threading
 from collections import Counter
 
 import anthropic
+import httpx
 import pytest
 from django.db import connection
 from django.db.models.expressions import RawSQL
 
-from sessions.errors import LeaseExpired
-from sessions.models import Attachment, Work, WorkClaim
+from sessions.errors import (
+    EnvironmentKeyNotFound,
+    EnvironmentNotFound,
+    LeaseExpired,
+)
+from sessions.models import Attachment, Environment, EnvironmentKey, Poller, Work, WorkClaim
+from sessions.services import environments as environment_services
 from sessions.services import work as work_services
 from stores.models import Store
 from tests.agent.conftest import sessions_token
@@ -242,3 +249,71 @@ def test_a_work_row_deleted_after_it_was_read_is_work_not_found(environment, mak
         work_services.heartbeat_work(work=work, expected_last_heartbeat=None)
     with pytest.raises(WorkNotFound):
         work_services.stop_work(work=work, force=True)
+
+
+# --- racing the deletes of environments, sessions and keys (breaker 1) ---------------------------------
+
+
+@pytest.fixture
+def http(live_server):
+    """``make(secret) -> httpx.Client`` on /api/v1 of the live server: for our own routes (environment keys)
+    that the SDK has no method for. Closed afterwards."""
+    made: list[httpx.Client] = []
+
+    def make(secret: str) -> httpx.Client:
+        client = httpx.Client(
+            base_url=f"{live_server.url}/api/v1", headers={"Authorization": f"Bearer {secret}"}, timeout=30
+        )
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()
+
+
+def test_key_create_key_revoke_and_poll_racing_the_environments_delete_are_never_500(http, owner, owner_token):
+    """A key created (FK IntegrityError), a key revoked (DoesNotExist on the re-read) and a poll recording its
+    worker (FK violation on the poller row) while the environment is deleted: each waits for the delete's
+    lock and then answers the 404 of a missing environment or key (or 401 for the deleted key), never a 500."""
+    owner_api = http(owner_token.secret)
+    statuses: Counter = Counter()
+    for i in range(15):
+        environment = environment_services.create_environment(owner=owner, name=f"e{i}")
+        first, second = (environment_services.issue_environment_key(environment=environment) for _ in range(2))
+        worker, env = http(first.secret), f"/environments/{environment.pk}"
+        outcomes = race(
+            4,
+            lambda n, env=env, worker=worker, second=second, i=i: [
+                lambda: owner_api.delete(env),
+                lambda: owner_api.post(f"{env}/keys", json={"name": "x"}),
+                lambda: owner_api.delete(f"{env}/keys/{second.key.pk}"),
+                lambda: worker.get(f"{env}/work/poll", headers={"Anthropic-Worker-ID": f"w{i}"}),
+            ][n](),
+        )
+        for name, response in zip(("delete", "key_create", "key_revoke", "poll"), outcomes, strict=True):
+            assert not isinstance(response, Exception), response
+            statuses[(name, response.status_code)] += 1
+        assert not Environment.objects.filter(pk=environment.pk).exists()
+    assert not [k for k in statuses if k[1] >= 500], statuses
+    assert statuses[("delete", 200)] == 15
+
+
+def test_a_key_or_poller_written_after_its_environment_was_deleted_is_a_404(owner):
+    """The same three, deterministic: the environment (and key) row is read, then deleted, then used."""
+    environment = environment_services.create_environment(owner=owner, name="gone")
+    issued = environment_services.issue_environment_key(environment=environment)
+    Environment.objects.filter(pk=environment.pk).delete()
+    with pytest.raises(EnvironmentNotFound):
+        environment_services.issue_environment_key(environment=environment)
+    with pytest.raises(EnvironmentNotFound):
+        work_services.record_poller(environment=environment, worker_id="w1")
+    with pytest.raises(EnvironmentNotFound):
+        environment_services.revoke_environment_key(key=issued.key)
+    assert not EnvironmentKey.objects.exists() and not Poller.objects.exists()
+
+
+def test_revoking_a_key_deleted_since_it_was_read_is_key_not_found(environment, env_key):
+    EnvironmentKey.objects.filter(pk=env_key.key.pk).delete()
+    with pytest.raises(EnvironmentKeyNotFound):
+        environment_services.revoke_environment_key(key=env_key.key)
