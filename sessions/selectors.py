@@ -222,15 +222,17 @@ def get_session_for(user: User, session_id: object) -> Session:
 
 def session_for_request(request: Any, session_id: object) -> Session:
     """GET /sessions/{id}: the owner's session, or the per-work credential's own session (another one is
-    404); a credential whose claim has ended is 409 lease_expired."""
+    404); a credential whose claim has ended is 409 lease_expired. A session deleted after the credential
+    authenticated is the SessionNotFound (404) of a missing one."""
     auth = request.auth
     if isinstance(auth, WorkClaim):
         if not auth.live:
             raise LeaseExpired()
         pk = parse_id(session_id, SessionNotFound)
-        if pk != auth.work.session_id:
+        found = _sessions().filter(pk=pk).first() if pk == auth.work.session_id else None
+        if found is None:
             raise SessionNotFound()
-        return _sessions().get(pk=pk)
+        return found
     return get_session_for(request.user, session_id)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
+from types import SimpleNamespace
 
 import anthropic
 import httpx
@@ -14,12 +15,15 @@ import pytest
 from django.db import connection
 from django.db.models.expressions import RawSQL
 
+from accounts import services as account_services
+from sessions import selectors
 from sessions.errors import (
     EnvironmentKeyNotFound,
     EnvironmentNotFound,
     LeaseExpired,
+    SessionNotFound,
 )
-from sessions.models import Attachment, Environment, EnvironmentKey, Poller, Work, WorkClaim
+from sessions.models import Attachment, Environment, EnvironmentKey, Poller, Session, Work, WorkClaim
 from sessions.services import environments as environment_services
 from sessions.services import work as work_services
 from stores.models import Store
@@ -317,3 +321,33 @@ def test_revoking_a_key_deleted_since_it_was_read_is_key_not_found(environment, 
     EnvironmentKey.objects.filter(pk=env_key.key.pk).delete()
     with pytest.raises(EnvironmentKeyNotFound):
         environment_services.revoke_environment_key(key=env_key.key)
+
+
+def test_session_get_with_the_work_credential_racing_the_sessions_delete_is_never_500(
+    http, owner_token, environment, make_session
+):
+    """The credential authenticates (its claim is live), then the session is deleted before it is read:
+    404, as for a missing session (it was Session.DoesNotExist, a 500)."""
+    owner_api = http(owner_token.secret)
+    statuses: Counter = Counter()
+    for _ in range(30):
+        session = make_session()
+        claimed = work_services.poll_work(environment=environment, block_ms=None, reclaim_older_than_ms=5000)
+        work_services.acknowledge_work(work=claimed.work)
+        agent, url = http(sessions_token(claimed.secret)), f"/sessions/{session.pk}"
+        got, deleted = race(2, lambda n, agent=agent, url=url: (agent.get, owner_api.delete)[n](url))
+        assert deleted.status_code == 200, deleted.text
+        statuses[got.status_code] += 1
+    assert set(statuses) <= {200, 401, 404}, statuses
+
+
+def test_a_session_deleted_after_its_credential_authenticated_is_session_not_found(environment, make_session):
+    """The same, deterministic: the claim was authenticated (live), then the session was deleted."""
+    session = make_session()
+    claimed = work_services.poll_work(environment=environment, block_ms=None, reclaim_older_than_ms=5000)
+    work_services.acknowledge_work(work=claimed.work)
+    claim = selectors.claim_by_digest(account_services.token_digest(sessions_token(claimed.secret)))
+    assert claim.live
+    Session.objects.filter(pk=session.pk).delete()
+    with pytest.raises(SessionNotFound):
+        selectors.session_for_request(SimpleNamespace(auth=claim), str(session.pk))
