@@ -105,3 +105,10 @@ class CredentialNotAccepted(AuthenticationError):
     """An environment key used outside its environment's work endpoints (SPEC §5: 401)."""
 
     message = "This environment key is not valid here: it authenticates its own environment's work endpoints only."
+
+
+class EnvironmentKeyRevoked(AuthenticationError):
+    """The environment key a blocking poll authenticated with was revoked (or deleted with its environment)
+    while the poll waited: the poll claims nothing and answers the 401 any request with that key gets now."""
+
+    message = "This environment key has been revoked."

@@ -76,7 +76,8 @@ class WorkPollView(APIView):
         },
         description="Claim the oldest claimable item (environment key). With `block_ms` (1–999) an empty queue "
         "is watched that long; items polled but not acknowledged `reclaim_older_than_ms` ago (default 5,000) "
-        "are claimed again. Each claim mints a new per-work credential and ends the previous one.",
+        "are claimed again. Each claim mints a new per-work credential and ends the previous one. A key "
+        "revoked while the poll waits ends it with 401, nothing claimed: a revoke always wins over a later claim.",
     )
     def get(self, request, environment_id):
         environment = selectors.environment_for_request(request, environment_id)
@@ -87,6 +88,7 @@ class WorkPollView(APIView):
             block_ms=query.get("block_ms"),
             reclaim_older_than_ms=query["reclaim_older_than_ms"],
             worker_id=worker_id,
+            key=request.auth,
         )
         if claimed is None:
             # 200 with the JSON body `null`: the only empty answer the SDK's poll() reads as None.

@@ -154,7 +154,8 @@ def revoke_environment_key(*, key: EnvironmentKey) -> EnvironmentKey:
     stay valid until their own claims end.
 
     Locks the environment row, then the key row: EnvironmentNotFound (404) when the environment was deleted
-    since it was read, EnvironmentKeyNotFound (404) when the key was.
+    since it was read, EnvironmentKeyNotFound (404) when the key was. A poll holding the key (``FOR
+    SHARE``, `work.poll_work`) finishes its claim first; every claim after this commits refuses the key.
     """
     lock_row(Environment(pk=key.environment_id), EnvironmentNotFound)
     locked = lock_row(key, EnvironmentKeyNotFound)

@@ -32,6 +32,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 
 from sessions.errors import (
+    EnvironmentKeyRevoked,
     EnvironmentNotFound,
     HeartbeatPreconditionFailed,
     LeaseExpired,
@@ -47,6 +48,7 @@ from sessions.models import (
     LEASED_STATES,
     WORK_CREDENTIAL_PREFIX,
     Environment,
+    EnvironmentKey,
     Poller,
     Work,
     WorkClaim,
@@ -163,8 +165,15 @@ def encode_secret(sessions_token: str) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
-def _claim_next(environment: Environment, *, reclaim_older_than_ms: int, worker_id: str) -> ClaimedWork | None:
+def _claim_next(
+    environment: Environment, *, key: EnvironmentKey | None, reclaim_older_than_ms: int, worker_id: str
+) -> ClaimedWork | None:
     with transaction.atomic():
+        # The key is re-read under FOR SHARE in the transaction that claims: a revoke that committed first
+        # is seen (401, nothing claimed); one that comes later waits until this claim commits — a claim made
+        # before the revoke, whose credential lives on (docs/agent-access.md).
+        if key is not None and lock_row(key, EnvironmentKeyRevoked, strength="share").revoked_at is not None:
+            raise EnvironmentKeyRevoked()
         reclaim_before = Now() - timedelta(milliseconds=reclaim_older_than_ms)
         reclaimable = Q(polled_at__isnull=True) | Q(polled_at__lte=reclaim_before)
         work = (
@@ -209,20 +218,28 @@ def record_poller(*, environment: Environment, worker_id: str) -> None:
 
 
 def poll_work(
-    *, environment: Environment, block_ms: int | None, reclaim_older_than_ms: int, worker_id: str = ""
+    *,
+    environment: Environment,
+    block_ms: int | None,
+    reclaim_older_than_ms: int,
+    worker_id: str = "",
+    key: EnvironmentKey | None = None,
 ) -> ClaimedWork | None:
     """Claim the oldest claimable work item of `environment`, or None when there is none (SPEC §5 poll).
 
     block_ms: None returns at once; 1–999 keeps trying, every `POLL_STEP_SECONDS`, for that long (no
     transaction or lock is held while waiting). reclaim_older_than_ms: ≥ 0; a polled item not acknowledged
     that long ago is claimed again. Each claim mints a new per-work credential and ends the previous one.
-    EnvironmentNotFound (404) when the environment is gone before the poll starts.
+    key: the environment key polling (None for callers that hold no key, such as tests): every attempt
+    re-reads it in the claiming transaction, so a key revoked (or deleted) while the poll waits raises
+    EnvironmentKeyRevoked (401) and claims nothing. EnvironmentNotFound (404) when the environment is gone
+    before the poll starts.
     """
     record_poller(environment=environment, worker_id=worker_id)
     deadline = time.monotonic() + (block_ms or 0) / 1000
     while True:
         settle_lapsed_leases(environment=environment)
-        claimed = _claim_next(environment, reclaim_older_than_ms=reclaim_older_than_ms, worker_id=worker_id)
+        claimed = _claim_next(environment, key=key, reclaim_older_than_ms=reclaim_older_than_ms, worker_id=worker_id)
         remaining = deadline - time.monotonic()
         if claimed is not None or remaining <= 0:
             return claimed

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import Counter
 from types import SimpleNamespace
 
@@ -19,6 +20,7 @@ from accounts import services as account_services
 from sessions import selectors
 from sessions.errors import (
     EnvironmentKeyNotFound,
+    EnvironmentKeyRevoked,
     EnvironmentNotFound,
     LeaseExpired,
     SessionNotFound,
@@ -351,3 +353,37 @@ def test_a_session_deleted_after_its_credential_authenticated_is_session_not_fou
     Session.objects.filter(pk=session.pk).delete()
     with pytest.raises(SessionNotFound):
         selectors.session_for_request(SimpleNamespace(auth=claim), str(session.pk))
+
+
+def test_a_blocking_poll_whose_key_is_revoked_mid_poll_is_401_and_claims_nothing(
+    http, owner_token, environment, env_key
+):
+    """A poll with block_ms=999 started before the revoke; an item is queued after the revoke answered 200.
+    The claiming transaction re-reads the key (FOR SHARE), so the revoke wins: the poll answers the 401 of a
+    revoked key and the item stays unclaimed (it was claimed, with a fresh per-work credential)."""
+    owner_api, worker = http(owner_token.secret), http(env_key.secret)
+    env = f"/environments/{environment.pk}"
+    out: dict = {}
+    poller = threading.Thread(target=lambda: out.setdefault("poll", worker.get(f"{env}/work/poll?block_ms=999")))
+    poller.start()
+    time.sleep(0.3)
+    revoked = owner_api.delete(f"{env}/keys/{env_key.key.pk}")
+    assert revoked.status_code == 200 and revoked.json()["revoked_at"]
+    assert worker.get(f"{env}/work/stats").status_code == 401  # dead for new requests
+    created = owner_api.post("/sessions", json={"agent": "a", "environment_id": str(environment.pk)})
+    assert created.status_code == 200
+    poller.join(10)
+    assert out["poll"].status_code == 401, out["poll"].text
+    assert out["poll"].json()["error"]["type"] == "authentication_error"
+    assert not WorkClaim.objects.exists() and Work.objects.get().claim_id is None
+
+
+def test_a_poll_by_a_key_revoked_after_it_authenticated_claims_nothing(environment, env_key, make_session):
+    """The same, deterministic: the key was read (authenticated) unrevoked, then revoked, then polled with."""
+    make_session()
+    authenticated = EnvironmentKey.objects.get(pk=env_key.key.pk)
+    environment_services.revoke_environment_key(key=EnvironmentKey.objects.get(pk=env_key.key.pk))
+    assert authenticated.revoked_at is None
+    with pytest.raises(EnvironmentKeyRevoked):
+        work_services.poll_work(environment=environment, block_ms=None, reclaim_older_than_ms=5000, key=authenticated)
+    assert not WorkClaim.objects.exists()
