@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import User
@@ -17,7 +18,7 @@ from sessions.errors import (
     EnvironmentNotFound,
     InvalidConfigTypeChange,
 )
-from sessions.models import ENVIRONMENT_KEY_PREFIX, Environment, EnvironmentKey
+from sessions.models import ENVIRONMENT_KEY_PREFIX, Environment, EnvironmentKey, Session, Work
 from sessions.services.common import UNSET, lock_row, mint_secret, patch_metadata
 from stores import validation as store_validation
 
@@ -115,11 +116,20 @@ def delete_environment(*, environment: Environment) -> None:
     """Delete `environment` with its keys, its (archived) sessions and their work items.
 
     Raises EnvironmentInUse (409 `environment_in_use`) while a session that is not archived uses it, so a
-    running agent never loses its environment. Locks the row: a session created concurrently waits for it.
+    running agent never loses its environment. Locks in the documented order before deleting anything:
+    the environment row (a session created concurrently waits for it), then its sessions in pk order,
+    then their work items in pk order — so it never holds work rows a session delete or archive (session,
+    then work) is waiting for while it waits for that session (a deadlock, a 503, before).
     """
     locked = _lock(environment)
-    if locked.sessions.filter(archived_at__isnull=True).exists():
+    sessions = list(Session.objects.select_for_update(of=("self",)).filter(environment=locked).order_by("pk"))
+    if any(session.archived_at is None for session in sessions):
         raise EnvironmentInUse()
+    list(
+        Work.objects.select_for_update(of=("self",))
+        .filter(Q(environment=locked) | Q(session__in=[session.pk for session in sessions]))
+        .order_by("pk")
+    )
     locked.delete()
 
 

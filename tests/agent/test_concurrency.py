@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import anthropic
 import httpx
 import pytest
-from django.db import connection
+from django.db import connection, connections, transaction
 from django.db.models.expressions import RawSQL
 
 from accounts import services as account_services
@@ -27,6 +27,7 @@ from sessions.errors import (
 )
 from sessions.models import Attachment, Environment, EnvironmentKey, Poller, Session, Work, WorkClaim
 from sessions.services import environments as environment_services
+from sessions.services import sessions as session_services
 from sessions.services import work as work_services
 from stores.models import Store
 from tests.agent.conftest import sessions_token
@@ -387,3 +388,74 @@ def test_a_poll_by_a_key_revoked_after_it_authenticated_claims_nothing(environme
     with pytest.raises(EnvironmentKeyRevoked):
         work_services.poll_work(environment=environment, block_ms=None, reclaim_older_than_ms=5000, key=authenticated)
     assert not WorkClaim.objects.exists()
+
+
+def _archived_sessions(environment, make_session, n: int) -> list[Session]:
+    """`n` archived sessions of `environment` in pk order, each work item claimed once (so with claims)."""
+    sessions = [make_session() for _ in range(n)]
+    for _ in sessions:
+        work_services.poll_work(environment=environment, block_ms=None, reclaim_older_than_ms=5000)
+    for session in sessions:
+        session_services.archive_session(session=session)
+    return sorted(sessions, key=lambda s: s.pk)
+
+
+def _lock_waiters() -> int:
+    """Backends of this database waiting for a lock (a fresh look, even inside a transaction)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
+def test_an_environment_delete_waiting_for_a_session_delete_holds_none_of_that_sessions_work(environment, make_session):
+    """The lock order, deterministic. This transaction does what DELETE /sessions/{id} does (session row,
+    then its work rows) for the middle session; the environment delete runs meanwhile and must wait at that
+    session's row *before* touching any work row — it used to delete the work rows first and then wait for
+    the session, which the session delete's next step (its work rows) waited for: a deadlock."""
+    first, middle, last = _archived_sessions(environment, make_session, 3)
+    errors: list[BaseException] = []
+
+    def delete_environment() -> None:
+        try:
+            environment_services.delete_environment(environment=environment)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    deleter = threading.Thread(target=delete_environment)
+    with transaction.atomic():
+        Session.objects.select_for_update().get(pk=middle.pk)
+        deleter.start()
+        deadline = time.monotonic() + 10
+        while _lock_waiters() == 0:
+            assert time.monotonic() < deadline, "the environment delete never waited for the session"
+            time.sleep(0.02)
+        # The session delete's next lock: NOWAIT raises if the environment delete holds one of these rows.
+        assert list(Work.objects.select_for_update(nowait=True).filter(session=middle))
+        Session.objects.filter(pk=middle.pk).delete()
+    deleter.join(10)
+    assert not deleter.is_alive() and not errors, errors
+    assert not Environment.objects.filter(pk=environment.pk).exists()
+    assert not Session.objects.filter(pk__in=[first.pk, last.pk]).exists() and not Work.objects.exists()
+
+
+def test_environment_delete_racing_session_delete_never_deadlocks(http, owner, owner_token, make_session):
+    """The same over HTTP: DELETE /environments/{id} racing DELETE /sessions/{id} of one of its archived
+    sessions. Before, PostgreSQL reported 'deadlock detected' and one answered 503 on a healthy database."""
+    owner_api = http(owner_token.secret)
+    statuses: Counter = Counter()
+    for i in range(20):
+        environment = environment_services.create_environment(owner=owner, name=f"e{i}")
+        sessions = _archived_sessions(
+            environment, lambda environment=environment: make_session(environment=environment), 3
+        )
+        urls = (f"/environments/{environment.pk}", f"/sessions/{sessions[1].pk}")
+        env_del, session_del = race(2, lambda n, urls=urls: owner_api.delete(urls[n]))
+        statuses[("environment", env_del.status_code)] += 1
+        statuses[("session", session_del.status_code)] += 1
+    assert statuses[("environment", 200)] == 20, statuses
+    assert set(statuses) <= {("environment", 200), ("session", 200), ("session", 404)}, statuses
