@@ -86,6 +86,24 @@ def clean_key_name(value: object, *, field: str = "name") -> str:
 # --- sessions -------------------------------------------------------------------------------------
 
 
+def clean_id(value: object, *, field: str, what: str) -> uuid.UUID:
+    """An id in a request body: a JSON string spelling a UUID (or a `uuid.UUID`, from Python callers).
+    Anything else — a number (``5`` would be ``UUID(int=5)``), a boolean, an array, an object,
+    ``"env_01"`` — is 400 naming `field`."""
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            pass
+    raise InvalidRequest(f"{field}: must be {what} (a UUID string).")
+
+
+def clean_environment_id(value: object, *, field: str = "environment_id") -> uuid.UUID:
+    return clean_id(value, field=field, what="an environment id")
+
+
 def clean_agent(value: object, *, field: str = "agent") -> dict[str, Any]:
     """The session's `agent` input: an agent id string, or ``{"type": "agent", "id", "version"?}``.
 
@@ -150,13 +168,7 @@ def clean_resources(value: object, *, field: str = "resources") -> list[dict[str
         unknown = sorted(set(item) - {"type", "memory_store_id", "access", "instructions"})
         if unknown:
             raise InvalidRequest(f"{name}: unknown field(s) {', '.join(unknown)}.")
-        raw_id = item.get("memory_store_id")
-        try:
-            store_id = uuid.UUID(raw_id) if isinstance(raw_id, str) else None
-        except ValueError:
-            store_id = None
-        if store_id is None:
-            raise InvalidRequest(f"{name}.memory_store_id: must be a memory store id (a UUID).")
+        store_id = clean_id(item.get("memory_store_id"), field=f"{name}.memory_store_id", what="a memory store id")
         access = item.get("access")
         if access is None:
             access = Access.READ_WRITE.value

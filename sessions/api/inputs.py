@@ -161,6 +161,11 @@ class RawResourcesField(RawField):
     pass
 
 
+@_schema(type="string", format="uuid")
+class RawEnvironmentIdField(RawField):
+    """Raw, so a JSON number is a 400 (DRF's UUIDField reads ``5`` as ``UUID(int=5)``, a 404)."""
+
+
 @_schema(type="string", maxLength=TITLE_MAX_CHARS, pattern=NO_CONTROL_PATTERN, nullable=True)
 class RawTitleField(RawField):
     pass
@@ -234,7 +239,7 @@ class SessionCreateRequestSerializer(StrictBody):
     `budget`, `initial_events` and `vault_ids` are accepted only empty (this service runs no model)."""
 
     agent = RawAgentField()
-    environment_id = serializers.UUIDField()
+    environment_id = RawEnvironmentIdField()
     resources = RawResourcesField(required=False, allow_null=True)
     metadata = RawMetadataField(required=False)
     title = RawTitleField(required=False, allow_null=True)

@@ -14,10 +14,9 @@ from sessions.models import Attachment, Environment, Session, Work
 from sessions.selectors import StoreToAttach
 from sessions.services.common import UNSET, db_now, lock_row, patch_metadata
 from sessions.services.work import stop_for_good
-from sessions.validation import clean_title, mount_paths
+from sessions.validation import clean_environment_id, clean_title, mount_paths
 from stores import services as stores_services
 from stores.errors import StoreArchived, StoreNotFound
-from versions.selectors import parse_id
 
 
 @transaction.atomic
@@ -36,13 +35,14 @@ def create_session(
     order (`selectors.stores_to_attach`); metadata/title: cleaned. Names and descriptions are
     snapshotted now; mount paths are ``/mnt/memory/<slug>`` with ``-2``, ``-3``… for repeats.
 
+    environment_id: the body's raw value — a UUID string, else InvalidRequest (400 naming the field).
     Raises EnvironmentNotFound (404: missing or not `owner`'s), EnvironmentArchived (400), StoreNotFound
     (404: deleted since the access check), StoreArchived (409). Locks the environment row, then every
     store row in pk order — so a store cannot be deleted or archived between the check and the attach.
     """
     environment = (
         Environment.objects.select_for_update(of=("self",))
-        .filter(pk=parse_id(environment_id, EnvironmentNotFound), owner=owner)
+        .filter(pk=clean_environment_id(environment_id), owner=owner)
         .first()
     )
     if environment is None:

@@ -268,3 +268,11 @@ def test_version_filters_by_ids_that_match_nothing_are_an_empty_list(owner_api, 
         assert response.status_code == 200 and response.json() == {"data": [], "next_page": None}, query
     found = owner_api.get(f"{url}?session_id={running.session.pk}").json()["data"]
     assert [v["created_by"] for v in found] == [{"type": "session_actor", "session_id": str(running.session.pk)}]
+
+
+@pytest.mark.usefixtures("nothing_created")
+@pytest.mark.parametrize("value", [5, True, 1.5, [], {}, None, "env_01"])
+def test_an_environment_id_that_is_not_a_uuid_string_is_400_naming_it(owner_api, environment, value):
+    """`5` was read as UUID(int=5) (and `true` as UUID(int=1)): a 404 for a malformed body (breaker 1 #5)."""
+    response = owner_api.post("/api/v1/sessions", {**session_body(environment), "environment_id": value}, format="json")
+    assert_error(response, 400, "invalid_request_error", mentions="environment_id")
