@@ -115,6 +115,18 @@ class StrictQuerySerializer(StrictSerializer):
         return super().to_internal_value(data)
 
 
+class NoQuerySerializer(StrictQuerySerializer):
+    """The query of an endpoint that takes no query parameters: every parameter is unknown."""
+
+
+def reject_query(request) -> None:
+    """For endpoints that take no query parameters (retrieves, most writes): any parameter is a 400 naming
+    it (``POST …/stop?force=true`` is not a forced stop, and not silently a graceful one either), by the
+    same rules as every query (`StrictQuerySerializer`). The query counterpart of `reject_body`."""
+    if request.query_params:
+        validate(NoQuerySerializer, request.query_params)
+
+
 # --- serializers without per-call field copies (issue 17) -------------------------------------------------
 
 # Field types whose to_representation / run_validation read only their own configuration: no context

@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api import reject_body
+from config.api import reject_body, reject_query
 from sessions import selectors
 from sessions.api import inputs, objects
 from sessions.api.common import ENVIRONMENT_ID, KEY_ID, keyset_page, validated
@@ -51,6 +51,7 @@ class EnvironmentCollectionView(APIView):
         "`self_hosted`; other types are 400). Mint keys for its workers with POST …/keys.",
     )
     def post(self, request):
+        reject_query(request)
         incoming = validated(inputs.EnvironmentCreateRequestSerializer, request.data)
         environment = services.create_environment(owner=request.user, **incoming)
         return objects.body(objects.EnvironmentSerializer, environment)
@@ -67,6 +68,7 @@ class EnvironmentDetailView(APIView):
     )
     def get(self, request, environment_id):
         environment = selectors.get_environment_for(request.user, environment_id)
+        reject_query(request)
         return objects.body(objects.EnvironmentSerializer, environment)
 
     @extend_schema(
@@ -80,6 +82,7 @@ class EnvironmentDetailView(APIView):
     )
     def post(self, request, environment_id):
         environment = selectors.get_environment_for(request.user, environment_id)
+        reject_query(request)
         incoming = validated(inputs.EnvironmentUpdateRequestSerializer, request.data)
         environment = services.update_environment(
             environment=environment,
@@ -101,6 +104,7 @@ class EnvironmentDetailView(APIView):
     )
     def delete(self, request, environment_id):
         environment = selectors.get_environment_for(request.user, environment_id)
+        reject_query(request)
         reject_body(request)
         services.delete_environment(environment=environment)
         return Response({"id": str(environment.pk), "type": "environment_deleted"})
@@ -120,6 +124,7 @@ class EnvironmentArchiveView(APIView):
     )
     def post(self, request, environment_id):
         environment = selectors.get_environment_for(request.user, environment_id)
+        reject_query(request)
         reject_body(request)
         environment, _changed = services.archive_environment(environment=environment)
         return objects.body(objects.EnvironmentSerializer, environment)
@@ -157,6 +162,7 @@ class EnvironmentKeyCollectionView(APIView):
     )
     def post(self, request, environment_id):
         environment = selectors.get_environment_for(request.user, environment_id)
+        reject_query(request)
         incoming = validated(inputs.EnvironmentKeyCreateRequestSerializer, request.data)
         issued = services.issue_environment_key(
             environment=environment, name=incoming.get("name", ""), created_by=request.user
@@ -176,6 +182,7 @@ class EnvironmentKeyDetailView(APIView):
     )
     def delete(self, request, environment_id, key_id):
         environment = selectors.get_environment_for(request.user, environment_id)
+        reject_query(request)
         reject_body(request)
         key = services.revoke_environment_key(key=selectors.get_environment_key(environment, key_id))
         return objects.body(objects.EnvironmentKeySerializer, key)

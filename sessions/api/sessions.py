@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api import reject_body
+from config.api import reject_body, reject_query
 from sessions import selectors, validation
 from sessions.api import inputs, objects
 from sessions.api.common import SESSION_ID, keyset_page, validated
@@ -67,6 +67,7 @@ class SessionCollectionView(APIView):
         "as an opaque snapshot.",
     )
     def post(self, request):
+        reject_query(request)
         incoming = validated(inputs.SessionCreateRequestSerializer, request.data)
         for field, why, empty in (
             ("budget", f"{NOT_HERE}, so there is nothing to budget.", {}),
@@ -104,7 +105,9 @@ class SessionDetailView(APIView):
         "a credential whose claim has ended: 409 `lease_expired`).",
     )
     def get(self, request, session_id):
-        return objects.body(objects.SessionSerializer, selectors.session_for_request(request, session_id))
+        session = selectors.session_for_request(request, session_id)
+        reject_query(request)
+        return objects.body(objects.SessionSerializer, session)
 
     @extend_schema(
         operation_id="sessions_update",
@@ -116,6 +119,7 @@ class SessionDetailView(APIView):
     )
     def post(self, request, session_id):
         session = selectors.get_session_for(request.user, session_id)
+        reject_query(request)
         incoming = validated(inputs.SessionUpdateRequestSerializer, request.data)
         for field, empty in (("agent", {}), ("budget", {}), ("vault_ids", [])):
             validation.reject_unsupported(incoming.get(field), field=field, why=f"{NOT_HERE}.", empty=empty)
@@ -134,6 +138,7 @@ class SessionDetailView(APIView):
     )
     def delete(self, request, session_id):
         session = selectors.get_session_for(request.user, session_id)
+        reject_query(request)
         reject_body(request)
         services.delete_session(session=session)
         return Response({"id": str(session.pk), "type": "session_deleted"})
@@ -153,6 +158,7 @@ class SessionArchiveView(APIView):
     )
     def post(self, request, session_id):
         session = selectors.get_session_for(request.user, session_id)
+        reject_query(request)
         reject_body(request)
         services.archive_session(session=session)
         return objects.body(objects.SessionSerializer, selectors.get_session_for(request.user, session.pk))

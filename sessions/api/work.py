@@ -17,7 +17,7 @@ from django.http import JsonResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.views import APIView
 
-from config.api import reject_body
+from config.api import reject_body, reject_query
 from sessions import selectors, validation
 from sessions.api import inputs, objects
 from sessions.api.common import ENVIRONMENT_ID, WORK_ID, WORKER_ID_HEADER, keyset_page, validated
@@ -111,6 +111,7 @@ class WorkStatsView(APIView):
     )
     def get(self, request, environment_id):
         environment = selectors.environment_for_request(request, environment_id)
+        reject_query(request)
         services.settle_lapsed_leases(environment=environment)
         return objects.body(objects.WorkQueueStatsSerializer, selectors.queue_stats(environment))
 
@@ -128,6 +129,7 @@ class WorkDetailView(APIView):
     )
     def get(self, request, environment_id, work_id):
         environment = selectors.environment_for_request(request, environment_id)
+        reject_query(request)
         services.settle_lapsed_leases(environment=environment)
         return objects.body(objects.WorkSerializer, selectors.work_for_request(request, environment, work_id))
 
@@ -142,6 +144,7 @@ class WorkDetailView(APIView):
     def post(self, request, environment_id, work_id):
         environment = selectors.environment_for_request(request, environment_id)
         work = selectors.work_for_request(request, environment, work_id)
+        reject_query(request)
         incoming = validated(inputs.WorkUpdateRequestSerializer, request.data)
         work = services.update_work_metadata(work=work, metadata_patch=incoming["metadata"])
         return objects.body(objects.WorkSerializer, work)
@@ -164,6 +167,7 @@ class WorkAckView(APIView):
     def post(self, request, environment_id, work_id):
         environment = selectors.environment_for_request(request, environment_id)
         work = selectors.work_for_request(request, environment, work_id)
+        reject_query(request)
         reject_body(request)
         return objects.body(objects.WorkSerializer, services.acknowledge_work(work=work))
 
@@ -216,6 +220,7 @@ class WorkStopView(APIView):
     def post(self, request, environment_id, work_id):
         environment = selectors.environment_for_request(request, environment_id)
         work = selectors.work_for_request(request, environment, work_id)
+        reject_query(request)
         incoming = validated(inputs.WorkStopRequestSerializer, request.data)
         return objects.body(
             objects.WorkSerializer, services.stop_work(work=work, claim=_claim(request), force=incoming["force"])

@@ -276,3 +276,74 @@ def test_an_environment_id_that_is_not_a_uuid_string_is_400_naming_it(owner_api,
     """`5` was read as UUID(int=5) (and `true` as UUID(int=1)): a 404 for a malformed body (breaker 1 #5)."""
     response = owner_api.post("/api/v1/sessions", {**session_body(environment), "environment_id": value}, format="json")
     assert_error(response, 400, "invalid_request_error", mentions="environment_id")
+
+
+def _everything(*models) -> list:
+    """What a refused request must leave unchanged (timestamps of credential use aside)."""
+    from sessions.models import EnvironmentKey, WorkClaim
+
+    return [
+        list(Environment.objects.order_by("pk").values()),
+        list(EnvironmentKey.objects.order_by("pk").values("pk", "name", "revoked_at")),
+        list(Session.objects.order_by("pk").values()),
+        list(Work.objects.order_by("pk").values()),
+        list(WorkClaim.objects.order_by("pk").values()),
+    ]
+
+
+def test_every_agent_access_endpoint_refuses_an_unknown_query_parameter_naming_it(
+    owner_api, key_api, env_key, environment, run_session, make_session, notes_store
+):
+    """inputs.py: 'an unknown body field or query parameter is 400 naming it' — on every endpoint, those
+    without query parameters of their own too (`config.api.reject_query`): `POST …/stop?force=true` was a
+    graceful stop, `GET /sessions/{id}?x=1` a 200. Each request is otherwise valid, and nothing changes."""
+    running = run_session(notes_store)
+    idle = make_session(notes_store)
+    env = f"/api/v1/environments/{environment.pk}"
+    work = f"{env}/work/{running.work.pk}"
+    calls = [
+        (owner_api, "get", "/api/v1/environments", None),
+        (owner_api, "post", "/api/v1/environments", {"name": "new"}),
+        (owner_api, "get", env, None),
+        (owner_api, "post", env, {"name": "renamed"}),
+        (owner_api, "delete", env, None),
+        (owner_api, "post", f"{env}/archive", None),
+        (owner_api, "get", f"{env}/keys", None),
+        (owner_api, "post", f"{env}/keys", {"name": "k"}),
+        (owner_api, "delete", f"{env}/keys/{env_key.key.pk}", None),
+        (owner_api, "get", "/api/v1/sessions", None),
+        (owner_api, "post", "/api/v1/sessions", session_body(environment)),
+        (owner_api, "get", f"/api/v1/sessions/{idle.pk}", None),
+        (owner_api, "post", f"/api/v1/sessions/{idle.pk}", {"title": "t"}),
+        (owner_api, "delete", f"/api/v1/sessions/{idle.pk}", None),
+        (owner_api, "post", f"/api/v1/sessions/{idle.pk}/archive", None),
+        (owner_api, "get", f"/api/v1/sessions/{idle.pk}/resources", None),
+        (running.api, "get", f"/api/v1/sessions/{running.session.pk}", None),
+        (key_api, "get", f"{env}/work", None),
+        (key_api, "get", f"{env}/work/poll", None),
+        (key_api, "get", f"{env}/work/stats", None),
+        (owner_api, "get", f"{env}/work/stats", None),
+        (owner_api, "get", work, None),
+        (owner_api, "post", work, {"metadata": {"k": "v"}}),
+        (key_api, "post", f"{work}/ack", None),
+        (key_api, "post", f"{work}/heartbeat", None),
+        (running.api, "post", f"{work}/heartbeat", None),
+        (key_api, "post", f"{work}/stop", {"force": True}),
+        (running.api, "post", f"{work}/stop", {}),
+    ]
+    before = _everything()
+    for api, method, url, body in calls:
+        response = getattr(api, method)(f"{url}?force=true", body, format="json")
+        assert_error(response, 400, "invalid_request_error", mentions="force: Unknown field.")
+    assert _everything() == before
+
+
+def test_the_endpoints_without_query_parameters_still_answer_without_one(
+    owner_api, environment, run_session, notes_store
+):
+    running = run_session(notes_store)
+    work = f"/api/v1/environments/{environment.pk}/work/{running.work.pk}"
+    assert owner_api.get(f"/api/v1/environments/{environment.pk}").status_code == 200
+    assert owner_api.get(f"/api/v1/sessions/{running.session.pk}").status_code == 200
+    assert owner_api.get(work).status_code == 200
+    assert running.api.post(f"{work}/stop", {}, format="json").json()["state"] == "stopping"
