@@ -17,6 +17,7 @@ from config.errors import InvalidRequest
 from config.text import first_forbidden_char
 from sessions.models import (
     INSTRUCTIONS_MAX_CHARS,
+    KEY_NAME_MAX_CHARS,
     MAX_ATTACHED_STORES,
     MOUNT_ROOT,
     NO_HEARTBEAT,
@@ -80,7 +81,11 @@ def clean_nullable_description(value: object, *, field: str = "description") -> 
 
 
 def clean_key_name(value: object, *, field: str = "name") -> str:
-    return _text(value, field=field, max_chars=100)
+    """``""``, or up to 100 characters without control characters: the name rule of environments and
+    session titles (`stores.validation.clean_name`), not a copy of it."""
+    if value == "":
+        return ""
+    return store_validation.clean_name(value, field=field, max_chars=KEY_NAME_MAX_CHARS)
 
 
 # --- sessions -------------------------------------------------------------------------------------

@@ -19,15 +19,16 @@ def _has_control(text: str) -> bool:
     return any(unicodedata.category(ch) == "Cc" for ch in text)
 
 
-def clean_name(value: object, *, field: str = "name") -> str:
+def clean_name(value: object, *, field: str = "name", max_chars: int = NAME_MAX_CHARS) -> str:
     """Return a valid store name: a string of 1–255 characters without control (Cc) characters.
 
-    Raises InvalidRequest naming `field`.
+    The one rule for every name-like text (environment names, session titles, environment key names);
+    `max_chars` lowers the bound for the shorter ones. Raises InvalidRequest naming `field`.
     """
     if not isinstance(value, str):
         raise InvalidRequest(f"{field}: must be a string.")
-    if not 1 <= len(value) <= NAME_MAX_CHARS:
-        raise InvalidRequest(f"{field}: must be 1–{NAME_MAX_CHARS} characters (got {len(value)}).")
+    if not 1 <= len(value) <= max_chars:
+        raise InvalidRequest(f"{field}: must be 1–{max_chars} characters (got {len(value)}).")
     if first_forbidden_char(value) or _has_control(value):
         raise InvalidRequest(f"{field}: must not contain control characters.")
     return value

@@ -119,7 +119,7 @@ class RawConfigField(RawField):
     pass
 
 
-@_schema(type="string", maxLength=KEY_NAME_MAX_CHARS)
+@_schema(type="string", maxLength=KEY_NAME_MAX_CHARS, pattern=NO_CONTROL_PATTERN)
 class RawKeyNameField(RawField):
     pass
 

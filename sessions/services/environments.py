@@ -145,9 +145,9 @@ class IssuedKey:
 def issue_environment_key(*, environment: Environment, name: object = "", created_by: User | None = None) -> IssuedKey:
     """Mint a key for `environment` (``menv_…``; only its SHA-256 and a prefix are stored).
 
-    name: ≤100 characters. Archived environments still get keys, so their queued work can be drained.
-    Raises EnvironmentNotFound (404) when the environment was deleted since it was read; holds it (``FOR
-    KEY SHARE``) until the key is committed.
+    name: ≤100 characters, no control characters (`validation.clean_key_name`). Archived environments still
+    get keys, so their queued work can be drained. Raises EnvironmentNotFound (404) when the environment was
+    deleted since it was read; holds it (``FOR KEY SHARE``) until the key is committed.
     """
     clean_name = validation.clean_key_name(name if name is not None else "")
     locked = lock_row(environment, EnvironmentNotFound, strength="key share")

@@ -278,6 +278,19 @@ def test_an_environment_id_that_is_not_a_uuid_string_is_400_naming_it(owner_api,
     assert_error(response, 400, "invalid_request_error", mentions="environment_id")
 
 
+@pytest.mark.parametrize("name", ["a\u0001b", "a\nb", "a\x7fb", "a\u0085b", "a\x00b", "x" * 101, 5])
+def test_environment_key_names_follow_the_one_name_rule(owner_api, environment, name):
+    """Key names refuse control characters as environment names and session titles do (`clean_name`)."""
+    response = owner_api.post(f"/api/v1/environments/{environment.pk}/keys", {"name": name}, format="json")
+    assert_error(response, 400, "invalid_request_error", mentions="name")
+    assert not environment.keys.exists()
+
+
+def test_an_empty_key_name_is_still_allowed(owner_api, environment):
+    response = owner_api.post(f"/api/v1/environments/{environment.pk}/keys", {"name": ""}, format="json")
+    assert response.status_code == 200 and response.json()["name"] == ""
+
+
 def _everything(*models) -> list:
     """What a refused request must leave unchanged (timestamps of credential use aside)."""
     from sessions.models import EnvironmentKey, WorkClaim
