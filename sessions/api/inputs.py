@@ -1,7 +1,8 @@
 """Request bodies and query parameters of environments, sessions and work (SPEC §5).
 
-Everything is strict: an unknown body field or query parameter is 400 naming it, and the OpenAPI
-document says so (`additionalProperties: false` on every body). Integers in query strings are ASCII
+Everything is strict: an unknown body field or query parameter is 400 naming it (endpoints without query
+parameters of their own call `config.api.reject_query`), and the OpenAPI document says so
+(`additionalProperties: false` on every body). Integers in query strings are ASCII
 decimals (``5.0``, `` 5``, full-width digits: 400); booleans are exactly ``true``/``false``. Body fields
 arrive raw and are checked by `sessions.validation` (through the services), which words every error
 with the field's name.
