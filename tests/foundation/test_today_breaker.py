@@ -58,8 +58,12 @@ def send(method: str, path: str, secret: str, payload: dict | None = None) -> tu
 
 
 def waiting_for_lock(probe, like: str) -> int:
-    """How many backends wait on a lock running a statement whose text matches `like`."""
-    query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s"
+    """How many backends of this test's database wait on a lock running a statement whose text matches
+    `like` (another database's waiters on a shared server — a parallel run, a helper — are not ours)."""
+    query = (
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s"
+        " AND datname = current_database()"
+    )
     return probe.execute(query, (like,)).fetchone()[0]
 
 

@@ -144,7 +144,8 @@ def _wait_for_waiters(fragment: str) -> None:
         probe.autocommit = True
         for _ in range(600):
             (waiting,) = probe.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND position(%s in query) > 0",
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND position(%s in query) > 0"
+                " AND datname = current_database()",
                 (fragment,),
             ).fetchone()
             if waiting >= CLIENTS:
