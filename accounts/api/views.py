@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from accounts import selectors, services
 from accounts.api import serializers as s
 from accounts.errors import StaffRequired
-from config.api import envelope, reject_body
+from config.api import envelope, reject_body, reject_query
 from stores import selectors as store_selectors
 from stores.api.pagination import decode_cursor, take_page
 
@@ -46,6 +46,7 @@ class MeView(APIView):
 
     @extend_schema(operation_id="get_me", responses={200: MeSerializer}, tags=["accounts"])
     def get(self, request):
+        reject_query(request)
         token = request.auth
         return envelope(
             {
@@ -129,6 +130,7 @@ class ProjectCollectionView(APIView):
         "`public`. A taken slug (any case) is 409 `slug_taken`.",
     )
     def post(self, request):
+        reject_query(request)
         data = _validated(s.ProjectCreateSerializer, request)
         project = services.create_project(creator=request.user, **data)
         return envelope(s.ProjectSerializer(selectors.get_project_for(request.user, str(project.pk))).data, status=201)
@@ -147,6 +149,7 @@ class ProjectDetailView(APIView):
         description="404 when absent or not visible to you (private and you are not an active member).",
     )
     def get(self, request, ref):
+        reject_query(request)
         return envelope(s.ProjectSerializer(selectors.get_project_for(request.user, ref)).data)
 
     @extend_schema(
@@ -159,6 +162,7 @@ class ProjectDetailView(APIView):
     )
     def patch(self, request, ref):
         project = selectors.get_project_for(request.user, ref, need="owner")
+        reject_query(request)
         project = services.update_project(project=project, **_validated(s.ProjectUpdateSerializer, request))
         return envelope(s.ProjectSerializer(selectors.get_project_for(request.user, str(project.pk))).data)
 
@@ -196,6 +200,7 @@ class ProjectMembersView(APIView):
     )
     def post(self, request, ref):
         project = selectors.get_project_for(request.user, ref, need="owner")
+        reject_query(request)
         data = _validated(s.ProjectMemberRequestSerializer, request)
         membership, created = services.set_project_member(
             project=project, handle=data["handle"], role=data.get("role", services.UNSET), active=data["active"]
@@ -228,6 +233,7 @@ class SectionCollectionView(APIView):
         "`public`; `open_to_all_posters` lets every active reader post (a public global board).",
     )
     def post(self, request):
+        reject_query(request)
         if not request.user.is_staff:
             raise StaffRequired()
         data = _validated(s.SectionCreateSerializer, request)
@@ -336,6 +342,7 @@ class TokenCollectionView(APIView):
         "it expires no later than the calling token (403 otherwise). `token` holds the secret, shown once.",
     )
     def post(self, request):
+        reject_query(request)
         data = _validated(s.TokenCreateSerializer, request)
         issued = services.mint_token(user=request.user, caller=request.auth, **data)
         body = {**s.TokenSerializer(issued.token, context={"caller": request.auth}).data, "token": issued.secret}
@@ -355,6 +362,7 @@ class TokenDetailView(APIView):
     )
     def delete(self, request, pk):
         token = selectors.get_token_for(request.user, pk)
+        reject_query(request)
         reject_body(request)
         token = services.revoke_token(token=token)
         return envelope(s.TokenSerializer(token, context={"caller": request.auth}).data)

@@ -15,7 +15,7 @@ from rest_framework import serializers
 from rest_framework.parsers import BaseParser
 from rest_framework.views import APIView
 
-from config.api import StrictQuerySerializer, envelope, reject_body
+from config.api import StrictQuerySerializer, envelope, reject_body, reject_query
 from memories.exchange import services as imports
 from memories.exchange.format import ACCEPTED_MEDIA_TYPES
 from stores.api.serializers import StoreSerializer, SubjectField
@@ -141,6 +141,7 @@ class ImportDetailView(APIView):
         operation_id="get_memories_import", tags=TAGS, parameters=[IMPORT_ID], responses=ImportEnvelopeSerializer
     )
     def get(self, request, import_id):
+        reject_query(request)
         return _render(request, imports.get_upload(actor=request.user, import_id=import_id))
 
     @extend_schema(
@@ -151,6 +152,7 @@ class ImportDetailView(APIView):
         description="Abandon an open import: its hidden store and everything sent so far are deleted.",
     )
     def delete(self, request, import_id):
+        reject_query(request)
         reject_body(request)
         pk = imports.abort_upload(actor=request.user, import_id=import_id)
         return envelope({"id": str(pk), "deleted": True})

@@ -16,7 +16,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.views import APIView
 
 from accounts.permissions import token_scopes
-from config.api import envelope, validate
+from config.api import envelope, reject_query, validate
 from config.errors import InvalidRequest, request_id_of
 from config.fastlane import UUID_GROUP, Lane
 from memories import nap, selectors, services, tree
@@ -85,6 +85,7 @@ class NoteView(APIView):
     )
     def post(self, request, pk):
         store = get_store_for(request.user, pk, need="write")
+        reject_query(request)
         incoming = validate(s.NoteRequestSerializer, with_idempotency_key(request))
         result = services.append_entry(store=store, author=request.user, **incoming)
         return envelope(
@@ -165,6 +166,7 @@ class CompactView(APIView):
     )
     def post(self, request, pk):
         store = get_store_for(request.user, pk, need="write")
+        reject_query(request)
         incoming = s.CompactRequestSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         fields = dict(incoming.validated_data)
@@ -239,6 +241,7 @@ class ForgetView(APIView):
     )
     def post(self, request, pk):
         store = get_store_for(request.user, pk, need="owner")
+        reject_query(request)
         incoming = s.ForgetRequestSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         result = services.forget_range(
@@ -268,6 +271,7 @@ class RedactView(APIView):
     )
     def post(self, request, pk, seq):
         store = get_store_for(request.user, pk, need="owner")
+        reject_query(request)
         seq = s.parse_seq(seq)
         incoming = s.RedactRequestSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)

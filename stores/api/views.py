@@ -9,7 +9,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
-from config.api import envelope, reject_body
+from config.api import envelope, reject_body, reject_query
 from stores import selectors, services
 from stores.api import serializers as s
 from stores.api.pagination import decode_cursor, take_page
@@ -63,6 +63,7 @@ class StoreCollectionView(APIView):
         "Needs the write right on the subject; someone else's user store is always 403.",
     )
     def post(self, request):
+        reject_query(request)
         incoming = s.StoreEnsureSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
@@ -120,6 +121,7 @@ class StoreDetailView(APIView):
     )
     def get(self, request, pk):
         store = selectors.get_store_for(request.user, pk)
+        reject_query(request)
         return envelope(s.StoreSerializer(store).data)
 
     @extend_schema(
@@ -132,6 +134,7 @@ class StoreDetailView(APIView):
     )
     def patch(self, request, pk):
         store = selectors.get_store_for(request.user, pk, need="owner")
+        reject_query(request)
         incoming = s.StoreUpdateSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
@@ -211,6 +214,7 @@ class StoreShareView(APIView):
     )
     def post(self, request, pk):
         store = selectors.get_store_for(request.user, pk, need="owner")
+        reject_query(request)
         incoming = s.ShareSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         grant = services.set_reader(

@@ -15,7 +15,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
-from config.api import reject_body, validate
+from config.api import reject_body, reject_query, validate
 from config.fastlane import UUID_GROUP, Lane
 from sessions.selectors import store_for_request
 from sessions.services.work import fence_for_request
@@ -104,6 +104,7 @@ class MemoryStoreCollectionView(APIView):
         description="Create a private user store owned by the caller.",
     )
     def post(self, request):
+        reject_query(request)
         incoming = validate(MemoryStoreCreateRequestSerializer, request.data)
         store = store_services.create_store(owner=request.user, **incoming)
         return responses.store_body(store)
@@ -122,6 +123,7 @@ class MemoryStoreDetailView(APIView):
         operation_id="memory_stores_retrieve", tags=TAG, parameters=[STORE_ID], responses={200: MemoryStoreSerializer}
     )
     def get(self, request, store_id):
+        reject_query(request)
         return responses.store_body(store_for_request(request, store_id, need="read"))
 
     @extend_schema(
@@ -134,6 +136,7 @@ class MemoryStoreDetailView(APIView):
     )
     def post(self, request, store_id):
         store = store_for_request(request, store_id, need="owner")
+        reject_query(request)
         incoming = validate(MemoryStoreUpdateRequestSerializer, request.data)
         store = store_services.update_store(
             store=store,
@@ -163,6 +166,7 @@ class MemoryStoreDetailView(APIView):
     )
     def delete(self, request, store_id):
         store = store_for_request(request, store_id, need="owner")
+        reject_query(request)
         reject_body(request)
         store_services.delete_store(store=store)
         return responses.store_deleted_body(store.pk)
@@ -185,6 +189,7 @@ class MemoryStoreArchiveView(APIView):
     )
     def post(self, request, store_id):
         store = store_for_request(request, store_id, need="owner")
+        reject_query(request)
         reject_body(request)
         store, _changed = store_services.archive_store(store=store)
         return responses.store_body(store)
@@ -426,6 +431,7 @@ class MemoryVersionRedactView(APIView):
     )
     def post(self, request, store_id, version_id):
         store = store_for_request(request, store_id, need="write")
+        reject_query(request)
         reject_body(request)
         version = services.redact_version(
             store=store, version_id=version_id, actor=actor_for_request(request), fence=fence_for_request(request)
