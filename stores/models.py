@@ -178,6 +178,8 @@ class Store(models.Model):
     archived_at = models.DateTimeField(null=True, blank=True)
     importing = models.BooleanField(default=False)
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # Where the purge of a deleted store goes on: {"table": i, "after": last id deleted} (stores.services)
+    purge_cursor = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 

@@ -330,11 +330,13 @@ def purge_after_deletion(*, first: object = None) -> None:
 # go with the store row. Named by label: those apps build on stores, not the reverse. Each batch deletes
 # the store's next `STORE_PURGE_BATCH` rows in primary-key order (store_id, id) — all that is left when
 # fewer remain (the last id read backwards: uuid keys have no max()) — as one range of that index, one
-# store, one shard on Citus, and returns its upper bound: the next batch starts after it (`after`), so no
+# store, one shard on Citus, and returns its upper bound: the next batch starts after it (`after`, kept in
+# `Store.purge_cursor`, so a later purge — another request, `purge_stores` — resumes there too), and no
 # batch walks the index entries of rows an earlier batch deleted (dead until VACUUM). Measured at 400,000
 # entries: from the store's start every time, a batch grew from 13 to 77 ms (quadratic over a purge);
-# after the bound, 17–23 ms throughout. `id IN (SELECT … LIMIT n)` read every row of the store per batch
-# (a hash semi-join over a bitmap scan: 173 ms per batch at 300,000 entries).
+# after the bound, 17–23 ms throughout; and `purge_stores` after a request had purged 10⁶ rows spent
+# 20 s walking them in its first batch before the cursor was kept. `id IN (SELECT … LIMIT n)` read every
+# row of the store per batch (a hash semi-join over a bitmap scan: 173 ms per batch at 300,000 entries).
 _PURGED_MODELS = ("memories.Entry", "memories.Summary", "versions.Memory", "versions.Version")
 
 _PURGE_BATCH_SQL = """
@@ -386,20 +388,25 @@ def purge_deleted_stores(*, seconds: float | None, first: object = None, only_fi
     """
     deadline = None if seconds is None else time.monotonic() + seconds
     rows = stores = 0
-    after: dict[tuple, object] = {}  # (store, table) → the last id deleted there by this call
     while deadline is None or time.monotonic() < deadline:
         with transaction.atomic():
-            victim = _next_to_purge(first, others=not only_first)
-            if victim is None:
+            found = _next_to_purge(first, others=not only_first)
+            if found is None:
                 break
+            victim, cursor_state = found
+            start = (cursor_state or {}).get("table", 0)
             removed = 0
             with connection.cursor() as cursor:
-                for table, sql in enumerate(_purge_batches()):
-                    params = {"store": victim, "after": after.get((victim, table)), "batch": settings.STORE_PURGE_BATCH}
-                    cursor.execute(sql, params)
+                batches = _purge_batches()
+                for table in range(start, len(batches)):
+                    after = cursor_state["after"] if cursor_state and table == start else None
+                    params = {"store": victim, "after": after, "batch": settings.STORE_PURGE_BATCH}
+                    cursor.execute(batches[table], params)
                     last, removed = cursor.fetchone()
                     if removed:
-                        after[(victim, table)] = last
+                        # where the next batch starts, whoever runs it: the tables before `table` are empty and
+                        # its ids up to `last` gone (nothing is written into a deleted store)
+                        Store.objects.filter(pk=victim).update(purge_cursor={"table": table, "after": str(last)})
                         break
             rows += removed
             if not removed:
@@ -409,16 +416,17 @@ def purge_deleted_stores(*, seconds: float | None, first: object = None, only_fi
 
 
 def _next_to_purge(first: object, *, others: bool = True):
-    """The id of a deleted store to purge next, locked for this transaction: `first` while it is there —
+    """``(id, purge_cursor)`` of the deleted store to purge next, locked for this transaction: `first` while it
+    is there —
     waiting for its lock, which only a purger's batch or a writer about to find the store deleted holds, and
     briefly — then the oldest deletion no other purger holds (`SKIP LOCKED`)."""
     deleted = Store.objects.select_for_update(of=("self",)).filter(deleted_at__isnull=False)
     if first is not None:
-        pk = deleted.filter(pk=first).values_list("pk", flat=True).first()
-        if pk is not None or not others:
-            return pk
+        found = deleted.filter(pk=first).values_list("pk", "purge_cursor").first()
+        if found is not None or not others:
+            return found
     waiting = Store.objects.select_for_update(of=("self",), skip_locked=True).filter(deleted_at__isnull=False)
-    return waiting.order_by("deleted_at", "pk").values_list("pk", flat=True).first()
+    return waiting.order_by("deleted_at", "pk").values_list("pk", "purge_cursor").first()
 
 
 @transaction.atomic

@@ -1,7 +1,8 @@
 """A store's deletion hides it at once and purges its rows in batches (docs/decisions.md "Deleting a store of
-any size"): `deleted_at`, and a partial index listing the stores still to purge. Adding a nullable column
-rewrites nothing. A deleted store belongs to no subject any more (owner, project and section cleared, so the
-subject can be deleted before the purge ends): the scope/subject check admits that state.
+any size"): `deleted_at`, where the purge goes on (`purge_cursor`), and a partial index listing the stores
+still to purge. Adding nullable columns rewrites nothing. A deleted store belongs to no subject any more
+(owner, project and section cleared, so the subject can be deleted before the purge ends): the
+scope/subject check admits that state.
 """
 
 from django.conf import settings
@@ -25,6 +26,11 @@ class Migration(migrations.Migration):
             model_name='store',
             name='deleted_at',
             field=models.DateTimeField(blank=True, null=True),
+        ),
+        migrations.AddField(
+            model_name='store',
+            name='purge_cursor',
+            field=models.JSONField(blank=True, null=True),
         ),
         migrations.AddIndex(
             model_name='store',

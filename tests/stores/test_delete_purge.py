@@ -230,14 +230,21 @@ def test_a_purge_stopped_anywhere_leaves_the_store_hidden_and_the_next_one_finis
     total = sum(rows_of(store.pk)[m._meta.db_table] for m in (Entry, Summary, Memory, Version))
     clock = itertools.count()  # every reading one second later: a budget of k seconds allows k batches
     monkeypatch.setattr(store_services.time, "monotonic", lambda: float(next(clock)))
-    removed = 0
+    removed, tables = 0, (Entry, Summary, Memory, Version)  # the purge's order
     while True:
-        purged = store_services.purge_deleted_stores(seconds=2)
+        purged = store_services.purge_deleted_stores(seconds=2)  # one batch per call
         removed += purged.rows
         if purged.stores:
             break
         assert purged.pending == 1 and Store.objects.filter(pk=store.pk, deleted_at__isnull=False).exists()
         assert not Store.objects.readable_by(owner).filter(pk=store.pk).exists()
+        # the kept cursor says exactly what is gone: the tables before its own, and its ids up to `after`
+        cursor = Store.objects.get(pk=store.pk).purge_cursor
+        model = tables[cursor["table"]]
+        assert all(not m.objects.filter(store_id=store.pk).exists() for m in tables[: cursor["table"]])
+        after = model._meta.get_field("id").to_python(cursor["after"])
+        assert not model.objects.filter(store_id=store.pk, id__lte=after).exists()
+        assert removed == total - sum(m.objects.filter(store_id=store.pk).count() for m in tables)
     assert removed == total and set(rows_of(store.pk).values()) == {0}
 
 
@@ -397,3 +404,23 @@ def test_parallel_writers_over_http_get_404_once_the_deletion_is_answered(live_s
     assert late and set(late) == {404}
     store_services.purge_deleted_stores(seconds=None)
     assert set(rows_of(store.pk).values()) == {0}
+
+
+@pytest.mark.django_db
+def test_a_purge_starts_where_the_kept_cursor_says(settings, owner):
+    """The next batch starts after `purge_cursor` (it never walks the index entries of rows deleted before,
+    dead until VACUUM): with the cursor set past the first ten entries by hand, a batch deletes the next
+    ones and leaves those ten (which a real purge never leaves behind a cursor)."""
+    settings.STORE_PURGE_SECONDS = 0
+    settings.STORE_PURGE_BATCH = 5
+    store = populated(owner, entries=30, files=0)
+    store_services.delete_store(store=store)
+    ids = list(Entry.objects.filter(store_id=store.pk).order_by("id").values_list("id", flat=True))
+    Store.objects.filter(pk=store.pk).update(purge_cursor={"table": 0, "after": str(ids[9])})
+    clock = itertools.count()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store_services.time, "monotonic", lambda: float(next(clock)))
+        assert store_services.purge_deleted_stores(seconds=2).rows == 5
+    left = list(Entry.objects.filter(store_id=store.pk).order_by("id").values_list("id", flat=True))
+    assert left == ids[:10] + ids[15:]
+    assert Store.objects.get(pk=store.pk).purge_cursor == {"table": 0, "after": str(ids[14])}
