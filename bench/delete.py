@@ -1,7 +1,7 @@
 """Benchmark deleting stores of growing size through the API (SPEC §4 delete; docs/decisions.md "Deleting a
 store of any size").
 
-    .venv/bin/python bench/delete.py [--sizes 1000,1000000,3000000] [--keep]
+    .venv/bin/python bench/delete.py [--sizes 1000,1000000,5000000] [--keep]
 
 Each store is bulk-loaded with COPY as a fully compacted log (N entries and N - 1 summaries), then deleted
 with `DELETE /api/v1/memories/{id}?expected_entry_count=…&generation=…` through gunicorn, as `bin/serve`
@@ -9,7 +9,8 @@ runs it (its default budgets: `DB_STATEMENT_TIMEOUT` 5 s, `REQUEST_TIMEOUT` 9.5 
 2 s). Prints per size the answer and its latency, whether the store is gone for its owner afterwards, the
 rows the request left to purge, and how long `manage.py purge_stores` then took for them.
 Goal: every deletion answered 200 within the request budget, the store 404 right after it, and no row left
-once `purge_stores` has run (before the two-step deletion: one statement, a 503 above about 3·10⁶ entries).
+once `purge_stores` has run (before the two-step deletion: one transaction, 5.3 s at 3·10⁶ entries, and a
+503 once it outgrew the 7 s request deadline).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def rows_left(store_id: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="1000,1000000,3000000")
+    parser.add_argument("--sizes", default="1000,1000000,5000000")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     django_setup()
