@@ -171,7 +171,11 @@ def _origin_allowed(request: HttpRequest) -> bool:
         return True
     if origin in settings.MCP_ALLOWED_ORIGINS:
         return True
-    return urlsplit(origin).netloc.lower() == request.get_host().lower()
+    try:
+        netloc = urlsplit(origin).netloc
+    except ValueError:  # an unparsable origin (`http://[`) is foreign, never a 500
+        return False
+    return netloc.lower() == request.get_host().lower()
 
 
 @csrf_exempt

@@ -57,6 +57,16 @@ def test_a_foreign_browser_origin_is_refused_and_the_own_host_allowed(client, se
     assert rpc(client, secret, ping, HTTP_ORIGIN="https://console.example").status_code == 200
 
 
+@pytest.mark.parametrize("origin", ["http://[", "http://[::1", "https://[bad"])
+def test_an_unparsable_origin_is_refused_like_a_foreign_one(client, secret, origin):
+    """An Origin urlsplit cannot parse is a 403 with the SPEC §2 error object and a Request-Id, not a 500."""
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    response = rpc(client, secret, ping, HTTP_ORIGIN=origin)
+    assert response.status_code == 403
+    assert response.json()["error"] == {"type": "permission_error", "message": "Origin not allowed."}
+    assert response.json()["request_id"] == response["Request-Id"]
+
+
 def test_transport_rejections_that_are_not_json_rpc_become_the_error_object(client, secret):
     wrong_type = rpc(client, secret, "{}", content_type="text/plain")
     assert wrong_type.status_code == 400
