@@ -10,10 +10,13 @@ change to a REST serializer, limit or view flows into MCP without a second edit:
 - the output schema is the operation's success response (the ``{data, meta}`` envelope);
 - a call is dispatched **to the REST view itself**, in-process: the arguments become the path, the query
   string and the JSON body of an internal request made for the caller the `/mcp` request authenticated
-  (its user and token) and carrying the outer request's id. The view checks scopes, fetches through the
-  selectors, validates with the strict serializers, calls the one service and renders — the only
-  implementation of every rule — and its response body is the tool's result (or, for a 4xx/5xx, the
-  SPEC §2 error object).
+  (its user and token) and carrying the outer request's id. The view is the one the operation's path
+  template routes to, bound once; path arguments are handed to it as its URL arguments, never routed,
+  so no value (``resolve``, ``imports``, ``x/readers``) can reach another operation, and the view parses
+  them as it parses a REST path (an id that names no store is its "Store not found."). The view checks
+  scopes, fetches through the selectors, validates with the strict serializers, calls the one service
+  and renders — the only implementation of every rule — and its response body is the tool's result (or,
+  for a 4xx/5xx, the SPEC §2 error object).
 
 What MCP adds in front of the view is only what the HTTP encoding would otherwise lose: JSON types are
 checked strictly (``"true"``, ``"5"`` where a boolean or integer belongs are errors, never coerced — a
@@ -37,10 +40,10 @@ from urllib.parse import quote, urlencode
 
 from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpRequest
-from django.urls import Resolver404, resolve
+from django.urls import Resolver404, ResolverMatch, resolve
 from rest_framework import serializers
 
-from config.errors import NotFound, describe, error_payload, request_id_of
+from config.errors import describe, error_payload, request_id_of
 from config.parsers import find_forbidden
 
 logger = logging.getLogger("memories.mcp")
@@ -77,6 +80,8 @@ class Operation:
 
     path: the OpenAPI path template (``/api/v1/memories/{id}/note``); path_params, query_params and
     body_fields partition the tool's arguments; input_schema / output_schema are JSON Schema objects.
+    route: what the path template itself resolves to — the operation's view, with each URL argument's
+    value the placeholder (``{"pk": "{id}"}``) of the path parameter that fills it.
     """
 
     tool: Tool
@@ -88,6 +93,7 @@ class Operation:
     has_body: bool
     input_schema: dict[str, Any]
     output_schema: dict[str, Any]
+    route: ResolverMatch
 
 
 @dataclass(frozen=True)
@@ -212,7 +218,20 @@ def _bind(tool: Tool, method: str, path: str, operation: dict, components: dict)
         has_body=has_body,
         input_schema=input_schema,
         output_schema=_output_schema(tool, operation, components),
+        route=_route(tool, path, path_params),
     )
+
+
+def _route(tool: Tool, path: str, path_params: list[str]) -> ResolverMatch:
+    """Resolve the path template itself: each ``{name}`` lands, as text, in the URL argument it fills."""
+    try:
+        match = resolve(path)
+    except Resolver404:
+        raise LookupError(f"MCP tool {tool.name!r}: its path {path} routes to no view.") from None
+    placeholders = {"{" + name + "}" for name in path_params}
+    if set(match.kwargs.values()) != placeholders or match.args:
+        raise LookupError(f"MCP tool {tool.name!r}: {path} does not route its parameters to one view's arguments.")
+    return match
 
 
 def _output_schema(tool: Tool, operation: dict, components: dict) -> dict[str, Any]:
@@ -385,7 +404,7 @@ def _query_text(value: Any) -> str:
 def rest_request(operation: Operation, arguments: dict[str, Any], *, outer: HttpRequest) -> WSGIRequest:
     """The internal request that performs `operation` with `arguments` for the caller of `outer`.
 
-    Path parameters are percent-encoded into the path (an ``id`` cannot reach another route), query
+    Path parameters are percent-encoded into the path (`call` hands them to the view directly), query
     parameters form the query string (booleans as ``true``/``false``), body fields the JSON body. The
     caller (the user and token `/mcp` authenticated, else the Authorization header) and the outer
     request's id are carried over, so errors quote the request id of the HTTP response.
@@ -439,12 +458,16 @@ def call(operation: Operation, arguments: Any, *, request: HttpRequest) -> ToolR
     try:
         checked = check_arguments(operation, arguments)
         inner = rest_request(operation, checked, outer=request)
-        try:
-            match = resolve(inner.path_info)
-        except Resolver404:
-            raise NotFound() from None
-        inner.resolver_match = match
-        response = match.func(inner, *match.args, **match.kwargs)
+        route = operation.route
+        # The operation's own view, never a route looked up from the filled-in path: path arguments are
+        # its URL arguments, the text a REST client's percent-encoded path segment decodes to (a string,
+        # or an integer such as `seq`, whose JSON type check_arguments has checked).
+        kwargs = {key: str(checked[placeholder[1:-1]]) for key, placeholder in route.kwargs.items()}
+        inner.resolver_match = ResolverMatch(
+            route.func, (), kwargs, url_name=route.url_name, app_names=route.app_names,
+            namespaces=route.namespaces, route=route.route, captured_kwargs=kwargs,
+        )  # fmt: skip
+        response = route.func(inner, **kwargs)
         if hasattr(response, "render") and not getattr(response, "is_rendered", True):
             response.render()
         text = response.content.decode("utf-8")

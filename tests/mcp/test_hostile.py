@@ -8,6 +8,7 @@ import uuid
 import httpx
 import pytest
 
+from config import mcp_tools
 from memories.models import Entry
 from stores.models import ReaderGrant, Store
 from tests.factories import ReaderGrantFactory, StoreFactory
@@ -230,6 +231,41 @@ def test_another_users_store_is_not_found_exactly_like_a_missing_one(mcp_client,
             assert error_of(client.call_tool("get_memories", {"id": weird}))["type"] == "not_found_error"
         resolved = error_of(client.call_tool("resolve_memories", {"scope": "user", "subject": "bob"}))
     assert resolved["type"] == "not_found_error"
+    assert snapshot() == before
+
+
+# Every tool with a path parameter, with the other arguments it needs to pass its own validation.
+PATH_TOOLS = {
+    "get_memories": {},
+    "update_memories": {"name": "x"},
+    "list_memories_readers": {},
+    "share_memories": {"handle": "bob"},
+    "delete_memories": {"expected_entry_count": 0, "generation": 1},
+    "note_memories": {"body_md": "x"},
+    "wake_memories": {},
+    "nap_memories": {},
+    "compact_memories": {"range": "0", "generation": 1, "source_digest": "0" * 64, "summary_md": "s", "model": "m"},
+    "recall_memories": {"pattern": "x"},
+    "zoom_memories": {"range": "0"},
+    "forget_memories": {"range": "0", "generation": 1},
+    "redact_memories_entry": {"seq": 0, "reason": "r"},
+}
+
+
+def test_an_id_that_spells_another_route_reaches_no_other_operation(mcp_client, alice, bob, alice_store):
+    """A tool runs only its own operation's view: an `id` such as `resolve` or `imports` (a route next to
+    `/memories/{id}`), a slash or an empty id is that view's "Store not found.", exactly as a random UUID,
+    for every tool with a path parameter; and nothing changes (before, `get_memories {"id": "resolve"}`
+    answered resolve_memories, and `"imports"` reached the import views)."""
+    assert set(PATH_TOOLS) == {name for name, operation in mcp_tools.catalogue().items() if operation.path_params}
+    before = snapshot()
+    spellings = ("resolve", "imports", f"imports/{uuid.uuid4()}", f"{alice_store.pk}/readers", "me", "", "..")
+    with mcp_client(alice.secret) as client:
+        for tool, arguments in PATH_TOOLS.items():
+            missing = error_of(client.call_tool(tool, {"id": str(uuid.uuid4()), **arguments}))
+            assert missing == {"type": "not_found_error", "message": "Store not found."}, tool
+            for spelling in spellings:
+                assert error_of(client.call_tool(tool, {"id": spelling, **arguments})) == missing, (tool, spelling)
     assert snapshot() == before
 
 
