@@ -17,7 +17,11 @@ How a request flows (the decision and its measurements: docs/decisions.md, "MCP 
    (`config.mcp_tools`): same services, selectors, serializers and errors as REST.
 
 The SDK's answer is copied into a Django response; SDK rejections that are not JSON-RPC (plain-text
-4xx) are rewritten as SPEC §2 error objects. Every response carries ``Request-Id``.
+4xx) are rewritten as SPEC §2 error objects, and its refusal of a body that is no JSON-RPC message (a
+pydantic dump under -32602) as -32600 "Invalid Request". Every response carries ``Request-Id``.
+
+A JSON-RPC batch (protocol revision 2025-03-26 only; later revisions removed them) is not something the
+SDK reads: the view hands it each message as its own exchange and answers the array of their replies.
 """
 
 from __future__ import annotations
@@ -210,16 +214,89 @@ def endpoint(request: HttpRequest) -> HttpResponse:
         return error_response(request, status=413, type="request_too_large", message=message)
     twice = duplicate_key(body)
     if twice is not None:  # as REST: a key given twice is an error, never "the last one wins" (SPEC §2)
-        return _parse_error(request, twice)
+        return _rpc_error(types.PARSE_ERROR, f"Parse error: {twice}.")
     request.mcp_credentials = credentials  # (user, token): the caller of every tool in this request
+    batch = _batch_in(body)
+    if batch is not None:
+        return _serve_batch(request, batch)
     status, headers, content = async_to_sync(serve_exchange)(request, body)
     return _django_response(request, status, headers, content)
 
 
-def _parse_error(request: HttpRequest, problem: str) -> HttpResponse:
-    """The JSON-RPC parse error (-32700) the SDK itself answers for unreadable JSON, naming `problem`."""
-    payload = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"Parse error: {problem}."}}
+# The revision whose clients may batch; also the one the SDK assumes when MCP-Protocol-Version is absent.
+BATCH_REVISION = types.DEFAULT_NEGOTIATED_VERSION  # "2025-03-26"
+# Each message of a batch is a full exchange (and a tool call may be one): bound the work one request buys.
+MAX_BATCH_MESSAGES = 50
+
+
+def _batch_in(body: bytes) -> list | None:
+    """The messages of `body` when it is a JSON array, else None (anything unreadable is the SDK's to report)."""
+    if body.lstrip(b" \t\r\n")[:1] != b"[":
+        return None
+    try:
+        messages = json.loads(body)
+    except ValueError:
+        return None
+    return messages if isinstance(messages, list) else None
+
+
+def _serve_batch(request: HttpRequest, batch: list) -> HttpResponse:
+    """A 2025-03-26 batch: each message is its own exchange with the SDK, in order; the answer is the array
+    of their replies (200), or 202 when none has one (notifications, responses). Other revisions, an empty
+    array and one over `MAX_BATCH_MESSAGES` are -32600. An HTTP-level refusal (a wrong Accept or
+    Content-Type header: the same for every message) refuses the whole batch.
+    """
+    revision = request.headers.get("MCP-Protocol-Version", BATCH_REVISION)
+    if revision != BATCH_REVISION:
+        problem = f"JSON-RPC batches are part of protocol revision {BATCH_REVISION} only, not {revision}."
+        return _rpc_error(types.INVALID_REQUEST, f"Invalid Request: {problem}")
+    if not 1 <= len(batch) <= MAX_BATCH_MESSAGES:
+        problem = f"a batch holds 1 to {MAX_BATCH_MESSAGES} messages, not {len(batch)}."
+        return _rpc_error(types.INVALID_REQUEST, f"Invalid Request: {problem}")
+    replies: list[Any] = []
+    for status, headers, content in async_to_sync(serve_batch)(request, batch):
+        if status not in (200, 202, 400) or (status == 400 and _json_rpc_error_of(content) is None):
+            return _django_response(request, status, headers, content)
+        if content:
+            replies.append(json.loads(_clean_envelope_error(status, content)))
+    if not replies:
+        response = HttpResponse(status=202)
+        del response["Content-Type"]
+        return response
+    return HttpResponse(json.dumps(replies, ensure_ascii=False), content_type="application/json")
+
+
+async def serve_batch(request: HttpRequest, batch: list) -> list[tuple[int, list[tuple[bytes, bytes]], bytes]]:
+    """`serve_exchange` for each message of `batch`, one after the other (tool calls share the request's thread)."""
+    return [await serve_exchange(request, json.dumps(message).encode("utf-8")) for message in batch]
+
+
+def _rpc_error(code: int, message: str) -> HttpResponse:
+    """A JSON-RPC error for a body the SDK does not get to read (HTTP 400, ``id`` null), as the SDK answers
+    its own parse errors."""
+    payload = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
     return HttpResponse(json.dumps(payload), status=400, content_type="application/json")  # Request-Id: middleware
+
+
+def _json_rpc_error_of(content: bytes) -> dict[str, Any] | None:
+    """The error object of a JSON-RPC error reply, else None."""
+    try:
+        reply = json.loads(content)
+    except ValueError:
+        return None
+    error = reply.get("error") if isinstance(reply, dict) and reply.get("jsonrpc") == "2.0" else None
+    return error if isinstance(error, dict) else None
+
+
+def _clean_envelope_error(status: int, content: bytes) -> bytes:
+    """The SDK refuses a body that is no JSON-RPC message with -32602 and pydantic's report (its internals,
+    documentation links, the input echoed): answer -32600 "Invalid Request", short, instead."""
+    error = _json_rpc_error_of(content) if status == 400 else None
+    if error is None or error.get("code") != types.INVALID_PARAMS:
+        return content
+    if not str(error.get("message", "")).startswith("Validation error:"):
+        return content
+    return _rpc_error(types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message object.").content
 
 
 async def serve_exchange(request: HttpRequest, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
@@ -310,7 +387,7 @@ def _django_response(request: HttpRequest, status: int, headers: list[tuple[byte
             message=text,
             headers={"Allow": values[b"allow"]} if b"allow" in values else None,
         )
-    response = HttpResponse(content, status=status, content_type=content_type or None)
+    response = HttpResponse(_clean_envelope_error(status, content), status=status, content_type=content_type or None)
     if not content:
         del response["Content-Type"]
     for name in _PASSED_HEADERS - {b"content-type"}:

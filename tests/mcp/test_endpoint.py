@@ -28,8 +28,7 @@ def rpc(client, secret, message, **headers):
         content_type=headers.pop("content_type", "application/json"),
         HTTP_ACCEPT=ACCEPT,
         HTTP_AUTHORIZATION=f"Bearer {secret}",
-        HTTP_MCP_PROTOCOL_VERSION="2025-06-18",
-        **headers,
+        **{"HTTP_MCP_PROTOCOL_VERSION": "2025-06-18", **headers},
     )
 
 
@@ -84,6 +83,65 @@ def test_json_rpc_errors_stay_json_rpc_and_carry_a_request_id(client, secret):
         client, secret, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "x", "arguments": [1]}}
     )
     assert not_an_object.json()["error"]["code"] == -32602
+
+
+def invalid_request(response) -> str:
+    """The message of a clean JSON-RPC -32600 answer (HTTP 400, id null, a Request-Id, no library internals)."""
+    assert response.status_code == 400 and response["Request-Id"].startswith("req_"), response.content
+    assert "pydantic" not in response.content.decode() and "input_value" not in response.content.decode()
+    payload = response.json()
+    assert payload["id"] is None and payload["error"]["code"] == -32600, payload
+    assert len(payload["error"]["message"]) < 120
+    return payload["error"]["message"]
+
+
+NOT_MESSAGES = [
+    b"5",
+    b'"x"',
+    b"null",
+    b"true",
+    b"{}",
+    b'{"id": 1, "method": "ping"}',
+    b'{"jsonrpc": "1.0", "id": 1, "method": "ping"}',
+    b'{"jsonrpc": "2.0", "id": 1}',
+    b'{"jsonrpc": "2.0", "id": 1, "method": 5}',
+    b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": 5}',
+]
+
+
+@pytest.mark.parametrize("version", ["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"])
+@pytest.mark.parametrize("body", NOT_MESSAGES)
+def test_a_body_that_is_no_json_rpc_message_is_a_short_invalid_request(client, secret, version, body):
+    """JSON that is no JSON-RPC message (a scalar, no or another `jsonrpc`, no method, bad params) is
+    -32600 "Invalid Request" on every revision — not -32602 with pydantic's report echoing the input."""
+    invalid_request(rpc(client, secret, body, HTTP_MCP_PROTOCOL_VERSION=version))
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25", "2026-07-28"])
+def test_a_batch_after_2025_03_26_is_an_invalid_request(client, secret, version):
+    """Revisions after 2025-03-26 removed JSON-RPC batches: a short -32600 that says so."""
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 2, "method": "ping"}]
+    assert "2025-03-26 only" in invalid_request(rpc(client, secret, batch, HTTP_MCP_PROTOCOL_VERSION=version))
+
+
+def test_a_2025_03_26_batch_answers_each_message_and_refuses_each_invalid_one(client, secret):
+    """Each message of a batch gets its own reply, in order: an invalid one its -32600, an unknown method
+    its -32601; an empty batch and one over 50 messages are one -32600 for the whole request."""
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        5,
+        {"jsonrpc": "2.0", "id": 7, "method": "resources/list"},
+    ]
+    response = rpc(client, secret, batch, HTTP_MCP_PROTOCOL_VERSION="2025-03-26")
+    assert response.status_code == 200 and response["Request-Id"].startswith("req_")
+    ping, invalid, unknown = response.json()
+    assert ping == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert invalid["id"] is None and invalid["error"]["code"] == -32600
+    assert unknown["id"] == 7 and unknown["error"]["code"] == -32601
+    assert "pydantic" not in response.content.decode()
+    assert "not 0" in invalid_request(rpc(client, secret, [], HTTP_MCP_PROTOCOL_VERSION="2025-03-26"))
+    many = [{"jsonrpc": "2.0", "id": n, "method": "ping"} for n in range(51)]
+    assert "not 51" in invalid_request(rpc(client, secret, many, HTTP_MCP_PROTOCOL_VERSION="2025-03-26"))
 
 
 def test_a_tool_call_in_process_writes_through_the_rest_service(client, secret):

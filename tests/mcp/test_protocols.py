@@ -108,6 +108,28 @@ def test_a_2025_03_26_client_without_the_protocol_header_works_message_by_messag
     assert ensured["structuredContent"]["data"]["id"] == str(Store.objects.get(owner=alice.user).pk)
 
 
+def test_a_2025_03_26_client_may_send_a_batch(live, alice):
+    """2025-03-26 servers MUST accept JSON-RPC batches (removed in 2025-06-18): a batch without the protocol
+    header (2025-03-26 predates it) is answered with the array of its requests' replies, in order — here a
+    ping, tools/list and a tool call that really ran — and a batch of notifications alone with 202."""
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "ensure_memories", "arguments": {}}},
+    ]
+    with httpx.Client(headers={"Authorization": f"Bearer {alice.secret}"}, timeout=30) as http:
+        response = http.post(live.mcp_url, json=batch, headers={"Accept": "application/json, text/event-stream"})
+        notified = http.post(live.mcp_url, json=[batch[1]], headers={"Accept": "application/json, text/event-stream"})
+    assert response.status_code == 200 and response.headers["request-id"].startswith("req_")
+    ping, listed, ensured = response.json()
+    assert [ping["id"], listed["id"], ensured["id"]] == [1, 2, 3]
+    assert ping["result"] == {}
+    assert [tool["name"] for tool in listed["result"]["tools"]] == EXPECTED_TOOLS
+    assert ensured["result"]["structuredContent"]["data"]["id"] == str(Store.objects.get(owner=alice.user).pk)
+    assert notified.status_code == 202 and notified.content == b""
+
+
 def test_messages_of_one_conversation_served_by_different_workers_all_succeed(live, mcp_client, alice):
     """New TCP connection per request, so the kernel spreads them over both workers; the access log (pid +
     Request-Id) proves the initialize and later tool calls were answered by different processes."""
