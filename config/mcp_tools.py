@@ -248,8 +248,10 @@ def _output_schema(tool: Tool, operation: dict, components: dict) -> dict[str, A
 def json_schema(schema: Any, components: Mapping[str, Any]) -> Any:
     """Turn an OpenAPI 3.0 schema into a self-contained JSON Schema (2020-12) value.
 
-    ``$ref`` to ``#/components/schemas/X`` is inlined; ``allOf: [one]`` plus siblings is merged;
-    ``nullable: true`` becomes a ``"null"`` type (or an ``anyOf`` with ``{"type": "null"}``);
+    ``$ref`` to ``#/components/schemas/X`` is inlined; ``allOf: [one]`` plus siblings is merged, and so is
+    ``oneOf: [one, NullEnum]`` (how the document writes a nullable reference or choice, `config.schema`);
+    ``nullable: true`` becomes a ``"null"`` type (and a null in an ``enum``), or an ``anyOf`` with
+    ``{"type": "null"}``;
     readOnly/writeOnly and other OpenAPI-only keywords are dropped. Raises ValueError on a reference
     cycle (none of our serializers nest themselves).
     """
@@ -279,6 +281,10 @@ def _convert(schema: Any, components: Mapping[str, Any], seen: tuple[str, ...]) 
     if isinstance(out.get("allOf"), list) and len(out["allOf"]) == 1:
         only = out.pop("allOf")[0]
         out = _merge(only, out)
+    alternatives = out.get("oneOf")
+    if schema.get("nullable") and isinstance(alternatives, list) and len(alternatives) == 2 and _NULL in alternatives:
+        out.pop("oneOf")
+        out = _merge(next(a for a in alternatives if a != _NULL), out)  # `nullable` below adds the null
     if schema.get("nullable"):
         out = _nullable(out)
     return out
@@ -290,7 +296,12 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+_NULL = {"enum": [None]}  # config.schema.NULL_ENUM, inlined
+
+
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(schema.get("enum"), list) and None not in schema["enum"]:
+        schema = {**schema, "enum": [*schema["enum"], None]}
     kind = schema.get("type")
     if isinstance(kind, str):
         return {**schema, "type": [kind, "null"]}

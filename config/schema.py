@@ -2,7 +2,8 @@
 
 `ApiAutoSchema` (every DRF view's schema class) expresses anonymous reads in `security`; the hooks add
 SPEC §2's error object to every error status the server really sends, the `Request-Id` header of every
-response, and `additionalProperties: false` to strict request bodies.
+response, and `additionalProperties: false` to strict request bodies, and make nullable references
+accept null under OpenAPI 3.0.3.
 """
 
 from __future__ import annotations
@@ -103,4 +104,43 @@ def close_strict_bodies(result, generator, request, public):
     for name, schema in result.get("components", {}).get("schemas", {}).items():
         if name in STRICT_COMPONENTS and schema.get("type") == "object":
             schema["additionalProperties"] = False
+    return result
+
+
+NULL_ENUM = "NullEnum"
+
+
+def accept_null_references(result, generator, request, public):
+    """drf-spectacular POSTPROCESSING_HOOK: a nullable reference accepts null under OpenAPI 3.0.3.
+
+    drf-spectacular writes a nullable nested object as ``{allOf: [{$ref: X}], nullable: true}``; OpenAPI
+    3.0.3 lets `nullable` add null only to a `type` in the same object, and `allOf` still requires X, so a
+    validator that follows the specification refuses the null the server sends (``NapData.job``,
+    ``Import.store``, ``MemoryVersion.redacted_by``, the empty work poll, …). They become
+    ``{oneOf: [{$ref: X}, {$ref: NullEnum}], nullable: true}`` — the form drf-spectacular itself gives
+    nullable choice fields, ``NullEnum`` being ``{enum: [null]}``.
+    """
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    null = {"$ref": f"#/components/schemas/{NULL_ENUM}"}
+    found = False
+
+    def visit(node):
+        nonlocal found
+        if isinstance(node, list):
+            for item in node:
+                visit(item)
+            return
+        if not isinstance(node, dict):
+            return
+        only = node.get("allOf")
+        if node.get("nullable") is True and "type" not in node and isinstance(only, list) and len(only) == 1:
+            node["oneOf"] = [node.pop("allOf")[0], null]
+            found = True
+        for value in node.values():
+            visit(value)
+
+    visit(result.get("paths", {}))
+    visit(schemas)
+    if found:
+        schemas.setdefault(NULL_ENUM, {"enum": [None]})
     return result

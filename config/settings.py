@@ -237,6 +237,7 @@ SPECTACULAR_SETTINGS = {
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
+        "config.schema.accept_null_references",
         "config.schema.add_error_responses",
         "config.schema.close_strict_bodies",
         "legacy.api.schema.keep_only_retired_statuses",

@@ -8,6 +8,8 @@ import pytest
 import yaml
 from openapi_spec_validator import validate
 
+from tests.documented import check
+
 pytestmark = pytest.mark.django_db
 
 
@@ -88,3 +90,67 @@ def test_the_schema_is_as_strict_as_the_server(document):
     assert params["page"]["maxLength"] <= 4400
     resolve = document["paths"]["/api/v1/memories/resolve"]["get"]
     assert {p["name"]: p["schema"] for p in resolve["parameters"]}["ref"]["pattern"].startswith("^\\^")
+
+
+# --- real answers fit the document, read as OpenAPI 3.0.3 reads it (tests/documented.py) ----------------
+
+
+def test_no_nullable_schema_in_the_document_refuses_null(document):
+    """OpenAPI 3.0.3: `nullable: true` adds null only to a `type` in the same object, so drf-spectacular's
+    nullable reference `{allOf: [X], nullable: true}` refuses null; config.schema.accept_null_references
+    rewrites every one (`oneOf: [X, NullEnum]`), in paths and components alike."""
+    found = []
+
+    def visit(node, where):
+        if isinstance(node, dict):
+            if node.get("nullable") is True and "type" not in node and "allOf" in node:
+                found.append(where)
+            for key, value in node.items():
+                visit(value, f"{where}/{key}")
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                visit(value, f"{where}/{index}")
+
+    visit(document, "#")
+    assert found == []
+    assert document["components"]["schemas"]["NullEnum"] == {"enum": [None]}
+
+
+def test_the_nulls_real_answers_carry_fit_the_document(document, owner_client, private_store, owner):
+    """NapData.job, WakeData.compaction, Import.store and MemoryVersion.created_by/redacted_by are null in
+    these real answers; each answer validates against its documented schema."""
+    from versions import services as version_services
+    from versions.actors import Actor
+
+    store = f"/api/v1/memories/{private_store.pk}"
+    nap = owner_client.get(f"{store}/nap")
+    assert nap.json()["data"]["job"] is None
+    check(document, "/api/v1/memories/{id}/nap", "get", nap)
+    wake = owner_client.get(f"{store}/wake")
+    assert wake.json()["data"]["compaction"] is None
+    check(document, "/api/v1/memories/{id}/wake", "get", wake)
+
+    version_services.create_memory(store=private_store, path="/a.md", content="one", actor=Actor.user(owner.pk))
+    versions = owner_client.get(f"/api/v1/memory_stores/{private_store.pk}/memory_versions")
+    check(document, "/api/v1/memory_stores/{store_id}/memory_versions", "get", versions)
+    version = owner_client.get(
+        f"/api/v1/memory_stores/{private_store.pk}/memory_versions/{versions.json()['data'][0]['id']}"
+    )
+    assert version.json()["redacted_by"] is None
+    check(document, "/api/v1/memory_stores/{store_id}/memory_versions/{version_id}", "get", version)
+
+    upload = start_import(owner_client, private_store)
+    assert upload.json()["data"]["store"] is None
+    check(document, "/api/v1/memories/imports", "post", upload)
+    got = owner_client.get(f"/api/v1/memories/imports/{upload.json()['data']['id']}")
+    check(document, "/api/v1/memories/imports/{import_id}", "get", got)
+
+
+def start_import(client, store):
+    """Start an import of `store`'s export with its header line only (the import stays open)."""
+    client.post(f"/api/v1/memories/{store.pk}/note", {"body_md": "x"}, format="json")
+    export = b"".join(client.get(f"/api/v1/memories/{store.pk}/export").streaming_content)
+    header = export.splitlines(keepends=True)[0]
+    started = client.post("/api/v1/memories/imports", header, content_type="application/jsonl")
+    assert started.status_code == 201, started.content
+    return started

@@ -186,16 +186,21 @@ def test_a_tool_naming_no_rest_operation_fails_loudly(db):
 
 
 def test_openapi_schemas_become_self_contained_json_schema():
+    """References are inlined; a nullable reference or choice (`oneOf: [X, NullEnum]` + nullable, as
+    config.schema writes them for OpenAPI 3.0.3) becomes X admitting null."""
     components = {
         "Job": {"type": "object", "properties": {"range": {"type": "string", "readOnly": True}}},
         "Kind": {"enum": ["a", "b"], "type": "string"},
+        "NullEnum": {"enum": [None]},
     }
+    null = {"$ref": "#/components/schemas/NullEnum"}
     converted = mcp_tools.json_schema(
         {
             "type": "object",
             "properties": {
-                "job": {"allOf": [{"$ref": "#/components/schemas/Job"}], "nullable": True},
+                "job": {"oneOf": [{"$ref": "#/components/schemas/Job"}, null], "nullable": True},
                 "kind": {"allOf": [{"$ref": "#/components/schemas/Kind"}], "default": "a"},
+                "maybe": {"oneOf": [{"$ref": "#/components/schemas/Kind"}, null], "nullable": True},
                 "text": {"type": "string", "nullable": True},
             },
         },
@@ -204,6 +209,7 @@ def test_openapi_schemas_become_self_contained_json_schema():
     assert converted["properties"] == {
         "job": {"type": ["object", "null"], "properties": {"range": {"type": "string"}}},
         "kind": {"enum": ["a", "b"], "type": "string", "default": "a"},
+        "maybe": {"enum": ["a", "b", None], "type": ["string", "null"]},
         "text": {"type": ["string", "null"]},
     }
     with pytest.raises(ValueError, match="cycle"):
