@@ -87,6 +87,8 @@ def add_error_responses(result, generator, request, public):
                 content = {"application/json": {"schema": ref}}
                 responses.setdefault(status, {"description": _DESCRIPTIONS[status], "content": content})
             for status, response in responses.items():
+                if status[0] in "45" and "content" not in response:  # a view declared it by its description
+                    response["content"] = {"application/json": {"schema": ref}}
                 headers = response.setdefault("headers", {})
                 headers.setdefault("Request-Id", REQUEST_ID_HEADER)
                 if status in ("409", "412"):

@@ -148,7 +148,7 @@ class ImportDetailView(APIView):
         operation_id="abort_memories_import",
         tags=TAGS,
         parameters=[IMPORT_ID],
-        responses=ImportAbortEnvelopeSerializer,
+        responses={200: ImportAbortEnvelopeSerializer},  # not DELETE's default 204: the answer has a body
         description="Abandon an open import: its hidden store and everything sent so far are deleted.",
     )
     def delete(self, request, import_id):

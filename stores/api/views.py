@@ -6,7 +6,7 @@ serializer, call one `stores.services` write, render with `config.api.envelope`.
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.views import APIView
 
 from config.api import envelope, reject_body, reject_query
@@ -177,7 +177,10 @@ class StoreReadersView(APIView):
         operation_id="list_memories_readers",
         tags=TAGS,
         parameters=[STORE_ID, s.ReaderListQuerySerializer],
-        responses={200: s.ReaderGrantListEnvelopeSerializer},
+        responses={
+            200: s.ReaderGrantListEnvelopeSerializer,
+            409: OpenApiResponse(description="A project or board store (conflict_error `membership_governed`)."),
+        },
         description="Owner only. Explicit grants, active and revoked, newest first. Project and board "
         "stores: 409 `membership_governed`.",
     )

@@ -154,3 +154,23 @@ def start_import(client, store):
     started = client.post("/api/v1/memories/imports", header, content_type="application/jsonl")
     assert started.status_code == 201, started.content
     return started
+
+
+def test_aborting_an_import_answers_the_documented_200_with_its_body(document, owner_client, private_store):
+    """DELETE /memories/imports/{id} answers 200 `{data: {id, deleted: true}, meta}` (clients rely on the
+    body); the document said 204 "No response body"."""
+    upload = start_import(owner_client, private_store)
+    aborted = owner_client.delete(f"/api/v1/memories/imports/{upload.json()['data']['id']}")
+    assert aborted.status_code == 200 and aborted.json()["data"]["deleted"] is True
+    check(document, "/api/v1/memories/imports/{import_id}", "delete", aborted)
+    assert "204" not in document["paths"]["/api/v1/memories/imports/{import_id}"]["delete"]["responses"]
+
+
+def test_readers_of_a_project_store_answer_a_documented_409(document, owner_client):
+    """GET readers of a project (or board) store is 409 `membership_governed` (SPEC §3), now documented,
+    with the error object's schema."""
+    assert owner_client.post("/api/v1/projects", {"slug": "apollo"}, format="json").status_code == 201
+    store = owner_client.post("/api/v1/memories", {"scope": "project", "subject": "apollo"}, format="json")
+    readers = owner_client.get(f"/api/v1/memories/{store.json()['data']['id']}/readers")
+    assert readers.status_code == 409 and readers.json()["error"]["details"]["reason"] == "membership_governed"
+    check(document, "/api/v1/memories/{id}/readers", "get", readers)
