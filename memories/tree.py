@@ -21,7 +21,10 @@ DIGEST_PREFIX = "memories-digest-v1\n"
 REDACTED_TEXT = ""
 # Entry numbers beyond this are rejected as input (far beyond any store; keeps BIGINT arithmetic safe).
 MAX_SEQ = 2**62
-_RANGE_RE = re.compile(r"(0|[1-9][0-9]{0,18})(?:-(0|[1-9][0-9]{0,18}))?")
+# The syntax of a range: "n" or "a-b", canonical decimal (no sign, no leading zero but "0" itself), at most 19
+# digits each; `/openapi.yaml` documents it as the `range` pattern. Size and alignment are `parse_range`'s.
+RANGE_SYNTAX = r"(0|[1-9][0-9]{0,18})(?:-(0|[1-9][0-9]{0,18}))?"
+_RANGE_RE = re.compile(RANGE_SYNTAX)
 
 
 class RangeError(ValueError):

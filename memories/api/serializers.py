@@ -31,8 +31,18 @@ from memories.selectors import RECALL_MAX_PATTERN_CHARS as PATTERN_MAX_CHARS
 _DIGEST_RE = re.compile(r"[0-9a-f]{64}")
 
 
+RANGE_MAX_CHARS = 64
+
+
+@extend_schema_field(
+    {"type": "string", "minLength": 1, "maxLength": RANGE_MAX_CHARS, "pattern": f"^{tree.RANGE_SYNTAX}$"}
+)
 class RangeField(serializers.CharField):
-    """A range string, ``"n"`` or aligned ``"a-b"``, parsed into a `memories.tree.Block`."""
+    """A range string, ``"n"`` or aligned ``"a-b"``, parsed into a `memories.tree.Block`.
+
+    Documented with the syntax `tree.parse_range` reads (`tree.RANGE_SYNTAX`) as its pattern; what a
+    pattern cannot say (sizes and alignment, numbers up to 2^62) is the parser's 400.
+    """
 
     def __init__(self, *, allow_entry: bool = True, **kwargs):
         self.allow_entry = allow_entry
@@ -42,8 +52,8 @@ class RangeField(serializers.CharField):
     def to_internal_value(self, data):
         if not isinstance(data, str):
             raise serializers.ValidationError("Must be a string such as '5' or '0-7'.")
-        if len(data) > 64:
-            raise serializers.ValidationError("Must be at most 64 characters.")
+        if len(data) > RANGE_MAX_CHARS:
+            raise serializers.ValidationError(f"Must be at most {RANGE_MAX_CHARS} characters.")
         text = super().to_internal_value(data)
         try:
             return tree.parse_range(text, allow_entry=self.allow_entry, field=self.field_name)

@@ -23,13 +23,14 @@ from memories import nap, selectors, services, tree
 from memories.api import serializers as s
 from memories.exchange import format as export_format
 from memories.exchange.export import export_chunks
+from memories.models import NONCE_MAX_CHARS
 from stores.selectors import get_store_for
 
 # Named `id` like the path parameter drf-spectacular documents (it renames the URL's `pk` to `id`).
 STORE_ID = OpenApiParameter("id", str, OpenApiParameter.PATH, description="Store UUID.")
 IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key",
-    str,
+    {"type": "string", "minLength": 1, "maxLength": NONCE_MAX_CHARS},  # validated as the body's client_nonce
     OpenApiParameter.HEADER,
     required=False,
     description="Accepted as the note's client_nonce (≤128 characters); equal to client_nonce if both are sent.",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 
 import pytest
@@ -174,3 +175,73 @@ def test_readers_of_a_project_store_answer_a_documented_409(document, owner_clie
     readers = owner_client.get(f"/api/v1/memories/{store.json()['data']['id']}/readers")
     assert readers.status_code == 409 and readers.json()["error"]["details"]["reason"] == "membership_governed"
     check(document, "/api/v1/memories/{id}/readers", "get", readers)
+
+
+def test_the_idempotency_key_is_documented_with_the_bounds_the_note_enforces(document, owner_client, private_store):
+    """The note's Idempotency-Key header is validated as the client_nonce: 1 to 128 characters, as declared."""
+    from memories.models import NONCE_MAX_CHARS
+
+    note = document["paths"]["/api/v1/memories/{id}/note"]["post"]
+    schema = next(p for p in note["parameters"] if p["name"] == "Idempotency-Key")["schema"]
+    assert (schema["minLength"], schema["maxLength"]) == (1, NONCE_MAX_CHARS)
+    url = f"/api/v1/memories/{private_store.pk}/note"
+    for key, status in [("k" * NONCE_MAX_CHARS, 201), ("k" * (NONCE_MAX_CHARS + 1), 400), ("", 400), ("1", 201)]:
+        response = owner_client.post(url, {"body_md": "x"}, format="json", HTTP_IDEMPOTENCY_KEY=key)
+        assert response.status_code == status, (len(key), response.content)
+
+
+def range_schemas(document) -> dict[str, dict]:
+    zoom = document["paths"]["/api/v1/memories/{id}/zoom"]["get"]["parameters"]
+    schemas = document["components"]["schemas"]
+    return {
+        "zoom": next(p for p in zoom if p["name"] == "range")["schema"],
+        "compact": schemas["CompactRequestRequest"]["properties"]["range"],
+        "forget": schemas["ForgetRequestRequest"]["properties"]["range"],
+    }
+
+
+def ecma_search(pattern: str, text: str) -> bool:
+    """`pattern` searched as ECMA-262 (what OpenAPI means) searches: `$` at the very end only (Python's `$`
+    also matches before a final newline)."""
+    return re.search(pattern[:-1] + r"\Z" if pattern.endswith("$") else pattern, text) is not None
+
+
+def generated_ranges(count: int) -> list[str]:
+    """Edge cases plus `count` random strings near the range syntax (digits, '-', signs, spaces, zeros)."""
+    rng = random.Random(15)
+    cases = ["", "0", "00", "01", "0-0", "0-1", "0-01", "00-1", "1-", "-1", "1--2", "1-2-3", "+1", " 1", "1 ",
+             "1\n", "\n1", "٤", "０", "1_0", "1e3", "0x1", "9" * 19, "9" * 20, f"{'1' * 19}-{'1' * 19}",
+             f"{'1' * 20}-1", f"1-{'1' * 20}", str(2**62), str(2**62 + 1), f"0-{2**62 - 1}"]  # fmt: skip
+    alphabet = "0123456789" * 4 + "---" + "+ \n.a٤"
+    for _ in range(count):
+        if rng.random() < 0.5:
+            cases.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 45))))
+        else:
+            first, second = (rng.choice(["0", "00", "07", str(rng.randint(0, 10 ** rng.randint(1, 20)))]) for _ in "ab")
+            cases.append(first if rng.random() < 0.3 else f"{first}-{second}")
+    return cases
+
+
+def test_the_range_pattern_is_exactly_the_syntax_the_parser_reads(document):
+    """zoom's, compact's and forget's `range` declare maxLength 64 (the field's limit) and a pattern that
+    accepts a string exactly when memories.tree.parse_range reads its syntax ('n' or 'a-b', canonical
+    decimal); what is left to the parser is meaning (size, alignment, order, numbers up to 2^62)."""
+    from memories.api.serializers import RANGE_MAX_CHARS
+    from memories.tree import RangeError, parse_range
+
+    declared = range_schemas(document)
+    assert {schema["maxLength"] for schema in declared.values()} == {RANGE_MAX_CHARS}
+    patterns = {schema["pattern"] for schema in declared.values()}
+    assert len(patterns) == 1
+    pattern = patterns.pop()
+    accepted = refused = 0
+    for text in generated_ranges(20_000):
+        try:
+            parse_range(text)
+            syntax = True
+        except RangeError as exc:
+            syntax = "is not a range" not in str(exc)  # refused for its meaning, after its syntax was read
+        assert ecma_search(pattern, text) == syntax, (text, syntax)
+        accepted += syntax
+        refused += not syntax
+    assert accepted > 3_000 and refused > 3_000

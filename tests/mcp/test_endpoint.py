@@ -218,6 +218,7 @@ def test_openapi_schemas_become_self_contained_json_schema():
 
 def test_every_schema_matches_the_serializer_limits_it_came_from():
     """A REST limit is the MCP limit: the schemas are read from the same serializers."""
+    from memories import tree
     from memories.api import serializers as log
     from memories.models import NONCE_MAX_CHARS
     from stores.api.pagination import MAX_LIMIT
@@ -230,3 +231,5 @@ def test_every_schema_matches_the_serializer_limits_it_came_from():
     field = log.WakeQuerySerializer().fields["budget"]
     assert (wake["minimum"], wake["maximum"], wake["default"]) == (field.min_value, field.max_value, field.default)
     assert catalogue["list_memories"].input_schema["properties"]["limit"]["maximum"] == MAX_LIMIT
+    zoom = catalogue["zoom_memories"].input_schema["properties"]["range"]
+    assert (zoom["pattern"], zoom["maxLength"]) == (f"^{tree.RANGE_SYNTAX}$", log.RANGE_MAX_CHARS)
