@@ -230,12 +230,13 @@ MAX_BATCH_MESSAGES = 50
 
 
 def _batch_in(body: bytes) -> list | None:
-    """The messages of `body` when it is a JSON array, else None (anything unreadable is the SDK's to report)."""
+    """The messages of `body` when it is a JSON array, else None (anything unreadable is the SDK's to report:
+    its parser answers -32700, deep nesting included, where `json.loads` raises RecursionError)."""
     if body.lstrip(b" \t\r\n")[:1] != b"[":
         return None
     try:
         messages = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return messages if isinstance(messages, list) else None
 
