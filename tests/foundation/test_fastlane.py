@@ -219,9 +219,13 @@ def test_every_refusal_is_the_views_answer_and_writes_nothing(
 
 
 def test_a_query_string_is_the_views_to_answer(settings, world, django_calls):
+    """The lane declines a query string; the view refuses the unknown parameter (400 naming it), the same
+    answer with lanes on and off, and nothing is written."""
     path, headers = note_path(world["store"]), bearer(world["secret"])
-    (s1, h1, _b1, _), (s2, h2, _b2, _) = both(settings, path, {"body_md": "a"}, headers, query=b"x=1")
-    assert (s1, s2) == (201, 201) and h1 == h2 and len(django_calls) == 2
+    (s1, h1, b1, r1), (s2, h2, b2, r2) = both(settings, path, {"body_md": "a"}, headers, query=b"x=1")
+    assert (s1, s2) == (400, 400) and h1 == h2 and len(django_calls) == 2
+    assert without_request_id(b1, r1) == without_request_id(b2, r2)
+    assert not Entry.objects.exists()
 
 
 def test_a_nonce_conflict_is_answered_as_the_view_answers_it(settings, world, django_calls):
