@@ -254,6 +254,7 @@ class SectionDetailView(APIView):
         description="404 when absent or not visible to you.",
     )
     def get(self, request, ref):
+        reject_query(request)
         return envelope(s.SectionSerializer(selectors.get_section_for(request.user, ref)).data)
 
     @extend_schema(
@@ -266,6 +267,7 @@ class SectionDetailView(APIView):
     )
     def patch(self, request, ref):
         section = selectors.get_section_for(request.user, ref, need="owner")
+        reject_query(request)
         section = services.update_section(section=section, **_validated(s.SectionUpdateSerializer, request))
         return envelope(s.SectionSerializer(selectors.get_section_for(request.user, str(section.pk))).data)
 
@@ -303,6 +305,7 @@ class SectionMembersView(APIView):
     )
     def post(self, request, ref):
         section = selectors.get_section_for(request.user, ref, need="owner")
+        reject_query(request)
         data = _validated(s.SectionMemberRequestSerializer, request)
         membership, created = services.set_section_member(
             section=section, handle=data["handle"], role=data.get("role", services.UNSET), active=data["active"]

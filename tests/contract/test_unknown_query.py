@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-from accounts.models import ApiToken, Project
+from accounts.models import ApiToken, Project, Section, SectionMembership
 from memories.models import Entry, StoreImport
 from stores.models import ReaderGrant, Store
-from tests.factories import ProjectFactory, ProjectMembershipFactory, UserFactory
+from tests.factories import (
+    ProjectFactory,
+    ProjectMembershipFactory,
+    SectionFactory,
+    SectionMembershipFactory,
+    UserFactory,
+)
 from tests.log.conftest import fill, put_summary
 from versions.models import Memory, Version
 
@@ -32,6 +38,8 @@ def state() -> tuple:
         ApiToken.objects.filter(revoked_at__isnull=False).count(),
         ApiToken.objects.count(),
         Project.objects.count(),
+        tuple(Section.objects.order_by("pk").values_list("name", flat=True)),
+        SectionMembership.objects.count(),
         StoreImport.objects.count(),
         tuple(Store.objects.order_by("pk").values_list("name", flat=True)),
     )
@@ -50,11 +58,19 @@ def world(owner, owner_client, private_store):
     first_version = Version.objects.filter(memory_id=created["id"]).order_by("created_at").first()
     project = ProjectFactory()
     ProjectMembershipFactory(project=project, user=owner, role="owner")
+    section = SectionFactory()
+    SectionMembershipFactory(section=section, user=owner, role="owner")
     UserFactory(handle="friend")
     token = owner_client.post("/api/v1/me/tokens", {"name": "spare", "scopes": ["agent:read"]}, format="json").json()[
         "data"
     ]
-    return {"store": private_store, "version": first_version, "project": project, "token": token}
+    return {
+        "store": private_store,
+        "version": first_version,
+        "project": project,
+        "section": section,
+        "token": token,
+    }
 
 
 def requests(world):
@@ -81,6 +97,10 @@ def requests(world):
     yield "get", f"/api/v1/projects/{project}", None
     yield "patch", f"/api/v1/projects/{project}", {"name": "Renamed"}
     yield "post", f"/api/v1/projects/{project}/members", {"handle": "friend", "active": True}
+    section = world["section"].slug
+    yield "get", f"/api/v1/sections/{section}", None
+    yield "patch", f"/api/v1/sections/{section}", {"name": "Renamed"}
+    yield "post", f"/api/v1/sections/{section}/members", {"handle": "friend", "active": True}
 
 
 def test_every_endpoint_without_query_parameters_refuses_one_and_changes_nothing(owner_client, world):
