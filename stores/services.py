@@ -416,10 +416,9 @@ def purge_deleted_stores(*, seconds: float | None, first: object = None, only_fi
 
 
 def _next_to_purge(first: object, *, others: bool = True):
-    """``(id, purge_cursor)`` of the deleted store to purge next, locked for this transaction: `first` while it
-    is there —
-    waiting for its lock, which only a purger's batch or a writer about to find the store deleted holds, and
-    briefly — then the oldest deletion no other purger holds (`SKIP LOCKED`)."""
+    """``(id, purge_cursor)`` of the deleted store to purge next, locked for this transaction, or None:
+    `first` while it is there — waiting for its lock, which only a purger's batch or a writer about to find
+    the store deleted holds, and briefly — then the oldest deletion no other purger holds (`SKIP LOCKED`)."""
     deleted = Store.objects.select_for_update(of=("self",)).filter(deleted_at__isnull=False)
     if first is not None:
         found = deleted.filter(pk=first).values_list("pk", "purge_cursor").first()

@@ -255,7 +255,7 @@ def expire_idle_imports() -> int:
     with transaction.atomic():
         open_idle = StoreImport.objects.filter(updated_at__lt=idle, status=ImportStatus.OPEN)
         abandoned = list(open_idle.select_for_update(of=("self",), skip_locked=True).values_list("store_id", flat=True))
-        StoreImport.objects.filter(store_id__in=abandoned, status=ImportStatus.OPEN).delete()
+        # mark_deleted removes their imports too
         deleted = mark_deleted(Store.objects.filter(pk__in=abandoned, importing=True).values_list("pk", flat=True))
     StoreImport.objects.filter(updated_at__lt=idle, status=ImportStatus.COMMITTED).delete()
     if deleted:
@@ -376,8 +376,7 @@ def abort_upload(*, actor: User, import_id: object) -> uuid.UUID:
         if upload.status == ImportStatus.COMMITTED:
             raise ImportCommitted(details={"store_id": str(upload.store_id)})
         pk, store_id = upload.pk, upload.store_id
-        upload.delete()
-        mark_deleted(Store.objects.filter(pk=store_id, importing=True).values_list("pk", flat=True))
+        mark_deleted([store_id])  # removes the import too
     purge_after_deletion(first=store_id)
     return pk
 
