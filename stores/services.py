@@ -23,7 +23,7 @@ from django.utils import timezone
 from accounts.models import Project, Section, User, Visibility
 from config.compiled import CompiledQuery
 from config.constraints import violates
-from config.errors import InvalidRequest
+from config.errors import InvalidRequest, ServiceUnavailable
 from stores import validation
 from stores.errors import (
     MembershipGoverned,
@@ -102,37 +102,48 @@ def ensure_canonical_store(
     Exactly one of `user`/`project`/`section` matches `scope`. Returns ``(store, created)``; an
     existing store is returned untouched (name/description arguments are ignored then). The key of the
     subject-keyed `CanonicalStore`, written in the store's transaction, makes concurrent ensures safe: the
-    loser of the race rolls its store back and reads the winner's.
-    The caller has already checked the write right on the subject. Raises InvalidRequest for a bad
-    name/description.
+    loser of the race rolls its store back and reads the winner's — or, when the winner was deleted in
+    between, tries again. The caller has already checked the write right on the subject. Raises
+    InvalidRequest for a bad name/description (only when a store is created), ServiceUnavailable (503) when
+    `ENSURE_ATTEMPTS` rounds in a row each lost to a store that was deleted before it could be read.
     """
     subject = {"user": {"owner": user}, "project": {"project": project}, "board": {"section": section}}[scope]
     subject_id = (user or project or section).pk
-    existing = _canonical_of(scope, subject_id)
-    if existing is not None:
-        return existing, False
-    name = (
-        validation.clean_name(name)
-        if name is not None
-        else default_name(scope=scope, user=user, project=project, section=section)
-    )
-    description = validation.clean_description(description, field="description_md") if description else ""
-    try:
-        with transaction.atomic():
-            store = Store.objects.create(
-                scope=scope,
-                canonical=True,
-                name=name,
-                description=description,
-                visibility=Visibility.PRIVATE if scope == Scope.USER else None,
-                created_by=created_by,
-                **subject,
+    cleaned: tuple[str, str] | None = None  # validated only when a store is created (an existing one wins)
+    # A racer's store can win the key and be deleted before the loser reads it: then the subject has no
+    # store again and the loser tries once more (bounded: each round needs a concurrent create *and* delete).
+    for _attempt in range(ENSURE_ATTEMPTS):
+        existing = _canonical_of(scope, subject_id)
+        if existing is not None:
+            return existing, False
+        if cleaned is None:
+            cleaned = (
+                validation.clean_name(name)
+                if name is not None
+                else default_name(scope=scope, user=user, project=project, section=section),
+                validation.clean_description(description, field="description_md") if description else "",
             )
-            if not claim_canonical(store):
-                raise _CanonicalTaken()  # roll the store back: a racing ensure created the subject's store
-    except _CanonicalTaken:
-        return _canonical_of(scope, subject_id), False
-    return store, True
+        try:
+            with transaction.atomic():
+                store = Store.objects.create(
+                    scope=scope,
+                    canonical=True,
+                    name=cleaned[0],
+                    description=cleaned[1],
+                    visibility=Visibility.PRIVATE if scope == Scope.USER else None,
+                    created_by=created_by,
+                    **subject,
+                )
+                if not claim_canonical(store):
+                    raise _CanonicalTaken()  # roll the store back: a racing ensure created the subject's store
+        except _CanonicalTaken:
+            continue
+        return store, True
+    raise ServiceUnavailable("The store was created and deleted concurrently too often; retry.")
+
+
+# How many times `ensure_canonical_store` looks again after a racing ensure's store won and was deleted.
+ENSURE_ATTEMPTS = 3
 
 
 class _CanonicalTaken(Exception):

@@ -213,3 +213,30 @@ def test_reads_of_a_half_purged_store_answer_or_404_never_fail(settings, owner, 
         if store_services.purge_deleted_stores(seconds=2).stores:
             break
     assert not failures, failures[:3]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ensure_losing_to_a_store_deleted_before_it_is_read_creates_one(owner, monkeypatch, settings):
+    """The racer whose store won the key is deleted before the loser reads it: the loser tries again and
+    creates the subject's store (it used to return None, a 500 in the view)."""
+    winner, _ = store_services.ensure_canonical_store(scope="user", user=owner)
+    settings.STORE_PURGE_SECONDS = 0
+    real_lookup, real_claim = store_selectors.canonical_store_id, store_services.claim_canonical
+    calls = {"lookup": 0}
+
+    def first_lookup_sees_nothing(**kwargs):
+        calls["lookup"] += 1
+        return None if calls["lookup"] == 1 else real_lookup(**kwargs)
+
+    def claim_loses_then_winner_is_deleted(store):
+        claimed = real_claim(store)
+        if not claimed and Store.objects.filter(pk=winner.pk, deleted_at__isnull=True).exists():
+            errors = run_threads({"delete": lambda: store_services.delete_store(store=Store(pk=winner.pk))})
+            assert not errors, errors
+        return claimed
+
+    monkeypatch.setattr(store_services, "canonical_store_id", first_lookup_sees_nothing)
+    monkeypatch.setattr(store_services, "claim_canonical", claim_loses_then_winner_is_deleted)
+    store, created = store_services.ensure_canonical_store(scope="user", user=owner)
+    assert created and store is not None and store.pk != winner.pk and store.deleted_at is None
+    assert Store.objects.filter(owner=owner, deleted_at__isnull=True).count() == 1
