@@ -26,6 +26,7 @@ SUITE = {
     "note": ["note.py"],
     "wake": ["wake.py"],
     "nap": ["nap.py"],
+    "nap_forgotten": ["nap.py", "--forgotten"],
     "recall": ["recall.py"],
     "files": ["files.py"],
     "queries": ["queries.py"],
@@ -36,6 +37,7 @@ QUICK = {
     "note": ["--duration", "1.5"],
     "wake": ["--sizes", "1000,100000", "--rounds", "5"],
     "nap": ["--sizes", "1000,100000", "--rounds", "3"],
+    "nap_forgotten": ["--sizes", "1000,100000", "--rounds", "3"],
     "recall": ["--rounds", "5"],
     "files": ["--duration", "1.5"],
     "queries": ["--large", "16384"],
@@ -72,7 +74,7 @@ def main() -> None:
     started = time.monotonic()
     failed = []
     for name in names:
-        cmd = [sys.executable, str(HERE / SUITE[name][0]), *(QUICK[name] if args.quick else [])]
+        cmd = [sys.executable, str(HERE / SUITE[name][0]), *SUITE[name][1:], *(QUICK[name] if args.quick else [])]
         header = f"\n## {name}  ({' '.join(['bench/' + SUITE[name][0], *cmd[2:]])}; {uptime()})\n"
         print(header, flush=True)
         t0 = time.monotonic()

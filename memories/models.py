@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
@@ -127,28 +128,41 @@ class Summary(models.Model):
         return f"summary {self.start}-{self.end} of {self.store_id}"
 
 
+# How many runs of missing ranges below its `start` a watermark lists per level (`Watermark.hole_starts`).
+WATERMARK_HOLES = 16
+
+
 class Watermark(models.Model):
-    """Where nap's scan of one level of a store's tree may start (SPEC §4 nap; docs/memories-log.md
+    """What nap's scan of one level of a store's tree already knows (SPEC §4 nap; docs/memories-log.md
     "Watermarks").
 
     Every aligned level-`level` range starting before `start` had a live summary while the store's
-    generation was `generation`. Within one generation summaries are only added (only `forget` and
-    `redact` invalidate them, and both move the generation on), so the first range without a summary only
-    moves right and `start` stays a lower bound of it; a row of an older generation is simply ignored and
-    overwritten. Only nap writes it (nap.py's scan statement), derived data: losing every row costs one
-    scan of the store's summaries, never a wrong answer. One row per level (`store` leads the key).
+    generation was `generation` — except inside the listed *holes*: ``[hole_starts[i], hole_ends[i])``,
+    sorted, disjoint, aligned to the level, at most `WATERMARK_HOLES`, each ending at or before `start`.
+    Within one generation summaries are only added (only `forget` and `redact` invalidate them, and both
+    move the generation on), so a range known to be live stays live and a hole can only fill: the row stays
+    true, and nap only has to look inside the holes and after `start`. A row of an older generation is
+    simply ignored and overwritten. Only nap writes it (nap.py's scan statement), derived data: losing every
+    row costs one scan of the store's summaries, never a wrong answer. One row per level (`store` leads the
+    key).
     """
 
     id = models.BigAutoField(primary_key=True)
     store = models.ForeignKey("stores.Store", on_delete=models.CASCADE, related_name="+", db_index=False)
     level = models.SmallIntegerField()
     start = models.BigIntegerField()
+    hole_starts = ArrayField(models.BigIntegerField(), default=list)
+    hole_ends = ArrayField(models.BigIntegerField(), default=list)
     generation = models.BigIntegerField()
 
     class Meta:
         constraints = [
             models.UniqueConstraint("store", "level", name="watermark_one_per_level"),
             models.CheckConstraint(name="watermark_shape", condition=Q(level__gte=1, start__gte=0)),
+            models.CheckConstraint(
+                name="watermark_holes",
+                condition=Q(hole_starts__len=F("hole_ends__len"), hole_starts__len__lte=WATERMARK_HOLES),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -20,10 +20,12 @@ claims, the frontier, the claim upsert, the children; a reader's: claims, fronti
   summaries are pending (≤ `EXHAUSTIVE_PENDING`) it walks the missing ranges from the roots instead and
   returns every ready job; otherwise it streams, per level, the live summaries from that level's first
   missing range through the ``(store, level, start)`` index and stops after the first `m` holes (level
-  1) or complete pairs without a parent (higher levels), ``m = limit + active claims``. The first missing
-  range of each level is found from the level's watermark (`memories.models.Watermark`), which the same
-  statement moves forward, so a nap reads only what was compacted since the last one, not every summary
-  of a level that is complete while the one above it is not.
+  1) or complete pairs without a parent (higher levels), ``m = limit + active claims``. Each level is
+  scanned only where it can have missing ranges: inside the runs of missing ranges its watermark
+  (`memories.models.Watermark`) lists and after the watermark's start, both of which the same statement
+  moves forward — so a nap reads only what was compacted since the last one, not every summary of a level
+  that is complete while the one above it is not, nor every summary after a hole that a forget or a
+  redaction opened near the start of a large store.
 
 Claims live in `memories.models.Claim` (database time only: `statement_timestamp()`); see that model
 for how they are cleaned up without a background job, and docs/memories-log.md "Claims".
@@ -34,7 +36,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import chain
 from typing import Any
 
 from django.conf import settings
@@ -44,7 +45,7 @@ from accounts.models import TokenScope
 from config.compiled import prepared_cursor
 from config.errors import InvalidRequest
 from memories import tree
-from memories.models import BODY_MAX_BYTES, Claim, Summary, Watermark
+from memories.models import BODY_MAX_BYTES, WATERMARK_HOLES, Claim, Summary, Watermark
 from memories.selectors import MISSING_ROOTS_SQL as _MISSING_ROOTS
 from memories.selectors import MISSING_WALK_SQL, compaction_prompt, pending_at, render_lines, resolve_snapshot
 from memories.selectors import live_sql as _live
@@ -83,34 +84,52 @@ WHERE m.level = 1 OR ({_live("a", "m.level - 1", "m.start")}
                       AND {_live("b", "m.level - 1", "m.start + (1::bigint << (m.level - 1))")})
 """  # noqa: S608 - table names and SQL fragments are module constants, never input
 
+
+def _at_level(level: str, lo: str, hi: str) -> str:
+    """SQL: summary `s` is at `level` with ``lo <= start <= hi`` (SQL expressions), written so that only the
+    ``(store, level, start)`` indexes can serve it and the scan starts at `lo` and stops after `hi`.
+
+    The row comparison keeps the planner on those indexes (no other index can serve it; with statistics
+    from ANALYZE alone it streamed the ``(store, start, end)`` index for an equality on `level` and a range
+    on `start` only). The plain keys position and stop the scan. Measured on PostgreSQL 15: a scan bounded
+    by row comparisons alone stops only at the level's end (nbtree stops on a row comparison's first
+    column), and an upper row comparison next to the plain keys still made it read to the level's end
+    (1,500 index pages for an empty range at 500,000 entries; 4 without it). Order such a scan by `start`
+    alone: with `level` fixed by the equality, an order on `(level, start)` above a subquery made
+    PostgreSQL sort the whole range instead of stopping at a LIMIT.
+    """
+    return f"s.level = {level} AND s.start >= {lo} AND s.start <= {hi} AND (s.level, s.start) >= ({level}, {lo})"
+
+
 # Many pending summaries: everything before the origin P is covered by live summaries, and at each level L
-# every range before the level's watermark W_L has a live summary (memories.models.Watermark, valid only at
-# the store's generation read in this statement's snapshot). `holes` finds, per level, the first range
-# without a live summary at or after max(P, W_L) — it reads only the summaries W_L has not passed yet —
-# and `advanced` stores it as the new watermark when it moved (one row per level, in level order, so two
-# naps never wait for each other's rows in a cycle). Before it locks a watermark row it takes FOR KEY
-# SHARE on the store row (`store_lock`: what the new rows' foreign-key check takes anyway, taken first),
-# so it waits for a `delete_store` holding the store while holding nothing that delete needs, and then
-# writes nothing. The rows carry the generation its snapshot read (`current`); the lock returns the row's
-# newest version, and when a `forget` committed in between (another generation) the write, which would
-# be ignored anyway, is skipped. Ready jobs at level L are missing ranges, so every
-# scan starts at its level's first hole:
-# Level 1: holes between consecutive live summaries (`gap` rows [lo, hi), step 2), the first m of them,
-# and the hole after the last one (`tail`). Level L ≥ 2: complete pairs of live level-(L-1) summaries
-# whose parent is missing (`pair` rows), the first m per level. Each scan streams the partial index
-# (store, level, start) in order and stops at its LIMIT. The level and the bounds on `start` are written as
-# row comparisons on (level, start) only — both ends, no `level = …` — with (level, start) orders: only
-# that index can serve them, and it positions the scan at the lower bound. With statistics from ANALYZE
-# alone and every summary at one level, PostgreSQL streamed the (store, start, end) index instead and
-# filtered the level (the whole store for every level, 750 ms per nap at 500,000 entries); and next to
-# an equality on `level`, nbtree started the scan at the level's first entry, not at the row bound.
-# nbtree (PostgreSQL 15) positions a scan at a row bound but stops only on a row bound's first column:
-# a forward scan stops at the level's end (so at a snapshot below the entry count it may read the level's
-# summaries beyond the snapshot), and the backward reads of a level's last summary are positioned at the
-# level's end and compared with their lower bound outside the scan, so they read one entry.
+# the level's watermark (memories.models.Watermark, valid only at the store's generation read in this
+# statement's snapshot) says that every range before its `start` X_L is live except inside its listed
+# holes. Per level, the statement
+# - `kept`: moves each listed hole's start past what was compacted since (it reads only those summaries:
+#   the first range without one), and drops a hole that filled;
+# - `learned`: streams the level's summaries after X_L (only those X_L has not passed yet) for new runs of
+#   missing ranges between them, as many as the list has room for, and `marks_new` moves X_L to the end of
+#   what it read: the end of the last run found when the list filled, else the end of the level's last
+#   summary;
+# - `advanced`: stores the new watermark when it changed (one row per level, in level order, so two naps
+#   never wait for each other's rows in a cycle). Before it locks a watermark row it takes FOR KEY SHARE on
+#   the store row (`store_lock`: what the new rows' foreign-key check takes anyway, taken first), so it
+#   waits for a `delete_store` holding the store while holding nothing that delete needs, and then writes
+#   nothing. The rows carry the generation its snapshot read (`current`); the lock returns the row's newest
+#   version, and when a `forget` committed in between (another generation) the write, which would be
+#   ignored anyway, is skipped. Within a generation a row is replaced by one that knows as far or further.
+# Ready jobs at level L are missing ranges, so they lie inside the level's *segments*: its holes and
+# [X_L, ∞). Each segment is scanned apart and stops after m hits: level 1 yields holes between consecutive
+# live summaries (`gap` rows [lo, hi), step 2) and the hole after the segment's last one (`tail`); level
+# L ≥ 2 yields complete pairs of live level-(L-1) summaries whose parent is missing (`pair` rows). Each scan
+# streams the partial index (store, level, start) in order from the segment's start and stops at its LIMIT
+# or at the segment's end (`_at_level`: how the bounds are written so that PostgreSQL 15 keeps to that
+# index, positions the scan at the lower bound and stops it at the upper one).
 # Without watermarks a store whose level 1 was complete and level 2 not yet paid a scan of every level-1
 # summary on every nap (570 ms at 500,000 entries), i.e. quadratic work to compact a large store level by
-# level.
+# level; with a first-hole watermark only, a forget of entry 0 in a store compacted up to level 3 made every
+# nap read every summary of levels 1–3 past that hole (530 ms at 500,000) until its path was compacted
+# again.
 _SCAN_SQL = f"""
 WITH RECURSIVE
 descent(start, level) AS (
@@ -130,84 +149,136 @@ current AS MATERIALIZED (
 store_lock AS MATERIALIZED (
     SELECT st.generation FROM {_STORE} st WHERE st.id = %(store)s::uuid AND st.deleted_at IS NULL FOR KEY SHARE
 ),
-marks AS MATERIALIZED (
-    SELECT w.level, w.start FROM {_WATERMARK} w JOIN current ON w.generation = current.generation
-    WHERE w.store_id = %(store)s::uuid
+levels AS MATERIALIZED (
+    SELECT l.level, (SELECT p FROM origin) >> l.level << l.level AS base, coalesce(w.start, 0) AS mark,
+           coalesce(w.hole_starts, '{{}}'::bigint[]) AS hole_starts,
+           coalesce(w.hole_ends, '{{}}'::bigint[]) AS hole_ends
+    FROM generate_series(1, %(top_level)s::int) AS l(level)
+    LEFT JOIN LATERAL (
+        SELECT w.start, w.hole_starts, w.hole_ends FROM {_WATERMARK} w JOIN current ON w.generation = current.generation
+        WHERE w.store_id = %(store)s::uuid AND w.level = l.level
+    ) AS w ON true
 ),
-holes AS MATERIALIZED (
-    SELECT v.level, v.mark, coalesce(
+kept AS MATERIALIZED (
+    SELECT k.level, k.hi, coalesce(
         (SELECT x.expect FROM (
-            SELECT s.level, s.start, o.o + ((row_number() OVER (ORDER BY s.level, s.start) - 1) << v.level) AS expect
+            SELECT s.level, s.start, k.lo + ((row_number() OVER (ORDER BY s.start) - 1) << k.level) AS expect
             FROM {_SUMMARY} s
             WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
-              AND (s.level, s.start) >= (v.level, o.o) AND (s.level, s.start) <= (v.level, {_MAX_START})
-         ) AS x WHERE x.start <> x.expect ORDER BY x.level, x.start LIMIT 1),
-        (SELECT q.start + (1::bigint << v.level) FROM (
+              AND {_at_level("k.level", "k.lo", "k.hi - 1")}
+         ) AS x WHERE x.start <> x.expect ORDER BY x.start LIMIT 1),
+        (SELECT q.start + (1::bigint << k.level) FROM (
             SELECT s.start FROM {_SUMMARY} s
             WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
-              AND (s.level, s.start) >= (v.level, 0) AND (s.level, s.start) <= (v.level, {_MAX_START})
-            ORDER BY s.level DESC, s.start DESC LIMIT 1
-         ) AS q WHERE q.start >= o.o),
-        o.o) AS hole
-    FROM (SELECT l.level, coalesce((SELECT m.start FROM marks m WHERE m.level = l.level), 0) AS mark
-          FROM generate_series(1, %(top_level)s::int) AS l(level)) AS v
-    CROSS JOIN LATERAL (SELECT greatest((SELECT p FROM origin) >> v.level << v.level, v.mark) AS o) AS o
+              AND {_at_level("k.level", "0", "k.hi - 1")}
+            ORDER BY s.start DESC LIMIT 1
+         ) AS q WHERE q.start >= k.lo),
+        k.lo) AS lo
+    FROM (SELECT v.level, greatest(h.lo, v.base) AS lo, h.hi
+          FROM levels v CROSS JOIN LATERAL unnest(v.hole_starts, v.hole_ends) AS h(lo, hi)
+          WHERE h.hi > v.base) AS k
 ),
-advanced AS (
-    INSERT INTO {_WATERMARK} AS w (store_id, level, start, generation)
-    SELECT %(store)s::uuid, h.level, h.hole, current.generation
-    FROM holes h CROSS JOIN current JOIN store_lock ON store_lock.generation = current.generation
-    WHERE h.hole > h.mark
-    ORDER BY h.level
-    ON CONFLICT (store_id, level) DO UPDATE
-    SET start = CASE WHEN w.generation = EXCLUDED.generation THEN greatest(w.start, EXCLUDED.start)
-                     ELSE EXCLUDED.start END,
-        generation = EXCLUDED.generation
-    WHERE w.generation <= EXCLUDED.generation
+room AS MATERIALIZED (
+    SELECT v.level, greatest(v.mark, v.base) AS x0,
+           {WATERMARK_HOLES} - (SELECT count(*) FROM kept k WHERE k.level = v.level AND k.lo < k.hi) AS room
+    FROM levels v
 ),
-first_hole AS MATERIALIZED (
-    SELECT coalesce((SELECT hole FROM holes WHERE level = 1), (SELECT p FROM origin) / 2 * 2) AS lo
-),
-gaps AS (
-    SELECT lo, hi FROM (
-        SELECT coalesce(lag(s.start) OVER (ORDER BY s.level, s.start) + 2, (SELECT lo FROM first_hole)) AS lo,
-               s.level, s.start AS hi
-        FROM {_SUMMARY} s
-        WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
-          AND (s.level, s.start) >= (1, (SELECT lo FROM first_hole)) AND (s.level, s.start) <= (1, %(n)s::bigint - 2)
-    ) AS g WHERE hi > lo ORDER BY level, hi LIMIT %(m)s::bigint
-),
-pairs AS (
-    SELECT h.level, x.start
-    FROM holes h
+learned AS MATERIALIZED (
+    SELECT r.level, g.lo, g.hi
+    FROM room r
     CROSS JOIN LATERAL (
-        SELECT y.start FROM (
-            SELECT s.level, s.start, lead(s.start) OVER (ORDER BY s.level, s.start) AS next
+        SELECT y.lo, y.hi FROM (
+            SELECT s.level, s.start AS hi,
+                   coalesce(lag(s.start) OVER (ORDER BY s.start) + (1::bigint << r.level), r.x0) AS lo
             FROM {_SUMMARY} s
             WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
-              AND (s.level, s.start) >= (h.level - 1, h.hole)
-              AND (s.level, s.start) <= (h.level - 1, %(n)s::bigint - (1::bigint << (h.level - 1)))
-        ) AS y
-        WHERE y.start %% (1::bigint << h.level) = 0 AND y.next = y.start + (1::bigint << (h.level - 1))
-          AND y.start + (1::bigint << h.level) <= %(n)s::bigint
-          AND NOT {_live("u", "h.level", "y.start")}
-        ORDER BY y.level, y.start LIMIT %(m)s::bigint
+              AND {_at_level("r.level", "r.x0", _MAX_START)}
+        ) AS y WHERE y.hi > y.lo ORDER BY y.hi LIMIT r.room
+    ) AS g
+),
+marks_new AS MATERIALIZED (
+    SELECT v.level, v.mark, v.hole_starts, v.hole_ends,
+           CASE WHEN r.room = 0 THEN r.x0
+                WHEN (SELECT count(*) FROM learned l WHERE l.level = v.level) = r.room
+                THEN (SELECT max(l.hi) FROM learned l WHERE l.level = v.level)
+                ELSE greatest(r.x0, coalesce((SELECT q.start + (1::bigint << v.level) FROM (
+                         SELECT s.start FROM {_SUMMARY} s
+                         WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
+                           AND {_at_level("v.level", "0", _MAX_START)}
+                         ORDER BY s.start DESC LIMIT 1) AS q), 0))
+           END AS start,
+           ARRAY(SELECT u.lo FROM (SELECT k.lo FROM kept k WHERE k.level = v.level AND k.lo < k.hi
+                                   UNION ALL SELECT l.lo FROM learned l WHERE l.level = v.level) AS u ORDER BY u.lo)
+               AS new_starts,
+           ARRAY(SELECT u.hi FROM (SELECT k.hi FROM kept k WHERE k.level = v.level AND k.lo < k.hi
+                                   UNION ALL SELECT l.hi FROM learned l WHERE l.level = v.level) AS u ORDER BY u.hi)
+               AS new_ends
+    FROM levels v JOIN room r ON r.level = v.level
+),
+advanced AS (
+    INSERT INTO {_WATERMARK} AS w (store_id, level, start, hole_starts, hole_ends, generation)
+    SELECT %(store)s::uuid, m.level, m.start, m.new_starts, m.new_ends, current.generation
+    FROM marks_new m CROSS JOIN current JOIN store_lock ON store_lock.generation = current.generation
+    WHERE m.start <> m.mark OR m.new_starts <> m.hole_starts OR m.new_ends <> m.hole_ends
+    ORDER BY m.level
+    ON CONFLICT (store_id, level) DO UPDATE
+    SET start = EXCLUDED.start, hole_starts = EXCLUDED.hole_starts, hole_ends = EXCLUDED.hole_ends,
+        generation = EXCLUDED.generation
+    WHERE w.generation < EXCLUDED.generation OR (w.generation = EXCLUDED.generation AND w.start <= EXCLUDED.start)
+),
+segments AS MATERIALIZED (
+    SELECT k.level, k.lo, k.hi FROM kept k WHERE k.lo < k.hi AND k.lo < %(n)s::bigint
+    UNION ALL
+    SELECT l.level, l.lo, l.hi FROM learned l WHERE l.lo < %(n)s::bigint
+    UNION ALL
+    SELECT m.level, m.start, {_MAX_START} FROM marks_new m WHERE m.start < %(n)s::bigint
+),
+gaps AS (
+    SELECT g.lo AS segment, x.lo, x.hi
+    FROM segments g
+    CROSS JOIN LATERAL (
+        SELECT y.lo, y.hi FROM (
+            SELECT coalesce(lag(s.start) OVER (ORDER BY s.start) + 2, g.lo) AS lo, s.level, s.start AS hi
+            FROM {_SUMMARY} s
+            WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
+              AND {_at_level("1", "g.lo", "least(g.hi, %(n)s::bigint) - 2")}
+        ) AS y WHERE y.hi > y.lo ORDER BY y.hi LIMIT %(m)s::bigint
     ) AS x
-    WHERE h.level >= 2
+    WHERE g.level = 1
+),
+tails AS (
+    SELECT g.lo AS segment,
+           coalesce((SELECT q.start FROM (
+                         SELECT s.start FROM {_SUMMARY} s
+                         WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
+                           AND {_at_level("1", "0", "least(g.hi, %(n)s::bigint) - 2")}
+                         ORDER BY s.start DESC LIMIT 1
+                     ) AS q WHERE q.start >= g.lo) + 2, g.lo) AS lo,
+           least(g.hi, %(n)s::bigint / 2 * 2) AS hi
+    FROM segments g WHERE g.level = 1
+),
+pairs AS (
+    SELECT g.level, g.lo AS segment, x.start
+    FROM segments g
+    CROSS JOIN LATERAL (
+        SELECT y.start FROM (
+            SELECT s.level, s.start, lead(s.start) OVER (ORDER BY s.start) AS next
+            FROM {_SUMMARY} s
+            WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
+              AND {_at_level("g.level - 1", "g.lo", "least(g.hi, %(n)s::bigint) - (1::bigint << (g.level - 1))")}
+        ) AS y
+        WHERE y.start %% (1::bigint << g.level) = 0 AND y.next = y.start + (1::bigint << (g.level - 1))
+          AND y.start + (1::bigint << g.level) <= %(n)s::bigint
+          AND NOT {_live("u", "g.level", "y.start")}
+        ORDER BY y.start LIMIT %(m)s::bigint
+    ) AS x
+    WHERE g.level >= 2
 )
-SELECT 'gap', lo, hi FROM gaps
+SELECT 'gap', 1, segment, lo, hi FROM gaps
 UNION ALL
-SELECT 'tail',
-       coalesce((SELECT q.start FROM (
-                     SELECT s.start FROM {_SUMMARY} s
-                     WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
-                       AND (s.level, s.start) >= (1, 0) AND (s.level, s.start) <= (1, %(n)s::bigint - 2)
-                     ORDER BY s.level DESC, s.start DESC LIMIT 1
-                 ) AS q WHERE q.start >= (SELECT lo FROM first_hole)) + 2,
-                (SELECT lo FROM first_hole)),
-       %(n)s::bigint / 2 * 2
+SELECT 'tail', 1, segment, lo, hi FROM tails
 UNION ALL
-SELECT 'pair', level, start FROM pairs
+SELECT 'pair', level, segment, start, NULL FROM pairs
 """  # noqa: S608 - table names and SQL fragments are module constants, never input
 
 # Claim the first `limit` of the candidates (in the caller's order of preference) that are still ready
@@ -348,11 +419,25 @@ def _frontier(store: Store, n: int, pending: int, m: int):
         return
     params.update(m=m, top_level=max(n.bit_length() - 1, 0))
     rows = _write_rows(store, _SCAN_SQL, params)
-    gaps = [(lo, hi) for kind, lo, hi in rows if kind == "gap"]
-    tail = next((lo, hi) for kind, lo, hi in rows if kind == "tail")
-    pairs = sorted((tree.Block(start, 1 << level) for kind, level, start in rows if kind == "pair"), key=_order)
-    runs = gaps if len(gaps) >= m else [*gaps, tail]  # a full page of gaps may hide later ones: no tail then
-    yield from chain((tree.Block(start, 2) for lo, hi in runs for start in range(lo, hi, 2)), pairs)
+    segments: dict[tuple[int, int], list[tuple[str, int, int | None]]] = {}
+    for kind, level, segment, lo, hi in rows:
+        segments.setdefault((level, segment), []).append((kind, lo, hi))
+    truncated: set[int] = set()  # levels where a segment found m jobs: later segments may hide earlier jobs
+    for (level, _segment), found in sorted(segments.items()):
+        if level in truncated:
+            continue
+        if level == 1:
+            gaps = sorted((lo, hi) for kind, lo, hi in found if kind == "gap")
+            tail = next((lo, hi) for kind, lo, hi in found if kind == "tail")
+            full = len(gaps) >= m
+            runs = gaps if full else [*gaps, tail]  # a full page of gaps may hide later ones: no tail then
+            yield from (tree.Block(start, 2) for lo, hi in runs for start in range(lo, hi, 2))
+        else:
+            starts = sorted(lo for _kind, lo, _hi in found)
+            full = len(starts) >= m
+            yield from (tree.Block(start, 1 << level) for start in starts)
+        if full:
+            truncated.add(level)
 
 
 def _candidates(store: Store, n: int, pending: int, claims: list[_ActiveClaim], want: int) -> list[tree.Block]:

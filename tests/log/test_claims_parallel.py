@@ -205,8 +205,8 @@ def test_a_store_deleted_during_a_nap_is_a_404_and_leaves_no_claim(owner):
 def test_four_agents_compact_a_large_store_through_the_scan_and_its_watermarks(live_server, team, owner):
     """600 entries: 599 summaries pending, above EXHAUSTIVE_PENDING, so nap scans from the watermarks (and
     every nap may move them) while four agents compact in parallel. Nothing is done twice or left out, and
-    the watermarks stay lower bounds of each level's first missing range (the last ~256 jobs are found by
-    the exhaustive walk, which leaves them where they were)."""
+    each watermark ends inside its level's ranges (the last ~256 jobs are found by the exhaustive walk,
+    which leaves them where they were)."""
     from memories.models import Watermark
     from memories.nap import EXHAUSTIVE_PENDING
     from tests.log.conftest import assert_tree_consistent

@@ -15,7 +15,7 @@ import pytest
 
 from memories import nap as nap_module
 from memories import tree
-from memories.models import Summary, Watermark
+from memories.models import WATERMARK_HOLES, Summary, Watermark
 from stores.models import Store
 from tests.log.conftest import fill
 
@@ -118,17 +118,41 @@ def first_hole(live: set[tuple[int, int]], level: int) -> int:
     return start
 
 
-def watermarks(store: Store) -> dict[int, int]:
-    """level → start of the store's watermarks that count (those of its current generation)."""
+def watermarks(store: Store) -> dict[int, tuple[int, list[tuple[int, int]]]]:
+    """level → (start, holes) of the store's watermarks that count (those of its current generation)."""
     store.refresh_from_db()
-    return dict(Watermark.objects.filter(store=store, generation=store.generation).values_list("level", "start"))
+    rows = Watermark.objects.filter(store=store, generation=store.generation)
+    return {
+        level: (start, list(zip(starts, ends, strict=True)))
+        for level, start, starts, ends in rows.values_list("level", "start", "hole_starts", "hole_ends")
+    }
+
+
+def assert_watermark_true(live: set[tuple[int, int]], level: int, mark: tuple[int, list[tuple[int, int]]]) -> None:
+    """What a watermark says holds for the live summaries `live`, and it says as much as a fresh scan learns:
+    every aligned range before `start` outside the holes is live; the holes are sorted, disjoint, aligned,
+    at most WATERMARK_HOLES, each starts at a missing range; with room left, no live summary lies past
+    `start` (the scan read the level to its end)."""
+    size = 1 << level
+    start, holes = mark
+    assert len(holes) <= WATERMARK_HOLES
+    bound = 0
+    for lo, hi in holes:
+        assert bound <= lo < hi <= start and lo % size == 0 and hi % size == 0, (level, mark)
+        assert (lo, lo + size - 1) not in live, (level, mark)  # each hole starts at a missing range
+        bound = hi
+    inside_a_hole = {a for lo, hi in holes for a in range(lo, hi, size)}
+    for a in range(0, start, size):
+        assert a in inside_a_hole or (a, a + size - 1) in live, (level, a, mark)
+    if len(holes) < WATERMARK_HOLES:
+        assert all(a < start for a, b in live if b - a + 1 == size), (level, mark)
 
 
 @pytest.mark.parametrize("seed", range(16))
 def test_watermarks_follow_compactions_and_forgets(private_store, monkeypatch, seed):
     """Compactions (summaries added, same generation) and real `forget_range` calls (generation moves on)
     in random order; after each, the scan strategy still agrees with the reference at the full snapshot and
-    a random lower one, and the watermarks it leaves are exactly each level's first missing range."""
+    a random lower one, and the watermarks it leaves are true and complete (`assert_watermark_true`)."""
     from memories.services import forget_range
 
     rng = random.Random(1000 + seed)
@@ -161,7 +185,89 @@ def test_watermarks_follow_compactions_and_forgets(private_store, monkeypatch, s
                 assert got == expected[:m], (seed, _step, snapshot, m)
         marks = watermarks(store)
         for level in range(1, n.bit_length()):
-            assert marks.get(level, 0) == first_hole(live, level), (seed, _step, level, marks)
+            if level in marks:
+                assert_watermark_true(live, level, marks[level])
+            else:  # never written at this generation: nothing is live at the level
+                assert not any(b - a + 1 == 1 << level for a, b in live), (seed, _step, level, marks)
+
+
+def test_a_full_hole_list_stops_at_its_last_hole_and_learns_more_as_holes_fill(private_store, monkeypatch):
+    """Level 1 with a hole every fourth range (25 holes): the watermark lists the first WATERMARK_HOLES and
+    stops at the last one's end; nap order stays the reference's; once holes fill, the next scan drops them
+    and learns the ones after."""
+    n = 200
+    holes = [start for start in range(0, n, 8)]  # 25 level-1 holes: 0-1, 8-9, 16-17, …
+    live = {(start, start + 1) for start in range(0, n, 2) if start not in holes}
+    store = load(fill(private_store, n), live)
+    monkeypatch.setattr(nap_module, "EXHAUSTIVE_PENDING", -1)
+
+    def scan_and_check(live):
+        pending = tree.needed_count(n) - len(live)
+        expected = reference_ready(n, live)
+        for m in (1, 5, 17, 40):
+            assert list(islice(nap_module._frontier(store, n, pending, m=m), m)) == expected[:m], m
+        mark = watermarks(store)[1]
+        assert_watermark_true(live, 1, mark)
+        return mark
+
+    start, listed = scan_and_check(live)
+    assert [lo for lo, _hi in listed] == holes[:WATERMARK_HOLES] and start == holes[WATERMARK_HOLES - 1] + 2
+    filled = {(start, start + 1) for start in holes[:10]}
+    load(store, filled)
+    live |= filled
+    start, listed = scan_and_check(live)
+    assert [lo for lo, _hi in listed] == holes[10:] and start == n  # 15 left: room to read the level to its end
+
+
+def summary_rows_read(store: Store, n: int, m: int) -> int:
+    """Rows of memories_summary one run of the scan statement reads (EXPLAIN ANALYZE of its plan)."""
+    from django.db import connection
+
+    roots = [block for block in tree.maximal_blocks(n) if block.size >= 2]
+    params = {
+        "store": store.pk,
+        "n": n,
+        "m": m,
+        "top_level": n.bit_length() - 1,
+        "root_starts": [block.start for block in roots],
+        "root_levels": [block.level for block in roots],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + nap_module._SCAN_SQL, params)
+        (plan,) = cursor.fetchone()
+
+    def rows(node) -> int:
+        own = node["Actual Rows"] * node["Actual Loops"] if node.get("Relation Name") == Summary._meta.db_table else 0
+        return own + sum(rows(child) for child in node.get("Plans", ()))
+
+    return rows(plan[0]["Plan"])
+
+
+def test_after_a_forget_near_the_start_the_scan_reads_a_level_once_not_on_every_nap(private_store, monkeypatch):
+    """Levels 1–3 complete on 4,096 entries, then entry 0 forgotten (its three summaries invalidated, the
+    generation moves on): the first scan reads each level's summaries once and lists the hole; the next
+    ones read a few rows, not the ~3,600 summaries of levels 1–3 (before the hole lists: every nap)."""
+    from memories.services import forget_range
+
+    n = 4096
+    live = {(b.start, b.end) for size in (2, 4, 8) for b in _level(n, size)}
+    store = load(fill(private_store, n), live)
+    forget_range(store=store, actor=store.owner, block=tree.Block(0, 1), generation=store.generation)
+    store.refresh_from_db()
+    live -= {(0, 1), (0, 3), (0, 7)}
+    monkeypatch.setattr(nap_module, "EXHAUSTIVE_PENDING", -1)
+    first = summary_rows_read(store, n, m=8)
+    assert first > len(live)  # the first scan after the forget learns every level once
+    marks = watermarks(store)
+    assert {level: holes for level, (_start, holes) in marks.items()} == {1: [(0, 2)], 2: [(0, 4)], 3: [(0, 8)]}
+    for level in (1, 2, 3):
+        assert_watermark_true(live, level, marks[level])
+    for _ in range(2):
+        assert summary_rows_read(store, n, m=8) < 100
+    pending = tree.needed_count(n) - len(live)
+    expected = reference_ready(n, live)
+    assert list(islice(nap_module._frontier(store, n, pending, m=8), 8)) == expected[:8]
+    assert [block.label for block in expected[:3]] == ["0-1", "16-31", "32-47"]
 
 
 def test_the_scan_trusts_a_watermark_of_the_current_generation_only(private_store, monkeypatch):
