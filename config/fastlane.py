@@ -326,8 +326,6 @@ def _run(lane: Lane, kwargs: dict[str, str], request: WSGIRequest, body: bytes, 
             raise _Decline from exc
         if refused:
             raise _Decline
-    if api_settings.URL_FORMAT_OVERRIDE in request.GET:  # DRF negotiates ?format= before it authenticates
-        raise _Decline
     view = lane.view()  # as `View.as_view()` and `APIView.dispatch` set it up
     view.setup(request, **kwargs)
     view.format_kwarg = None

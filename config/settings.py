@@ -215,6 +215,10 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "config.schema.ApiAutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
+    # No `?format=`: the API speaks JSON only, and DRF's override answered an unknown format 404 before it
+    # authenticated. `format` is now an unknown query parameter like any other: 401 without a credential,
+    # 400 naming it with one.
+    "URL_FORMAT_OVERRIDE": None,
 }
 
 SPECTACULAR_SETTINGS = {

@@ -99,14 +99,20 @@ class XYAMLRenderer(YAMLRenderer):
 
 
 class SuffixFirstNegotiation(negotiation.DefaultContentNegotiation):
-    """A URL suffix picks the renderer outright (an `Accept` header cannot turn `.yaml` into a 406)."""
+    """A URL suffix, else the documented `?format=` (md, json, yaml), picks the renderer outright (an
+    `Accept` header cannot turn `.yaml` into a 406). An unknown suffix is a 404 (no such URL); an unknown
+    `format` value falls back to `Accept` and the view's query serializer answers 400 naming it. DRF's own
+    `?format=` override is off for the whole API (`URL_FORMAT_OVERRIDE: None`): this view reads it itself.
+    """
 
     def select_renderer(self, request, renderers_, format_suffix=None):
-        if format_suffix:
+        wanted = format_suffix or request.query_params.get("format")
+        if wanted:
             for renderer in renderers_:
-                if renderer.format == format_suffix:
+                if renderer.format == wanted:
                     return renderer, renderer.media_type
-            raise exceptions.NotFound()
+            if format_suffix:
+                raise exceptions.NotFound()
         return super().select_renderer(request, renderers_, None)
 
 

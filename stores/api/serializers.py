@@ -182,8 +182,8 @@ class StoreListQuerySerializer(StrictQuerySerializer):
 
 
 class DirectoryQuerySerializer(StoreListQuerySerializer):
-    """GET /memories (the public directory): the list parameters and `format`, which DRF's content
-    negotiation reads (`md`, `json`, `yaml`; it overrides `Accept`)."""
+    """GET /memories (the public directory): the list parameters and `format`, which the view's content
+    negotiation reads (`md`, `json`, `yaml`; it overrides `Accept`; `stores.api.directory.SuffixFirstNegotiation`)."""
 
     format = serializers.ChoiceField(choices=["md", "json", "yaml"], required=False)
 

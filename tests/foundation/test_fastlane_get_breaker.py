@@ -15,7 +15,6 @@ import pytest
 from django.db import connection
 
 from accounts import authentication
-from accounts.models import ApiToken
 from memories import selectors
 from memories import services as memory_services
 from stores.models import Store
@@ -41,28 +40,24 @@ def assert_same(on, off):
     assert without_request_id(b1, r1) == without_request_id(b2, r2)
 
 
-# --- 1. DRF refuses `?format=` before authenticating; the lane authenticates first --------------------
+# --- 1. `?format=` is an unknown query parameter, lanes on and off ------------------------------------
 
 
 @pytest.mark.parametrize("what", ["wake", "zoom", "recall"])
-def test_a_format_the_view_refuses_before_authentication_touches_no_token(settings, logged, django_calls, what):
-    """``?format=xml``: DRF's content negotiation (`APIView.initial`, before `perform_authentication`)
-    answers 404 without looking at the credential, so lanes off the token is not touched. The lane runs
-    the authenticators first — the credential lookup and `touch_token`'s UPDATE of ``last_used_at`` — and
-    only then declines on the serializer's "format: Unknown field". The answers are the same 404, but with
-    lanes on the request writes the token's last use, which the view never does for it."""
+def test_a_format_parameter_is_refused_after_authentication_lanes_on_and_off(settings, logged, django_calls, what):
+    """``?format=xml``: DRF's URL format override is off (`URL_FORMAT_OVERRIDE: None`). It used to answer
+    404 before authenticating, while the lane authenticated first (and wrote the token's last use). Now
+    both authenticate and answer the serializer's 400 naming `format`; without a credential, the private
+    store's 404, as without `format`."""
     path, auth = f"/api/v1/memories/{logged['store'].pk}/{what}", bearer(logged["secret"])
-    lanes = settings.API_FAST_LANES
-    touched = {}
-    for name, setting in (("off", []), ("on", lanes)):
-        ApiToken.objects.update(last_used_at=None)
-        settings.API_FAST_LANES = setting
-        touched[name] = (get(path, b"format=xml", auth), ApiToken.objects.exclude(last_used_at=None).count())
-    settings.API_FAST_LANES = lanes
-    assert_same(touched["on"][0], touched["off"][0])
-    assert touched["on"][0][0] == 404
-    assert touched["off"][1] == 0
-    assert touched["on"][1] == 0, "the lane wrote a token's last use for a request the view refuses unauthenticated"
+    on, off = get_both(settings, path, b"format=xml", auth)
+    assert_same(on, off)
+    assert off[0] == 400 and json.loads(off[2])["error"]["details"]["fields"] == {"format": "Unknown field."}, off
+    on, off = get_both(settings, path, b"format=xml", {})
+    assert_same(on, off)
+    assert off[0] == 404 and json.loads(off[2])["error"]["message"] == "Store not found.", off
+    plain = get(path)
+    assert (plain[0], without_request_id(plain[2], plain[3])) == (off[0], without_request_id(off[2], off[3]))
 
 
 # --- 2. a declined read waits for the database twice, within one request deadline ----------------------

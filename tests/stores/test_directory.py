@@ -140,7 +140,10 @@ def test_the_documented_format_parameter_picks_the_representation(anon_client, d
     response = anon_client.get("/memories", {"format": fmt})
     assert response.status_code == 200
     assert response["Content-Type"].startswith(media_type)
-    assert anon_client.get("/memories", {"format": "xml"}).status_code == 404  # DRF: no such representation
+    unknown = anon_client.get("/memories", {"format": "xml"})  # a bad value of a documented parameter: 400
+    assert_error(unknown, 400, "invalid_request_error")
+    assert "format" in unknown.json()["error"]["details"]["fields"]
+    assert anon_client.get("/memories.xml").status_code == 404  # no such URL
 
 
 def test_scope_filter(anon_client, directory_world):
