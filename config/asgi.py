@@ -10,7 +10,9 @@ gunicorn's asyncio worker (`config.server`) parses HTTP and hands each request t
   seconds gets a 408 — and only then runs Django's WSGI application on a pool of `WEB_THREADS`
   threads, with the whole body in memory: a slow or idle client never holds a thread;
 - answers 503 `overloaded_error` with `Retry-After` when Django has not answered `REQUEST_TIMEOUT`
-  seconds after the body arrived (a request still queued for a thread is then never run).
+  seconds after the body arrived (a request still queued for a thread is then never run);
+- sends a streamed answer (the export) block by block as its thread reads it, each block under the
+  request deadline, at the client's pace (`_Stream`, `_pump`; docs/export-import.md).
 
 Error bodies are SPEC §2's object with a `Request-Id` header, like every response Django renders.
 """
@@ -18,12 +20,15 @@ Error bodies are SPEC §2's object with a `Request-Id` header, like every respon
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import io
 import json
 import logging
 import os
 import sys
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -187,6 +192,9 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
         message = "An internal error occurred. Quote the request id when reporting it."
         await _send_error(send, 500, "api_error", message, {}, request_id)
         return
+    if isinstance(content, _Stream):
+        await _send_stream(send, status, headers, content)
+        return
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": content})
 
@@ -207,11 +215,18 @@ def _answer_from_thread(loop: asyncio.AbstractEventLoop, answer: asyncio.Future,
         failure = RuntimeError(f"the WSGI application raised {type(exc).__name__}")
         failure.__cause__ = exc
         outcome = None
+    stream = outcome[2] if outcome is not None and isinstance(outcome[2], _Stream) else None
+    if stream is not None:
+        stream.done = loop.create_future()  # only constructed here; resolved on the loop (`_finish_stream`)
     loop.call_soon_threadsafe(_settle, answer, outcome, failure)
+    if stream is not None:
+        _pump(loop, stream, environ)
 
 
 def _settle(answer: asyncio.Future, outcome: Any, failure: BaseException | None) -> None:
     if answer.done():  # cancelled by the request timeout
+        if outcome is not None and isinstance(outcome[2], _Stream) and not outcome[2].go.done():
+            outcome[2].go.set_exception(TimeoutError("the front no longer waits for this answer"))
         return
     if failure is not None:
         answer.set_exception(failure)
@@ -305,11 +320,14 @@ def _environ(scope: dict, body: bytes) -> dict[str, Any]:
     return environ
 
 
-def _call_django(environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    """Run Django for one request on a pool thread; return (status, headers, body) once it is complete.
+def _call_django(environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes | _Stream]:
+    """Run Django for one request on a pool thread; return (status, headers, body).
 
     The whole call, `close()` included (Django's request_finished handlers touch the database), runs
-    under the request deadline of `config.database`.
+    under the request deadline of `config.database`. A streamed answer (`StreamingHttpResponse`: the
+    export) comes back as a `_Stream` once its first block is read — a database fault up to there is a
+    503 like any other — and the calling thread then sends the rest (`_pump`); at most `STREAM_THREADS`
+    threads of a process stream at once, one more is a 503 with Retry-After.
     """
     started: list[Any] = []
 
@@ -317,34 +335,165 @@ def _call_django(environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]
         started[:] = [status, headers]
         return lambda data: None  # the legacy write() callable; Django never uses it
 
+    first = None
     with request_deadline(settings.DB_REQUEST_DEADLINE):
         result = django_application(environ, start_response)
+        close = getattr(result, "close", None)
+        streamed = getattr(result, "streaming", False)
         try:
-            content = b"".join(result)
+            if streamed:
+                blocks = iter(result)
+                first = next(blocks, None)
+            content = b"".join(result) if not streamed else first or b""
         except DatabaseError as exc:
             # A streamed body (the export) reads the database after the view returned, outside Django's
-            # error handling: a fault there (the request deadline cutting a long export, a restart) is a
-            # 503 like any other database fault, not a 500 — nothing has been sent yet.
-            request_id = new_request_id()
-            logger.warning(
-                "503 %s %s %s: the streamed answer failed in the database: %s",
-                environ["REQUEST_METHOD"],
-                environ["PATH_INFO"],
-                request_id,
-                exc,
-            )
-            message = "The service did not answer in time; retry after a moment."
-            payload = error_payload(status=503, type="overloaded_error", message=message, request_id=request_id)
-            return _json_answer(503, payload, request_id, retry_after_headers())
+            # error handling: a fault there (a restart, the deadline) is a 503 like any other database
+            # fault, not a 500 — nothing has been sent yet.
+            streamed = False
+            return _fault_answer(environ, "the streamed answer failed in the database", exc)
         finally:
-            close = getattr(result, "close", None)
-            if close is not None:
+            if close is not None and not (streamed and first is not None):
                 close()
     status, headers = started
     head = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+    if streamed and first is not None:
+        if not _take_stream_slot():
+            with request_deadline(settings.DB_REQUEST_DEADLINE), contextlib.suppress(DatabaseError):
+                close()
+            return _fault_answer(environ, f"{settings.STREAM_THREADS} streamed answers in progress", None)
+        return int(status.split(" ", 1)[0]), head, _Stream(first, blocks, close)
     if not any(name == b"content-length" for name, _ in head):
         head.append((b"content-length", str(len(content)).encode()))
     return int(status.split(" ", 1)[0]), head, content
+
+
+def _fault_answer(environ: dict[str, Any], why: str, exc: BaseException | None) -> tuple[int, list, bytes]:
+    """The 503 overloaded_error answer (with Retry-After) of a request the front refuses or saw fail in the
+    database, logged as one WARNING line."""
+    request_id = new_request_id()
+    detail = f": {exc}" if exc is not None else ""
+    logger.warning("503 %s %s %s: %s%s", environ["REQUEST_METHOD"], environ["PATH_INFO"], request_id, why, detail)
+    message = "The service did not answer in time; retry after a moment."
+    payload = error_payload(status=503, type="overloaded_error", message=message, request_id=request_id)
+    return _json_answer(503, payload, request_id, retry_after_headers())
+
+
+# --- streamed answers ---------------------------------------------------------------------------------
+
+
+class _Stream:
+    """A streamed answer handed from its request's thread to the event loop (the export).
+
+    The loop sends the head and `first` block (`_send_stream`), then the thread that read them — it holds
+    the answer's database transaction — reads and sends the rest (`_pump`) and ends it. `go` tells the
+    thread the loop has sent the head (or will not); `done` (a future of the loop) tells the loop the
+    thread is finished: True when every block was sent, False when the stream was cut; `abort` tells the
+    thread the client is gone.
+    """
+
+    def __init__(self, first: bytes, rest: Any, close: Callable[[], None]) -> None:
+        self.first, self.rest, self.close = first, rest, close
+        self.send: Callable[[dict], Awaitable[None]] | None = None
+        self.go: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self.done: asyncio.Future[bool] | None = None  # set by `_answer_from_thread` before the loop sees it
+        self.abort = threading.Event()
+
+
+_streams = 0
+_streams_lock = threading.Lock()
+
+
+def _take_stream_slot() -> bool:
+    global _streams
+    with _streams_lock:
+        if _streams >= settings.STREAM_THREADS:
+            return False
+        _streams += 1
+        return True
+
+
+def _release_stream_slot() -> None:
+    global _streams
+    with _streams_lock:
+        _streams -= 1
+
+
+async def _send_stream(send: Callable, status: int, headers: list, stream: _Stream) -> None:
+    """On the event loop: send the head and first block, let the thread send the rest, then end the answer.
+
+    A stream the thread cut ends without its last message: gunicorn closes the connection, so the client
+    sees the body end early (an export without its end line), never a complete-looking answer.
+    """
+    try:
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": stream.first, "more_body": True})
+    except BaseException:
+        stream.go.set_exception(ConnectionError("the answer could not be started"))
+        raise
+    stream.send = send
+    stream.go.set_result(None)
+    try:
+        complete = await stream.done
+    except asyncio.CancelledError:  # the client is gone (gunicorn cancels its task), or the worker stops
+        stream.abort.set()
+        raise
+    if complete:
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _pump(loop: asyncio.AbstractEventLoop, stream: _Stream, environ: dict[str, Any]) -> None:
+    """On the request's thread: read the stream's blocks (each under the request deadline) and send each
+    through the event loop, waiting until the client has taken it (gunicorn's write back-pressure).
+
+    Cut — logged as one WARNING line, the answer left without its end — by a database fault, a client
+    that takes more than `STREAM_SEND_TIMEOUT` seconds to accept a block, or `STREAM_SECONDS` in all.
+    Always closes the response (Django's request_finished) and frees the stream's slot.
+    """
+    give_up = time.monotonic() + settings.STREAM_SECONDS
+    complete = False
+    why = None
+    try:
+        stream.go.result(timeout=settings.STREAM_SEND_TIMEOUT)
+        while not stream.abort.is_set():
+            with request_deadline(settings.DB_REQUEST_DEADLINE):
+                block = next(stream.rest, None)
+            if block is None:
+                complete = True
+                break
+            left = give_up - time.monotonic()
+            if left <= 0:
+                why = f"still streaming after STREAM_SECONDS ({settings.STREAM_SECONDS:g} s)"
+                break
+            message = {"type": "http.response.body", "body": block, "more_body": True}
+            sent = asyncio.run_coroutine_threadsafe(stream.send(message), loop)
+            try:
+                sent.result(timeout=min(settings.STREAM_SEND_TIMEOUT, left))
+            except concurrent.futures.TimeoutError:
+                sent.cancel()
+                why = f"the client did not take a block within {settings.STREAM_SEND_TIMEOUT:g} s"
+                break
+    except DatabaseError as exc:
+        why = f"the database failed: {exc}"
+    except (concurrent.futures.CancelledError, TimeoutError, ConnectionError):
+        pass  # the loop never sent the head (the front gave up on the request, or the client left)
+    except Exception:
+        logger.exception("the streamed answer of %s %s failed", environ["REQUEST_METHOD"], environ["PATH_INFO"])
+    finally:
+        try:
+            with request_deadline(settings.DB_REQUEST_DEADLINE):
+                stream.close()
+        except DatabaseError as exc:
+            logger.warning("closing the streamed answer of %s failed in the database: %s", environ["PATH_INFO"], exc)
+        finally:
+            _release_stream_slot()
+            if why is not None:
+                logger.warning("streamed answer of %s %s cut: %s", environ["REQUEST_METHOD"], environ["PATH_INFO"], why)
+            loop.call_soon_threadsafe(_finish_stream, stream.done, complete)
+
+
+def _finish_stream(done: asyncio.Future, complete: bool) -> None:
+    if not done.done():
+        done.set_result(complete)
 
 
 def _json_answer(

@@ -157,6 +157,14 @@ BODY_TIMEOUT = env.float("BODY_TIMEOUT", default=10.0)
 REQUEST_TIMEOUT = env.float("REQUEST_TIMEOUT", default=9.5)
 # Django threads per server process (the event loop in front of them holds slow and idle connections).
 WEB_THREADS = env.int("WEB_THREADS", default=8)
+# Streamed answers (the export, config/asgi.py): sent block by block as the request's thread reads them, each
+# block's database work under DB_REQUEST_DEADLINE; a client that takes more than STREAM_SEND_TIMEOUT seconds
+# to accept one block (64 KiB), or a stream still running STREAM_SECONDS after it started, is cut (no end
+# line: clients see the export incomplete). At most STREAM_THREADS threads of a process stream at once
+# (default: half of WEB_THREADS), so streams never take every thread; one more is a 503 with Retry-After.
+STREAM_SEND_TIMEOUT = env.float("STREAM_SEND_TIMEOUT", default=30.0)
+STREAM_SECONDS = env.float("STREAM_SECONDS", default=900.0)
+STREAM_THREADS = env.int("STREAM_THREADS", default=max(1, WEB_THREADS // 2))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_USER_MODEL = "accounts.User"

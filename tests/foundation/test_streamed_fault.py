@@ -1,17 +1,27 @@
-"""A streamed answer (the export) whose database read fails after the view returned is a 503, not a 500.
+"""Streamed answers (the export) through the ASGI front (config/asgi.py `_Stream`).
 
-The ASGI front joins a streamed body on the request's thread, after Django's error handling: a database
-fault there — the request deadline cutting a long export (found by a breaker: 6 of 8 parallel exports of a
-200,000-entry store answered 500 after 8.4 s), a restart — must be SPEC §2's fault answer.
+A database fault after the view returned and before anything was sent is SPEC §2's 503, not a 500 (found
+by a breaker: 6 of 8 parallel exports of a 200,000-entry store answered 500 after 8.4 s, when the front
+still joined streamed bodies under one request deadline). A `StreamingHttpResponse` goes out block by
+block: each block's database work under its own deadline, cut (no end) by a fault, a client that stops
+reading, `STREAM_SECONDS`; a client that leaves stops the reading; `STREAM_THREADS` bounds the streams.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import threading
+import time
 
-from django.db import OperationalError
+import pytest
+from django.db import OperationalError, connection
+from django.http import StreamingHttpResponse
 
 from config import asgi
+from tests.foundation.test_api_stack import one_thread  # noqa: F401 (autouse: the front on one thread of ours)
+from tests.foundation.test_faults import http_scope
 
 
 def streaming_app(failure: Exception | None):
@@ -51,3 +61,163 @@ def test_a_complete_streamed_body_is_answered_whole(monkeypatch):
     status, head, body = asgi._call_django(environ())
     assert status == 200 and body == b'{"type": "header"}\n{"type": "end"}\n'
     assert (b"content-length", str(len(body)).encode()) in head
+
+
+# --- a StreamingHttpResponse is sent block by block (config.asgi._Stream) --------------------------------
+
+
+class Blocks:
+    """A streamed body: `count` blocks, each after `pause` seconds; the block numbered `fail_at` raises a
+    database fault instead. Records the blocks read and whether the response was closed."""
+
+    def __init__(self, count: int, *, pause: float = 0.0, fail_at: int | None = None, query: bool = False):
+        self.count, self.pause, self.fail_at, self.query = count, pause, fail_at, query
+        self.read = 0
+        self.closed = threading.Event()
+
+    def __iter__(self):
+        try:
+            for number in range(self.count):
+                time.sleep(self.pause)
+                if number == self.fail_at:
+                    raise OperationalError("server closed the connection unexpectedly")
+                if self.query:  # each block reads the database, as the export's do
+                    with connection.cursor() as cursor:
+                        cursor.execute("SELECT 1")
+                self.read += 1
+                yield b'{"block": %d}\n' % number
+        finally:
+            self.closed.set()
+
+
+def streaming_response_app(blocks: Blocks):
+    def app(environ, start_response):
+        response = StreamingHttpResponse(iter(blocks), content_type="application/jsonl")
+        start_response("200 OK", list(response.items()))
+        response._resource_closers.append(blocks.closed.set)
+        return response
+
+    return app
+
+
+def run(scope_path: str = "/api/v1/memories/x/export", *, stalled_after: int | None = None, leave_after=None):
+    """The front's answer as the ASGI messages sent. `stalled_after`: the client stops taking blocks after
+    that many body messages (send never returns). `leave_after`: the task is cancelled after that many
+    body messages, as gunicorn does when the client goes away."""
+    sent: list[dict] = []
+
+    async def receive():
+        await asyncio.sleep(3600)
+
+    async def send(message):
+        sent.append(message)
+        bodies = sum(1 for m in sent if m["type"] == "http.response.body")
+        if stalled_after is not None and bodies > stalled_after:
+            await asyncio.sleep(3600)
+
+    async def main():
+        task = asyncio.ensure_future(asgi.application(http_scope("GET", scope_path), receive, send))
+        if leave_after is None:
+            await task
+            return
+        while sum(1 for m in sent if m["type"] == "http.response.body") < leave_after:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    return sent
+
+
+def bodies(sent: list[dict]) -> list[dict]:
+    return [message for message in sent if message["type"] == "http.response.body"]
+
+
+def test_a_streamed_answer_goes_out_block_by_block_and_ends(monkeypatch):
+    blocks = Blocks(5)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    sent = run()
+    assert sent[0]["status"] == 200
+    assert b"content-length" not in dict(sent[0]["headers"])  # not joined: sent as it is read (chunked)
+    parts = bodies(sent)
+    assert [part["body"] for part in parts[:-1]] == [b'{"block": %d}\n' % n for n in range(5)]
+    assert all(part["more_body"] for part in parts[:-1]) and parts[-1] == {
+        "type": "http.response.body",
+        "body": b"",
+        "more_body": False,
+    }
+    assert blocks.closed.wait(2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_block_has_its_own_database_deadline_not_the_whole_answer(monkeypatch, settings):
+    """Ten blocks 0.15 s apart (1.5 s), each reading the database, under a 0.5 s request deadline: the
+    deadline is armed per block, so the answer completes (the watchdog used to cut the connection 0.5 s
+    into the answer, which was a 503: an export longer than the deadline never finished)."""
+    settings.DB_REQUEST_DEADLINE = 0.5
+    blocks = Blocks(10, pause=0.15, query=True)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    parts = bodies(run())
+    assert len(parts) == 11 and parts[-1]["more_body"] is False and blocks.read == 10
+
+
+def test_a_database_fault_after_the_first_block_cuts_the_answer(monkeypatch, caplog):
+    blocks = Blocks(5, fail_at=2)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    sent = run()
+    assert sent[0]["status"] == 200
+    parts = bodies(sent)
+    assert [part["body"] for part in parts] == [b'{"block": 0}\n', b'{"block": 1}\n']
+    assert all(part["more_body"] for part in parts)  # never ended: the server closes the connection
+    assert blocks.closed.wait(2)
+    assert any("cut: the database failed" in record.getMessage() for record in caplog.records)
+
+
+def test_a_database_fault_before_the_first_block_is_a_503(monkeypatch):
+    blocks = Blocks(5, fail_at=0)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    sent = run()
+    assert sent[0]["status"] == 503 and dict(sent[0]["headers"])[b"retry-after"]
+    assert json.loads(bodies(sent)[0]["body"])["error"]["type"] == "overloaded_error"
+    assert blocks.closed.wait(2)
+
+
+def test_a_client_that_stops_reading_is_cut_and_the_answer_closed(monkeypatch, settings, caplog):
+    settings.STREAM_SEND_TIMEOUT = 0.3
+    blocks = Blocks(1000)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    sent = run(stalled_after=2)
+    assert blocks.closed.wait(2) and blocks.read < 10
+    assert all(part["more_body"] for part in bodies(sent))
+    assert any("did not take a block within 0.3 s" in record.getMessage() for record in caplog.records)
+
+
+def test_a_stream_longer_than_stream_seconds_is_cut(monkeypatch, settings, caplog):
+    settings.STREAM_SECONDS = 0.4
+    blocks = Blocks(100, pause=0.1)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    sent = run()
+    assert blocks.closed.wait(2) and blocks.read < 10
+    assert all(part["more_body"] for part in bodies(sent))
+    assert any("still streaming after STREAM_SECONDS" in record.getMessage() for record in caplog.records)
+
+
+def test_a_client_that_leaves_stops_the_reading(monkeypatch):
+    blocks = Blocks(10_000, pause=0.001)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    run(leave_after=3)
+    assert blocks.closed.wait(2) and blocks.read < 1000
+
+
+def test_streams_past_stream_threads_are_a_503_and_free_their_slot(monkeypatch, settings):
+    settings.STREAM_THREADS = 0
+    blocks = Blocks(3)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    sent = run()
+    assert sent[0]["status"] == 503 and blocks.closed.wait(2)
+    settings.STREAM_THREADS = 1
+    blocks = Blocks(3)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    for _ in range(3):  # every finished stream gave its slot back
+        assert run()[0]["status"] == 200
