@@ -357,6 +357,10 @@ def _call_django(environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]
     status, headers = started
     head = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
     if streamed and first is not None:
+        if environ["REQUEST_METHOD"] == "HEAD":  # the head is the answer: no reading the rest for nothing
+            with request_deadline(settings.DB_REQUEST_DEADLINE), contextlib.suppress(DatabaseError):
+                close()
+            return int(status.split(" ", 1)[0]), head, b""
         if not _take_stream_slot():
             with request_deadline(settings.DB_REQUEST_DEADLINE), contextlib.suppress(DatabaseError):
                 close()

@@ -221,3 +221,24 @@ def test_streams_past_stream_threads_are_a_503_and_free_their_slot(monkeypatch, 
     monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
     for _ in range(3):  # every finished stream gave its slot back
         assert run()[0]["status"] == 200
+
+
+def test_a_head_request_gets_the_head_without_reading_the_stream(monkeypatch):
+    blocks = Blocks(1000)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    sent = run_head()
+    assert sent[0]["status"] == 200 and b"content-length" not in dict(sent[0]["headers"])
+    assert blocks.closed.wait(2) and blocks.read == 1  # the first block only (the view reads it)
+
+
+def run_head() -> list[dict]:
+    sent: list[dict] = []
+
+    async def receive():
+        await asyncio.sleep(3600)
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(asgi.application(http_scope("HEAD", "/api/v1/memories/x/export"), receive, send))
+    return sent
