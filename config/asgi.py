@@ -38,7 +38,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.wsgi import get_wsgi_application
-from django.db import DatabaseError
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.test.utils import override_settings
 from django.urls import get_resolver
 
@@ -193,7 +193,9 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
         await _send_error(send, 500, "api_error", message, {}, request_id)
         return
     if isinstance(content, _Stream):
-        await _send_stream(send, status, headers, content)
+        # HTTP/1.0 has no chunked coding: a body without Content-Length ends with the connection, which
+        # gunicorn keeps open for a keep-alive 1.0 client unless the answer is left unfinished
+        await _send_stream(send, status, headers, content, close_delimited=scope.get("http_version") == "1.0")
         return
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": content})
@@ -358,12 +360,10 @@ def _call_django(environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]
     head = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
     if streamed and first is not None:
         if environ["REQUEST_METHOD"] == "HEAD":  # the head is the answer: no reading the rest for nothing
-            with request_deadline(settings.DB_REQUEST_DEADLINE), contextlib.suppress(DatabaseError):
-                close()
+            _close_streamed(close, environ)
             return int(status.split(" ", 1)[0]), head, b""
         if not _take_stream_slot():
-            with request_deadline(settings.DB_REQUEST_DEADLINE), contextlib.suppress(DatabaseError):
-                close()
+            _close_streamed(close, environ)
             return _fault_answer(environ, f"{settings.STREAM_THREADS} streamed answers in progress", None)
         return int(status.split(" ", 1)[0]), head, _Stream(first, blocks, close)
     if not any(name == b"content-length" for name, _ in head):
@@ -422,11 +422,16 @@ def _release_stream_slot() -> None:
         _streams -= 1
 
 
-async def _send_stream(send: Callable, status: int, headers: list, stream: _Stream) -> None:
+async def _send_stream(
+    send: Callable, status: int, headers: list, stream: _Stream, *, close_delimited: bool = False
+) -> None:
     """On the event loop: send the head and first block, let the thread send the rest, then end the answer.
 
     A stream the thread cut ends without its last message: gunicorn closes the connection, so the client
     sees the body end early (an export without its end line), never a complete-looking answer.
+    `close_delimited` (HTTP/1.0: no chunked coding, the body ends with the connection): a complete stream
+    is left without its last message too, so gunicorn closes the connection even for a keep-alive client
+    (gunicorn 27 decides keep-alive from the request alone); the client already has every block.
     """
     try:
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -441,7 +446,7 @@ async def _send_stream(send: Callable, status: int, headers: list, stream: _Stre
     except asyncio.CancelledError:  # the client is gone (gunicorn cancels its task), or the worker stops
         stream.abort.set()
         raise
-    if complete:
+    if complete and not close_delimited:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
@@ -484,15 +489,41 @@ def _pump(loop: asyncio.AbstractEventLoop, stream: _Stream, environ: dict[str, A
         logger.exception("the streamed answer of %s %s failed", environ["REQUEST_METHOD"], environ["PATH_INFO"])
     finally:
         try:
-            with request_deadline(settings.DB_REQUEST_DEADLINE):
-                stream.close()
-        except DatabaseError as exc:
-            logger.warning("closing the streamed answer of %s failed in the database: %s", environ["PATH_INFO"], exc)
+            _close_streamed(stream.close, environ)
         finally:
             _release_stream_slot()
             if why is not None:
                 logger.warning("streamed answer of %s %s cut: %s", environ["REQUEST_METHOD"], environ["PATH_INFO"], why)
             loop.call_soon_threadsafe(_finish_stream, stream.done, complete)
+
+
+def _close_streamed(close: Callable[[], None], environ: dict[str, Any]) -> None:
+    """Close a streamed answer on its own thread (its body, then Django's request_finished), under the
+    request deadline; a database fault there is one WARNING line.
+
+    A body that cannot be closed (an `itertools.chain`, say) keeps its generator suspended inside the
+    export's `transaction.atomic()`: the thread's connection would then stay "in an atomic block" and every
+    later request on the thread would fail (found by a breaker: one cut export, then 500s forever). Such a
+    connection is reset and closed here — PostgreSQL rolls the transaction back — and logged as an ERROR,
+    since it is a bug of the view.
+    """
+    try:
+        with request_deadline(settings.DB_REQUEST_DEADLINE):
+            close()
+    except DatabaseError as exc:
+        logger.warning("closing the streamed answer of %s failed in the database: %s", environ["PATH_INFO"], exc)
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.in_atomic_block:
+        logger.error("the streamed answer of %s left a transaction open: connection closed", environ["PATH_INFO"])
+        # Django's own state of an atomic block (django.db.transaction.Atomic), reset as if it had exited
+        connection.in_atomic_block = False
+        connection.savepoint_ids = []
+        connection.atomic_blocks = []
+        connection.needs_rollback = False
+        connection.closed_in_transaction = False
+        connection.commit_on_exit = True
+        with contextlib.suppress(DatabaseError):
+            connection.close()
 
 
 def _finish_stream(done: asyncio.Future, complete: bool) -> None:

@@ -6,7 +6,6 @@ validate with a strict serializer, call one service or selector, render with `en
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 from django.http import StreamingHttpResponse
@@ -325,7 +324,17 @@ class ExportView(APIView):
         # the first chunk is read here, inside the view: a store deleted since the access check is its 404
         # (raised by the snapshot read), not a failure in the middle of a streamed 200
         first = next(chunks)
-        response = StreamingHttpResponse(itertools.chain([first], chunks), content_type=export_format.MEDIA_TYPE)
+
+        def body():
+            # a generator, so StreamingHttpResponse.close() closes it (itertools.chain has no close()):
+            # a stream ended early (cut, client gone, refused) ends the export's transaction on its thread
+            try:
+                yield first
+                yield from chunks
+            finally:
+                chunks.close()
+
+        response = StreamingHttpResponse(body(), content_type=export_format.MEDIA_TYPE)
         response["Content-Disposition"] = f'attachment; filename="memories-{store.pk}.jsonl"'
         response["Cache-Control"] = "no-store"
         return response

@@ -266,11 +266,15 @@ def export_chunks(store: Store, *, chunk_bytes: int = 64 * 1024) -> Iterator[byt
     """`export_lines` grouped into blocks of about `chunk_bytes`, for a streaming HTTP response."""
     pending: list[bytes] = []
     size = 0
-    for line in export_lines(store):
-        pending.append(line)
-        size += len(line)
-        if size >= chunk_bytes:
-            yield b"".join(pending)
-            pending, size = [], 0
+    lines = export_lines(store)
+    try:
+        for line in lines:
+            pending.append(line)
+            size += len(line)
+            if size >= chunk_bytes:
+                yield b"".join(pending)
+                pending, size = [], 0
+    finally:
+        lines.close()  # closed early (the stream was cut): leave the transaction here, on this thread
     if pending:
         yield b"".join(pending)

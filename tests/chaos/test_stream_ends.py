@@ -1,0 +1,168 @@
+"""The streamed export through the real server (gunicorn + config.asgi) against a cluster of its own: the
+ways it ends early (found by a breaker) leave the worker serving; HTTP/1.0 and HEAD are answered as HTTP
+says (config/asgi.py `_Stream`; docs/export-import.md)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import httpx
+
+from tests.chaos import harness
+from tests.chaos.harness import Server, manage
+
+FILL = """
+from stores.models import Store
+from tests.log.conftest import fill
+fill(Store.objects.get(pk="{store}"), {entries}, body=lambda seq: f"entry {{seq}} " + "x" * 150)
+"""
+
+
+def fill(cluster, store: str, entries: int) -> None:
+    manage(cluster, "shell", "-c", FILL.format(store=store, entries=entries))
+
+
+def request_export(
+    port: int, owner, *, rcvbuf: int | None = None, version: str = "1.1", method: str = "GET", extra: str = ""
+) -> socket.socket:
+    sock = socket.socket()
+    if rcvbuf is not None:  # a client that reads slowly: the server's writes fill up at once
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(
+        f"{method} /api/v1/memories/{owner.store}/export HTTP/{version}\r\nHost: 127.0.0.1\r\n"
+        f"Authorization: Bearer {owner.secret}\r\n{extra}\r\n".encode()
+    )
+    return sock
+
+
+def read_all(sock: socket.socket, timeout: float) -> bytes:
+    return harness.read_response(sock, timeout)
+
+
+def backends(cluster) -> list[tuple]:
+    with cluster.connect() as conn:
+        return conn.execute(
+            "SELECT pid, state, left(query, 60) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        ).fetchall()
+
+
+def test_a_stream_cut_by_a_stalled_client_does_not_poison_its_thread(cluster, owners):
+    """One worker, two Django threads (one may stream). An export whose client stops reading is cut after
+    STREAM_SEND_TIMEOUT; every request after it must still be answered normally. Observed before the fix:
+    every later request that lands on the export's thread (the LIFO pool hands it the next one) is a 500
+    `TransactionManagementError: An error occurred in the current transaction`, forever."""
+    owner = owners[0]
+    fill(cluster, owner.store, 40_000)  # ~9 MB of export: far more than the socket buffers hold
+    env = {"WEB_THREADS": "2", "STREAM_SEND_TIMEOUT": "1"}
+    with Server(cluster, workers=1, env=env) as server:
+        sock = request_export(server.port, owner, rcvbuf=4096)
+        try:
+            sock.settimeout(10)
+            assert sock.recv(12) == b"HTTP/1.1 200"
+            harness.wait_until(lambda: "cut: the client did not take a block" in server.log(), 15, what="the cut")
+        finally:
+            sock.close()
+        statuses = [httpx.get(f"{server.url}/api/v1/me", headers=owner.auth, timeout=15).status_code for _ in range(4)]
+        assert statuses == [200] * 4, server.log().count("TransactionManagementError")
+        with httpx.stream(
+            "GET", f"{server.url}/api/v1/memories/{owner.store}/export", headers=owner.auth, timeout=60
+        ) as response:
+            assert response.status_code == 200
+            lines = [line for line in response.iter_lines() if line]
+        assert json.loads(lines[-1])["type"] == "end"
+        assert "TransactionManagementError" not in server.log()
+
+
+def test_a_burst_of_exports_past_stream_threads_leaves_the_worker_serving(cluster, owners):
+    """Ten exports at once on a worker with 4 threads (STREAM_THREADS 2): two stream, the rest are refused
+    with 503. Everything else must go on being answered. Observed before the fix: each refused export (and
+    each cut one) leaves its thread inside the export's atomic block, so within one burst every thread of
+    the worker answers 500 to everything, for good."""
+    owner, other = owners[0], owners[1]
+    fill(cluster, owner.store, 40_000)
+    with Server(cluster, workers=1, env={"WEB_THREADS": "4", "STREAM_SEND_TIMEOUT": "2"}) as server:
+        socks = [request_export(server.port, owner, rcvbuf=4096) for _ in range(10)]
+        try:
+            statuses = []
+            for sock in socks:
+                sock.settimeout(15)
+                statuses.append(int(sock.recv(12)[-3:]))
+            assert sorted(statuses) == [200, 200] + [503] * 8
+            with httpx.Client(base_url=server.url, timeout=15) as client:
+                answers = []
+                for k in range(20):
+                    answers.append(
+                        client.post(
+                            f"/api/v1/memories/{other.store}/note", headers=other.auth, json={"body_md": f"note {k}"}
+                        ).status_code
+                    )
+                    answers.append(client.get("/api/v1/me", headers=other.auth).status_code)
+            assert set(answers) == {200, 201}, answers
+        finally:
+            for sock in socks:
+                sock.close()
+        harness.wait_until(lambda: server.log().count("cut: the client did not take") == 2, 20, what="both cuts")
+        with httpx.stream(
+            "GET", f"{server.url}/api/v1/memories/{owner.store}/export", headers=owner.auth, timeout=60
+        ) as response:
+            assert response.status_code == 200
+            assert json.loads([line for line in response.iter_lines() if line][-1])["type"] == "end"
+        assert [row for row in backends(cluster) if row[1] != "idle"] == []
+
+
+def test_an_http10_keep_alive_export_is_not_followed_by_the_next_response(cluster, owners):
+    """An HTTP/1.0 client asking for keep-alive: the streamed export has no Content-Length and cannot be
+    chunked, so its end is the end of the connection (RFC 9112 §6.3). The server must close after it.
+    Observed: the server keeps the connection (it sends no `Connection: keep-alive`, so the client reads to
+    EOF) and answers the next request on it: that response's status line, headers and JSON are read as
+    the tail of the export (after its end line); with nothing pipelined the client waits GUNICORN_KEEPALIVE
+    (5 s) for an EOF. Before streaming, the export always had a Content-Length."""
+    owner = owners[0]
+    fill(cluster, owner.store, 2_000)
+    with Server(cluster, workers=1) as server:
+        sock = request_export(server.port, owner, version="1.0", extra="Connection: keep-alive\r\n")
+        sock.sendall(
+            f"GET /api/v1/me HTTP/1.0\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {owner.secret}\r\n\r\n".encode()
+        )
+        raw = read_all(sock, 15)
+        sock.close()
+        head, _, body = raw.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.0 200")
+        last = body.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        assert json.loads(last).get("type") == "end", f"the body goes on after the end line: {body[-400:]!r}"
+
+
+def test_a_head_of_the_export_does_not_stream_the_store(cluster, owners):
+    """HEAD has no body, yet the front streams the whole export into gunicorn, which drops every block
+    (one WARNING 'ASGI app sent body bytes on a no-body response' per HEAD) and holds the head back until
+    the answer ends: the HEAD reads the whole store at database speed with no client back-pressure, holds a
+    stream slot and a thread all along, and its head arrives only at the end (1.2 s here, as long as the
+    GET; a HEAD whose stream is cut gets no answer at all). With STREAM_THREADS 1 a GET during a HEAD is
+    refused. Expected: a HEAD is answered with the head at once and frees the slot."""
+    owner = owners[0]
+    fill(cluster, owner.store, 150_000)  # ~35 MB: the whole export takes over a second
+    with Server(cluster, workers=1, env={"WEB_THREADS": "2", "STREAM_THREADS": "1"}) as server:
+        path = f"{server.url}/api/v1/memories/{owner.store}/export"
+        head: dict = {}
+
+        def do_head():
+            started = time.monotonic()
+            head["status"] = httpx.head(path, headers=owner.auth, timeout=30).status_code
+            head["took"] = time.monotonic() - started
+
+        thread = threading.Thread(target=do_head)
+        thread.start()
+        time.sleep(0.4)
+        with httpx.stream("GET", path, headers=owner.auth, timeout=30) as response:
+            status = response.status_code
+            response.read()
+        thread.join(30)
+        assert head["status"] == 200
+        assert status == 200, "the GET was refused: the HEAD still held the only stream slot"
+        assert head["took"] < 0.4, f"the HEAD took {head['took']:.2f} s"
+        assert "sent body bytes on a no-body response" not in server.log()
