@@ -12,7 +12,6 @@ test shows it catching a body that cannot be closed.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import itertools
@@ -24,6 +23,7 @@ from django.http import StreamingHttpResponse
 
 from config import asgi
 from tests.foundation.test_faults import http_scope
+from tests.foundation.test_streamed_fault import run
 from tests.log.conftest import fill
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,34 +55,6 @@ def big(private_store, owner_client):
 
 def scope(path: str, secret: str) -> dict:
     return http_scope("GET", path, [(b"host", b"testserver"), (b"authorization", f"Bearer {secret}".encode())])
-
-
-def run(sc: dict, *, stalled_after: int | None = None, leave_after: int | None = None, linger: float = 0) -> list[dict]:
-    sent: list[dict] = []
-
-    async def receive():
-        await asyncio.sleep(3600)
-
-    async def send(message):
-        sent.append(message)
-        n = sum(1 for m in sent if m["type"] == "http.response.body")
-        if stalled_after is not None and n > stalled_after:
-            await asyncio.sleep(3600)
-
-    async def main():
-        task = asyncio.ensure_future(asgi.application(sc, receive, send))
-        if leave_after is None:
-            await task
-            await asyncio.sleep(linger)  # the loop lives on, as a server's does: the thread may still call it
-            return
-        while sum(1 for m in sent if m["type"] == "http.response.body") < leave_after:
-            await asyncio.sleep(0.01)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    asyncio.run(main())
-    return sent
 
 
 def thread_state(pool) -> tuple[bool, bool]:

@@ -100,10 +100,18 @@ def streaming_response_app(blocks: Blocks):
     return app
 
 
-def run(scope_path: str = "/api/v1/memories/x/export", *, stalled_after: int | None = None, leave_after=None):
-    """The front's answer as the ASGI messages sent. `stalled_after`: the client stops taking blocks after
-    that many body messages (send never returns). `leave_after`: the task is cancelled after that many
-    body messages, as gunicorn does when the client goes away."""
+def run(
+    scope_path: str | dict = "/api/v1/memories/x/export",
+    *,
+    stalled_after: int | None = None,
+    leave_after: int | None = None,
+    linger: float = 0,
+) -> list[dict]:
+    """The front's answer as the ASGI messages sent, for a GET of a path (or a whole ASGI scope).
+    `stalled_after`: the client stops taking blocks after that many body messages (send never returns).
+    `leave_after`: the task is cancelled after that many body messages, as gunicorn does when the client
+    goes away. `linger`: seconds the event loop lives on after the answer, as a server's does."""
+    scope = http_scope("GET", scope_path) if isinstance(scope_path, str) else scope_path
     sent: list[dict] = []
 
     async def receive():
@@ -116,9 +124,10 @@ def run(scope_path: str = "/api/v1/memories/x/export", *, stalled_after: int | N
             await asyncio.sleep(3600)
 
     async def main():
-        task = asyncio.ensure_future(asgi.application(http_scope("GET", scope_path), receive, send))
+        task = asyncio.ensure_future(asgi.application(scope, receive, send))
         if leave_after is None:
             await task
+            await asyncio.sleep(linger)
             return
         while sum(1 for m in sent if m["type"] == "http.response.body") < leave_after:
             await asyncio.sleep(0.01)
