@@ -108,9 +108,9 @@ def _at_level(level: str, lo: str, hi: str) -> str:
 # - `kept`: moves each listed hole's start past what was compacted since (it reads only those summaries:
 #   the first range without one), and drops a hole that filled;
 # - `learned`: streams the level's summaries after X_L (only those X_L has not passed yet) for new runs of
-#   missing ranges between them, as many as the list has room for, and `marks_new` moves X_L to the end of
-#   what it read: the end of the last run found when the list filled, else the end of the level's last
-#   summary;
+#   missing ranges between them, one more than the list has room for (`learned_all`; `learned` keeps what
+#   fits), and `marks_new` moves X_L to the end of what it knows: the start of that unlisted run, else the
+#   end of the level's last summary;
 # - `advanced`: stores the new watermark when it changed (one row per level, in level order, so two naps
 #   never wait for each other's rows in a cycle). Before it locks a watermark row it takes FOR KEY SHARE on
 #   the store row (`store_lock`: what the new rows' foreign-key check takes anyway, taken first), so it
@@ -183,24 +183,26 @@ room AS MATERIALIZED (
            {WATERMARK_HOLES} - (SELECT count(*) FROM kept k WHERE k.level = v.level AND k.lo < k.hi) AS room
     FROM levels v
 ),
-learned AS MATERIALIZED (
-    SELECT r.level, g.lo, g.hi
+learned_all AS MATERIALIZED (
+    SELECT r.level, g.lo, g.hi, g.k, r.room
     FROM room r
     CROSS JOIN LATERAL (
-        SELECT y.lo, y.hi FROM (
+        SELECT y.lo, y.hi, row_number() OVER (ORDER BY y.hi) AS k FROM (
             SELECT s.level, s.start AS hi,
                    coalesce(lag(s.start) OVER (ORDER BY s.start) + (1::bigint << r.level), r.x0) AS lo
             FROM {_SUMMARY} s
             WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
               AND {_at_level("r.level", "r.x0", _MAX_START)}
-        ) AS y WHERE y.hi > y.lo ORDER BY y.hi LIMIT r.room
+        ) AS y WHERE y.hi > y.lo ORDER BY y.hi LIMIT r.room + 1
     ) AS g
+),
+learned AS MATERIALIZED (
+    SELECT l.level, l.lo, l.hi FROM learned_all l WHERE l.k <= l.room
 ),
 marks_new AS MATERIALIZED (
     SELECT v.level, v.mark, v.hole_starts, v.hole_ends,
-           CASE WHEN r.room = 0 THEN r.x0
-                WHEN (SELECT count(*) FROM learned l WHERE l.level = v.level) = r.room
-                THEN (SELECT max(l.hi) FROM learned l WHERE l.level = v.level)
+           CASE WHEN EXISTS (SELECT 1 FROM learned_all l WHERE l.level = v.level AND l.k > l.room)
+                THEN (SELECT l.lo FROM learned_all l WHERE l.level = v.level AND l.k > l.room)
                 ELSE greatest(r.x0, coalesce((SELECT q.start + (1::bigint << v.level) FROM (
                          SELECT s.start FROM {_SUMMARY} s
                          WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
@@ -227,11 +229,13 @@ advanced AS (
     WHERE w.generation < EXCLUDED.generation OR (w.generation = EXCLUDED.generation AND w.start <= EXCLUDED.start)
 ),
 segments AS MATERIALIZED (
-    SELECT k.level, k.lo, k.hi FROM kept k WHERE k.lo < k.hi AND k.lo < %(n)s::bigint
-    UNION ALL
-    SELECT l.level, l.lo, l.hi FROM learned l WHERE l.lo < %(n)s::bigint
-    UNION ALL
-    SELECT m.level, m.start, {_MAX_START} FROM marks_new m WHERE m.start < %(n)s::bigint
+    SELECT u.level, u.level - 1 AS below, u.lo, u.hi FROM (
+        SELECT k.level, k.lo, k.hi FROM kept k WHERE k.lo < k.hi AND k.lo < %(n)s::bigint
+        UNION ALL
+        SELECT l.level, l.lo, l.hi FROM learned l WHERE l.lo < %(n)s::bigint
+        UNION ALL
+        SELECT m.level, m.start, {_MAX_START} FROM marks_new m WHERE m.start < %(n)s::bigint
+    ) AS u
 ),
 gaps AS (
     SELECT g.lo AS segment, x.lo, x.hi
@@ -265,7 +269,7 @@ pairs AS (
             SELECT s.level, s.start, lead(s.start) OVER (ORDER BY s.start) AS next
             FROM {_SUMMARY} s
             WHERE s.store_id = %(store)s::uuid AND s.invalidated_at IS NULL
-              AND {_at_level("g.level - 1", "g.lo", "least(g.hi, %(n)s::bigint) - (1::bigint << (g.level - 1))")}
+              AND {_at_level("g.below", "g.lo", "least(g.hi, %(n)s::bigint) - (1::bigint << (g.level - 1))")}
         ) AS y
         WHERE y.start %% (1::bigint << g.level) = 0 AND y.next = y.start + (1::bigint << (g.level - 1))
           AND y.start + (1::bigint << g.level) <= %(n)s::bigint
@@ -312,7 +316,7 @@ WITH store_row AS MATERIALIZED (
     SELECT %(store)s::uuid, r.start, r.start + (1::bigint << r.level) - 1, r.level, %(claimant)s::text,
            %(generation)s::bigint, statement_timestamp(),
            statement_timestamp() + make_interval(secs => %(seconds)s::int)
-    FROM candidate r CROSS JOIN store_row
+    FROM (SELECT * FROM candidate ORDER BY start, level) r CROSS JOIN store_row
     ON CONFLICT (store_id, start, "end") DO UPDATE
     SET claimant = EXCLUDED.claimant, generation = EXCLUDED.generation, level = EXCLUDED.level,
         expires_at = EXCLUDED.expires_at,
@@ -533,11 +537,14 @@ def _pick(store: Store, n: int, pending: int, claimant: str | None, limit: int) 
 
 
 def _jobs(store: Store, n: int, blocks: list[tree.Block], claimed: dict[tree.Block, datetime]) -> list[dict]:
-    """The job objects of `blocks` (children read in one query); a job whose child vanished is dropped."""
+    """The job objects of `blocks` (each block and its children read in one query); a job whose range was
+    compacted since the claim statement read it as ready, or whose child vanished, is dropped."""
     halves = [half for block in blocks for half in block.halves()]
-    lines = {line["range"]: line for line in render_lines(store, halves)}  # StoreNotFound if it vanished
+    lines = {line["range"]: line for line in render_lines(store, [*blocks, *halves])}  # StoreNotFound if gone
     jobs = []
     for block in blocks:
+        if lines[block.label]["kind"] != "missing":  # compacted since the claim statement read it as ready
+            continue
         left, right = (lines[half.label] for half in block.halves())
         if "missing" in (left["kind"], right["kind"]):  # a concurrent forget took a child away
             continue

@@ -270,11 +270,23 @@ def _insert_summary(summary: Summary) -> int:
 
 
 def _release_claims(store: Store, block: tree.Block | None = None) -> None:
-    """Delete the nap claim of `block`, or every claim of `store` (one DELETE through the claim key)."""
+    """Delete the nap claim of `block`, or every claim of `store` (one DELETE through the claim key).
+
+    Every claim of the store is locked in key order (start, end) first: nap's claim statement locks its
+    rows in that order too, so the two never wait for each other in a cycle."""
     claims = Claim.objects.filter(store=store)
     if block is not None:
-        claims = claims.filter(start=block.start, end=block.end)
-    claims.delete()
+        claims.filter(start=block.start, end=block.end).delete()
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(_RELEASE_CLAIMS_SQL, [store.pk])
+
+
+# Every claim of a store, locked in key order before they are deleted (`_release_claims`).
+_RELEASE_CLAIMS_SQL = f"""
+DELETE FROM {Claim._meta.db_table} WHERE id IN (
+    SELECT id FROM {Claim._meta.db_table} WHERE store_id = %s ORDER BY start, "end" FOR UPDATE
+)"""  # noqa: S608 - a model's table name, never input
 
 
 @transaction.atomic
