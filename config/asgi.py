@@ -172,6 +172,7 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
         # gunicorn cancels the task of a client gone for `asgi_disconnect_grace_period`, and every task of a
         # stopping worker: a request still queued for a thread is never run then either.
         work.cancel()
+        _abandon(answer)  # settled in the pass the cancel came: nobody will send that stream
         raise
     except TimeoutError:
         work.cancel()  # a request still queued for a thread is never run
@@ -234,6 +235,15 @@ def _settle(answer: asyncio.Future, outcome: Any, failure: BaseException | None)
         answer.set_exception(failure)
     else:
         answer.set_result(outcome)
+
+
+def _abandon(answer: asyncio.Future) -> None:
+    """Tell the thread of a streamed answer the front will never send (its task was cancelled after `_settle`
+    had set the answer) to close it now, instead of waiting STREAM_SEND_TIMEOUT for `go`."""
+    if answer.done() and not answer.cancelled() and answer.exception() is None:
+        content = answer.result()[2]
+        if isinstance(content, _Stream) and not content.go.done():
+            content.go.set_exception(ConnectionError("the client left before the answer was started"))
 
 
 def _declared_length(headers: list[tuple[bytes, bytes]]) -> int | None:
@@ -401,6 +411,7 @@ class _Stream:
         self.go: concurrent.futures.Future[None] = concurrent.futures.Future()
         self.done: asyncio.Future[bool] | None = None  # set by `_answer_from_thread` before the loop sees it
         self.abort = threading.Event()
+        self.sending: concurrent.futures.Future | None = None  # the block `_pump` waits on the loop to send
 
 
 _streams = 0
@@ -445,6 +456,9 @@ async def _send_stream(
         complete = await stream.done
     except asyncio.CancelledError:  # the client is gone (gunicorn cancels its task), or the worker stops
         stream.abort.set()
+        sending = stream.sending
+        if sending is not None:  # a send to a lost connection waits in gunicorn's drain() forever
+            sending.cancel()
         raise
     if complete and not close_delimited:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -475,6 +489,9 @@ def _pump(loop: asyncio.AbstractEventLoop, stream: _Stream, environ: dict[str, A
                 break
             message = {"type": "http.response.body", "body": block, "more_body": True}
             sent = asyncio.run_coroutine_threadsafe(stream.send(message), loop)
+            stream.sending = sent
+            if stream.abort.is_set():  # set before `sending` was there to be cancelled
+                sent.cancel()
             try:
                 sent.result(timeout=min(settings.STREAM_SEND_TIMEOUT, left))
             except concurrent.futures.TimeoutError:
