@@ -18,12 +18,21 @@ import pytest
 from django.db import connection
 
 from config import asgi
-from tests.foundation.test_stream_ends import big, no_open_transaction_left, scope, thread  # noqa: F401
+from tests.foundation import test_stream_ends
+from tests.foundation.test_stream_ends import scope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+# test_stream_ends' fixtures: the front on one thread of ours, a store of several export blocks, and the
+# check that the front's safeguard never had to close the export's transaction
+thread, big, no_open_transaction_left = (
+    test_stream_ends.thread,
+    test_stream_ends.big,
+    test_stream_ends.no_open_transaction_left,
+)
 
-def test_client_gone_as_the_stream_is_settled_frees_the_thread_at_once(thread, big, settings, monkeypatch):  # noqa: F811
+
+def test_client_gone_as_the_stream_is_settled_frees_the_thread_at_once(thread, big, settings, monkeypatch):
     settings.STREAM_SEND_TIMEOUT = 8.0
     store, secret = big
     holder = {}
@@ -64,7 +73,7 @@ def test_client_gone_while_a_block_waits_for_the_socket_frees_the_thread_when_th
     thread,
     big,
     settings,
-    monkeypatch,  # noqa: F811
+    monkeypatch,
 ):
     """gunicorn: the connection is lost while the transport's write buffer is full. Its send() waits in
     FlowControl.drain() forever (connection_lost never sets the writable event); after
@@ -106,7 +115,7 @@ def test_client_gone_while_a_block_waits_for_the_socket_frees_the_thread_when_th
     assert held < 1.0, f"after the request task was cancelled the export held its thread/slot/transaction {held:.1f} s"
 
 
-def test_backend_killed_while_the_stream_waits_then_cut_leaves_the_thread_usable(thread, big, settings):  # noqa: F811
+def test_backend_killed_while_the_stream_waits_then_cut_leaves_the_thread_usable(thread, big, settings):
     """The export's backend dies (restart, pg_terminate_backend) while its generator is suspended; the stream
     is then cut (stalled client): closing the generator fails in the database (the named cursor's CLOSE, the
     ROLLBACK). The thread's next request must be answered, with no transaction left open."""
