@@ -46,6 +46,7 @@ from config import fastlane, health
 from config.database import apply_request_budgets, request_deadline
 from config.errors import error_payload, new_request_id, retry_after_headers, security_headers
 from config.middleware import ScreenedRequest
+from config.server import CLOSE_CONNECTION, stream_cut
 from config.threads import LifoThreadPool
 
 
@@ -194,9 +195,17 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
         await _send_error(send, 500, "api_error", message, {}, request_id)
         return
     if isinstance(content, _Stream):
-        # HTTP/1.0 has no chunked coding: a body without Content-Length ends with the connection, which
-        # gunicorn keeps open for a keep-alive 1.0 client unless the answer is left unfinished
-        await _send_stream(send, status, headers, content, close_delimited=scope.get("http_version") == "1.0")
+        # HTTP/1.0 has no chunked coding: a body without Content-Length ends with the connection. Our
+        # gunicorn worker lets the application ask for that (config.server.CLOSE_CONNECTION); another
+        # server keeps a keep-alive 1.0 client's connection open unless the answer is left unfinished.
+        close_delimited = False
+        if scope.get("http_version") == "1.0":
+            close_connection = (scope.get("extensions") or {}).get(CLOSE_CONNECTION)
+            if close_connection is None:
+                close_delimited = True
+            else:
+                close_connection()
+        await _send_stream(send, status, headers, content, close_delimited=close_delimited)
         return
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": content})
@@ -440,9 +449,10 @@ async def _send_stream(
 
     A stream the thread cut ends without its last message: gunicorn closes the connection, so the client
     sees the body end early (an export without its end line), never a complete-looking answer.
-    `close_delimited` (HTTP/1.0: no chunked coding, the body ends with the connection): a complete stream
-    is left without its last message too, so gunicorn closes the connection even for a keep-alive client
-    (gunicorn 27 decides keep-alive from the request alone); the client already has every block.
+    `close_delimited` (HTTP/1.0 under a server that cannot be asked to close: no chunked coding, the body
+    ends with the connection): a complete stream is left without its last message too, so the server
+    closes the connection even for a keep-alive client; the client already has every block. Either way an
+    answer left unfinished sets `config.server.stream_cut` in the request's task.
     """
     try:
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -462,6 +472,8 @@ async def _send_stream(
         raise
     if complete and not close_delimited:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+    else:
+        stream_cut.set(True)  # logged already: gunicorn need not log the unfinished answer as an ERROR
 
 
 def _pump(loop: asyncio.AbstractEventLoop, stream: _Stream, environ: dict[str, Any]) -> None:

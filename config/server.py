@@ -3,24 +3,30 @@
 gunicorn (pinned in requirements.txt) parses HTTP/1.1 itself and answers what it cannot parse — a request
 line over `limit_request_line`, more than `limit_request_fields` headers or one over
 `limit_request_field_size`, garbage, a bad Content-Length — before the application sees the request.
-`Protocol` changes two things about gunicorn 27.0.1's `ASGIProtocol`:
+`Protocol` changes these things about gunicorn 27.0.1's `ASGIProtocol`:
 
 - every response gunicorn writes itself (`_send_error_response`: 400, 408, 414, 431, 501, 500) is SPEC §2's
   JSON error object with a fresh `Request-Id` header and the security headers Django's middleware would
   add (`config.errors.security_headers`), instead of text/plain;
 - headers must be complete within `HEADER_TIMEOUT` seconds of the request's first byte (of the connection,
   for a new one): past it a connection that sent part of a request gets 408 and is closed, one that sent
-  nothing is closed. gunicorn alone waits forever for a new connection's first request.
+  nothing is closed. gunicorn alone waits forever for a new connection's first request;
+- an HTTP/1.0 request's scope carries `CLOSE_CONNECTION`, with which config/asgi.py ends a streamed
+  answer (no Content-Length) with the connection, as HTTP/1.0 requires, instead of leaving it unfinished;
+  and gunicorn's ERROR about an unfinished response is not logged for a stream cut on purpose
+  (`UnfinishedOnPurpose`), which config/asgi.py has logged already.
 
-Both hooks are not public API of gunicorn (`_send_error_response`, `_on_headers_complete`,
-`_cancel_keepalive_timer`, `_current_request`, `_closed`, `_request_ready`, and the module name
+These hooks are not public API of gunicorn (`_send_error_response`, `_on_headers_complete`,
+`_cancel_keepalive_timer`, `_current_request`, `_closed`, `_request_ready`, `_build_http_scope`, the
+request's `must_close`, gunicorn's log message text, and the module name
 `gunicorn.workers.gasgi.ASGIProtocol`, which `ASGIWorker._serve` instantiates): gunicorn is pinned
-exactly and tests/chaos/test_slow_clients.py and test_protocol_errors.py drive each path through a real
-server.
+exactly and tests/chaos/test_slow_clients.py, test_protocol_errors.py and test_stream_ends.py drive each
+path through a real server.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import os
@@ -31,6 +37,37 @@ from gunicorn.asgi.protocol import _REASON_PHRASES, ASGIProtocol
 from gunicorn.workers import gasgi
 
 logger = logging.getLogger("memories.errors")
+
+# The scope extension an HTTP/1.0 request carries (`Protocol._build_http_scope`): calling it before the
+# response starts makes gunicorn close the connection after a complete response. A body without
+# Content-Length can only end with the connection in HTTP/1.0 (no chunked coding), and gunicorn 27.0.1
+# decides keep-alive from the request alone (config/asgi.py `_send_stream`).
+CLOSE_CONNECTION = "memories.close_connection"
+
+# Set (in the request's task) by config/asgi.py when it leaves a streamed answer without its end on
+# purpose — a cut it has already logged as one WARNING line — so that gunicorn's own ERROR line about the
+# unfinished response is not logged as well (`UnfinishedOnPurpose`).
+stream_cut: contextvars.ContextVar[bool] = contextvars.ContextVar("memories_stream_cut", default=False)
+
+_UNFINISHED = "ASGI application returned without completing the response"
+
+
+class UnfinishedOnPurpose(logging.Filter):
+    """Drops gunicorn's ERROR "ASGI application returned without completing the response" when the
+    application left the response unfinished on purpose (`stream_cut` set in the request's task): the cut
+    answer was logged once already, with its cause. Installed on the `gunicorn.error` logger by `Worker`.
+    Every other record — that one too, when an application forgot to finish — passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (stream_cut.get() and isinstance(record.msg, str) and record.msg.startswith(_UNFINISHED))
+
+
+def _close_after_response(request):
+    def close_connection() -> None:
+        request.must_close = True  # read by gunicorn's `_will_close` when the response starts
+
+    return close_connection
+
 
 HEADER_TIMEOUT_DEFAULT = 10.0
 
@@ -195,6 +232,12 @@ class Protocol(ASGIProtocol):
         if self._request_ready is not None:
             self._request_ready.set()  # wake the connection loop so it sees the closed transport and ends
 
+    def _build_http_scope(self, request, sockname, peername):
+        scope = super()._build_http_scope(request, sockname, peername)
+        if request.version < (1, 1):
+            scope.setdefault("extensions", {})[CLOSE_CONNECTION] = _close_after_response(request)
+        return scope
+
     def _send_error_response(self, status, message, extra_headers=()):
         from config.errors import new_request_id, security_headers
 
@@ -231,6 +274,7 @@ class Worker(gasgi.ASGIWorker):
 
     def init_process(self):
         gasgi.ASGIProtocol = Protocol  # the name ASGIWorker._serve instantiates, in this worker process only
+        logging.getLogger("gunicorn.error").addFilter(UnfinishedOnPurpose())
         super().init_process()
 
 
