@@ -22,6 +22,8 @@ pydantic dump under -32602) as -32600 "Invalid Request". Every response carries 
 
 A JSON-RPC batch (protocol revision 2025-03-26 only; later revisions removed them) is not something the
 SDK reads: the view hands it each message as its own exchange and answers the array of their replies.
+A request whose id is no string or integer, which the SDK would take for a notification and never
+answer, is -32600 before the SDK sees it (`message_problem`), as is an ``initialize`` inside a batch.
 """
 
 from __future__ import annotations
@@ -219,6 +221,9 @@ def endpoint(request: HttpRequest) -> HttpResponse:
     batch = _batch_in(body)
     if batch is not None:
         return _serve_batch(request, batch)
+    problem = message_problem(_object_in(body))
+    if problem is not None:
+        return _rpc_error(types.INVALID_REQUEST, f"Invalid Request: {problem}")
     status, headers, content = async_to_sync(serve_exchange)(request, body)
     return _django_response(request, status, headers, content)
 
@@ -241,6 +246,41 @@ def _batch_in(body: bytes) -> list | None:
     return messages if isinstance(messages, list) else None
 
 
+def _object_in(body: bytes) -> Any:
+    """`body` parsed when it is a JSON object, else None (anything unreadable is the SDK's to report)."""
+    if body.lstrip(b" \t\r\n")[:1] != b"{":
+        return None
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+
+
+_JSON_KINDS = {type(None): "null", bool: "a boolean", float: "a float", list: "an array", dict: "an object"}
+
+
+def _valid_id(rid: Any) -> bool:
+    return isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
+
+
+def message_problem(message: Any, *, in_batch: bool = False) -> str | None:
+    """Why the JSON-RPC `message` (parsed JSON) must be answered -32600 "Invalid Request" before the SDK
+    reads it, or None. The SDK reads a request whose ``id`` is not a string or an integer (null, a float,
+    a bool, an array, an object) as a *notification* and answers 202 with nothing: the client would wait
+    for a reply that never comes. MCP allows only strings and integers (and never null). In a batch,
+    ``initialize`` is refused too (MCP 2025-03-26: it "MUST NOT be part of a JSON-RPC batch").
+    Anything else — responses, notifications, what is no JSON-RPC at all — is left to the SDK.
+    """
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+        return None
+    if "id" in message and not _valid_id(message["id"]):
+        kind = _JSON_KINDS.get(type(message["id"]), "that")
+        return f"a request's id must be a string or an integer, not {kind}."
+    if in_batch and message["method"] == "initialize":
+        return "initialize must not be part of a JSON-RPC batch."
+    return None
+
+
 def _serve_batch(request: HttpRequest, batch: list) -> HttpResponse:
     """A 2025-03-26 batch: each message is its own exchange with the SDK, in order; the answer is the array
     of their replies (200), or 202 when none has one (notifications, responses). Other revisions, an empty
@@ -254,8 +294,16 @@ def _serve_batch(request: HttpRequest, batch: list) -> HttpResponse:
     if not 1 <= len(batch) <= MAX_BATCH_MESSAGES:
         problem = f"a batch holds 1 to {MAX_BATCH_MESSAGES} messages, not {len(batch)}."
         return _rpc_error(types.INVALID_REQUEST, f"Invalid Request: {problem}")
+    problems = [message_problem(message, in_batch=True) for message in batch]
+    answers = iter(async_to_sync(serve_batch)(request, [m for m, p in zip(batch, problems, strict=True) if p is None]))
     replies: list[Any] = []
-    for status, headers, content in async_to_sync(serve_batch)(request, batch):
+    for message, problem in zip(batch, problems, strict=True):
+        if problem is not None:  # answered in its place, as JSON-RPC answers an invalid member of a batch
+            rid = message.get("id") if _valid_id(message.get("id")) else None
+            error = {"code": types.INVALID_REQUEST, "message": f"Invalid Request: {problem}"}
+            replies.append({"jsonrpc": "2.0", "id": rid, "error": error})
+            continue
+        status, headers, content = next(answers)
         if status not in (200, 202, 400) or (status == 400 and _json_rpc_error_of(content) is None):
             return _django_response(request, status, headers, content)
         if content:

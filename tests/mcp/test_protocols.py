@@ -130,6 +130,52 @@ def test_a_2025_03_26_client_may_send_a_batch(live, alice):
     assert notified.status_code == 202 and notified.content == b""
 
 
+BAD_IDS = [None, 1.5, 1.0, True, [1], {"a": 1}]
+
+
+@pytest.mark.parametrize("bad_id", BAD_IDS)
+@pytest.mark.parametrize("version", ["2025-03-26", "2025-11-25"])
+def test_a_request_whose_id_is_no_string_or_integer_is_invalid_not_a_notification(live, alice, bad_id, version):
+    """The SDK read such a request as a notification: 202, nothing run, no reply — the client waits for one
+    forever. MCP allows string and integer ids only (never null): -32600 with id null, and nothing runs."""
+    message = {"jsonrpc": "2.0", "id": bad_id, "method": "tools/call"}
+    message["params"] = {"name": "ensure_memories", "arguments": {}}
+    with httpx.Client(headers={"Authorization": f"Bearer {alice.secret}"}, timeout=30) as http:
+        response = _rpc(http, live.mcp_url, message, {"MCP-Protocol-Version": version})
+    assert response.status_code == 400
+    body = response.json()
+    assert body["id"] is None and body["error"]["code"] == -32600
+    assert "id must be a string or an integer" in body["error"]["message"]
+    assert not Store.objects.filter(owner=alice.user).exists()
+
+
+def test_a_batch_answers_its_invalid_members_in_place_and_runs_the_rest(live, alice):
+    """JSON-RPC answers each invalid member of a batch with its own error: a request with an array id
+    (id null in the reply) and an initialize (MCP 2025-03-26: never part of a batch; its own id) — the
+    valid members around them are answered in order and run."""
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 4,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "b", "version": "0"}},
+    }
+    batch = [
+        {"jsonrpc": "2.0", "id": [1], "method": "ping"},
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+        initialize,
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "ensure_memories", "arguments": {}}},
+    ]
+    with httpx.Client(headers={"Authorization": f"Bearer {alice.secret}"}, timeout=30) as http:
+        response = http.post(live.mcp_url, json=batch, headers={"Accept": "application/json, text/event-stream"})
+    assert response.status_code == 200
+    bad, ping, init, ensured = response.json()
+    assert bad["id"] is None and bad["error"]["code"] == -32600 and "id must be" in bad["error"]["message"]
+    assert ping == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    assert init["id"] == 4 and init["error"]["code"] == -32600 and "batch" in init["error"]["message"]
+    assert ensured["id"] == 3
+    assert ensured["result"]["structuredContent"]["data"]["id"] == str(Store.objects.get(owner=alice.user).pk)
+
+
 def test_messages_of_one_conversation_served_by_different_workers_all_succeed(live, mcp_client, alice):
     """New TCP connection per request, so the kernel spreads them over both workers; the access log (pid +
     Request-Id) proves the initialize and later tool calls were answered by different processes."""
