@@ -464,7 +464,9 @@ def call(operation: Operation, arguments: Any, *, request: HttpRequest) -> ToolR
 
     Synchronous (it runs the REST view and so the database): call it from async code through
     ``sync_to_async``. A 2xx answer is the REST body; anything else is the SPEC §2 error object, with
-    the request id of `request`.
+    the request id of `request`. Where REST would send ``Retry-After`` (a 503: a database fault, a
+    deadline, a busy store), the error object carries it as ``retry_after``, whole seconds: a tool
+    result has no headers, and an agent should know the call is worth repeating and when.
     """
     try:
         checked = check_arguments(operation, arguments)
@@ -482,11 +484,18 @@ def call(operation: Operation, arguments: Any, *, request: HttpRequest) -> ToolR
         if hasattr(response, "render") and not getattr(response, "is_rendered", True):
             response.render()
         text = response.content.decode("utf-8")
-        return ToolReply(status=response.status_code, text=text, data=json.loads(text))
+        data = json.loads(text)
+        retry_after = response.get("Retry-After")
+        if retry_after is not None and isinstance(data, dict) and isinstance(data.get("error"), dict):
+            data["error"]["retry_after"] = _seconds(retry_after)
+            text = json.dumps(data, ensure_ascii=False)
+        return ToolReply(status=response.status_code, text=text, data=data)
     except Exception as exc:  # every failure becomes the same error object REST would show
-        status, type_, message, details, extra, _headers = describe(exc)
+        status, type_, message, details, extra, headers = describe(exc)
         if status >= 500:
             logger.exception("MCP tool %s failed", operation.tool.name, exc_info=exc)
+        if "Retry-After" in headers:
+            extra = {**(extra or {}), "retry_after": _seconds(headers["Retry-After"])}
         payload = error_payload(
             status=status,
             type=type_,
@@ -496,3 +505,8 @@ def call(operation: Operation, arguments: Any, *, request: HttpRequest) -> ToolR
             extra=extra,
         )
         return ToolReply(status=status, text=json.dumps(payload, ensure_ascii=False), data=payload)
+
+
+def _seconds(retry_after: str) -> int:
+    """A ``Retry-After`` header of ours (whole seconds) as the tool error's ``retry_after`` integer."""
+    return int(retry_after) if retry_after.isdigit() else 1

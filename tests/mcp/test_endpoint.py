@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import OperationalError
 
 from accounts import services as account_services
 from config import mcp_tools
@@ -149,6 +150,43 @@ def test_a_tool_call_in_process_writes_through_the_rest_service(client, secret):
     result = call(client, secret, "note_memories", {"id": str(store.pk), "body_md": "in-process", "client_nonce": "k"})
     assert result["isError"] is False and result["structuredContent"]["data"]["seq"] == 0
     assert Entry.objects.get().client_nonce == "k"
+
+
+def test_a_database_fault_is_a_tool_error_that_says_when_to_retry(client, secret, settings, monkeypatch):
+    """REST answers a database fault 503 with Retry-After; a tool result has no headers, so the §2 error
+    object carries `retry_after` (whole seconds) — and nothing is written."""
+    from memories import services as memory_services
+
+    settings.RETRY_AFTER = 7
+
+    def failing(**kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(memory_services, "append_entry", failing)
+    store = StoreFactory(owner=UserFactory._meta.model.objects.get(handle="alice"))
+    result = call(client, secret, "note_memories", {"id": str(store.pk), "body_md": "x", "client_nonce": "k"})
+    error = json.loads(result["content"][0]["text"])["error"]
+    assert result["isError"] is True and error["type"] == "overloaded_error" and error["retry_after"] == 7
+    assert not Entry.objects.exists()
+
+
+def test_a_fault_before_the_view_also_says_when_to_retry(client, secret, settings, monkeypatch):
+    settings.RETRY_AFTER = 3
+
+    def failing(*args, **kwargs):
+        raise OperationalError("could not connect to server")
+
+    monkeypatch.setattr(mcp_tools, "rest_request", failing)
+    store = StoreFactory(owner=UserFactory._meta.model.objects.get(handle="alice"))
+    result = call(client, secret, "wake_memories", {"id": str(store.pk)})
+    error = json.loads(result["content"][0]["text"])["error"]
+    assert result["isError"] is True and error["type"] == "overloaded_error" and error["retry_after"] == 3
+
+
+def test_a_tool_error_that_is_not_worth_retrying_has_no_retry_after(client, secret):
+    result = call(client, secret, "wake_memories", {"id": "00000000-0000-4000-8000-000000000000"})
+    error = json.loads(result["content"][0]["text"])["error"]
+    assert result["isError"] is True and error["type"] == "not_found_error" and "retry_after" not in error
 
 
 def test_integers_must_be_json_integers(client, secret):
