@@ -20,6 +20,7 @@ Error bodies are SPEC §2's object with a `Request-Id` header, like every respon
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import io
@@ -27,6 +28,7 @@ import json
 import logging
 import os
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -415,7 +417,8 @@ class _Stream:
     """
 
     def __init__(self, first: bytes, rest: Any, close: Callable[[], None]) -> None:
-        self.first, self.rest, self.close = first, rest, close
+        self.first, self.rest = first, rest
+        self.close: Callable[[], None] | None = close  # None once `_pump` has closed the body
         self.send: Callable[[dict], Awaitable[None]] | None = None
         self.go: concurrent.futures.Future[None] = concurrent.futures.Future()
         self.done: asyncio.Future[bool] | None = None  # set by `_answer_from_thread` before the loop sees it
@@ -476,40 +479,123 @@ async def _send_stream(
         stream_cut.set(True)  # logged already: gunicorn need not log the unfinished answer as an ERROR
 
 
+class _Spool:
+    """The blocks of a streamed answer read ahead of its client, first in, first out (`_pump`).
+
+    Held in memory up to `memory` bytes, past that in an anonymous temporary file (deleted by the system
+    even if the process dies); `full` once `limit` bytes are held. A file that cannot be written (a full
+    disk) ends the spooling: the block stays in memory and `full` turns true, so the reader waits for the
+    client as without a spool. Used by one thread only.
+    """
+
+    def __init__(self, memory: int, limit: int) -> None:
+        self.memory, self.limit = memory, limit
+        self._blocks: collections.deque[bytes | int] = collections.deque()  # a block, or its length in the file
+        self._held = self._in_memory = 0
+        self._file: Any = None
+        self._read_at = self._write_at = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._blocks)
+
+    @property
+    def full(self) -> bool:
+        return self._held >= self.limit
+
+    def push(self, block: bytes) -> None:
+        if self._in_memory + len(block) > self.memory and self.limit > 0:
+            try:
+                if self._file is None:
+                    self._file = tempfile.TemporaryFile(prefix="memories-stream-")  # noqa: SIM115 (closed by close())
+                self._file.seek(self._write_at)
+                self._file.write(block)
+                self._write_at += len(block)
+                self._blocks.append(len(block))
+                self._held += len(block)
+                return
+            except OSError as exc:
+                logger.warning("a streamed answer stops reading ahead of its client: %s", exc)
+                self.limit = 0  # full from now on; what is left goes through memory one block at a time
+        self._blocks.append(block)
+        self._in_memory += len(block)
+        self._held += len(block)
+
+    def pop(self) -> bytes:
+        item = self._blocks.popleft()
+        if isinstance(item, bytes):
+            self._in_memory -= len(item)
+            self._held -= len(item)
+            return item
+        self._file.seek(self._read_at)
+        block = self._file.read(item)
+        self._read_at += item
+        self._held -= item
+        if self._read_at == self._write_at:  # nothing left in the file: its space is reused from the start
+            self._file.seek(0)
+            self._file.truncate()
+            self._read_at = self._write_at = 0
+        return block
+
+    def close(self) -> None:
+        self._blocks.clear()
+        if self._file is not None:
+            self._file.close()
+
+
 def _pump(loop: asyncio.AbstractEventLoop, stream: _Stream, environ: dict[str, Any]) -> None:
     """On the request's thread: read the stream's blocks (each under the request deadline) and send each
-    through the event loop, waiting until the client has taken it (gunicorn's write back-pressure).
+    through the event loop (gunicorn's write back-pressure tells when the client has taken one).
+
+    Reading runs ahead of the client into a `_Spool` (`STREAM_SPOOL_BYTES`), so a slow client does not
+    hold the answer's database transaction: it ends — the body and Django's request_finished closed — as
+    soon as the last block is read, and the thread then only sends. A spool that is full makes the
+    reading wait for the client again.
 
     Cut — logged as one WARNING line, the answer left without its end — by a database fault, a client
     that takes more than `STREAM_SEND_TIMEOUT` seconds to accept a block, or `STREAM_SECONDS` in all.
-    Always closes the response (Django's request_finished) and frees the stream's slot.
+    Always closes the response and frees the stream's slot.
     """
-    give_up = time.monotonic() + settings.STREAM_SECONDS
+    started = time.monotonic()
+    give_up = started + settings.STREAM_SECONDS
+    spool = _Spool(settings.STREAM_SPOOL_MEMORY_BYTES, settings.STREAM_SPOOL_BYTES)
+    reading = True
+    sent: concurrent.futures.Future | None = None  # the block in flight
+    sent_at = 0.0
     complete = False
     why = None
     try:
         stream.go.result(timeout=settings.STREAM_SEND_TIMEOUT)
         while not stream.abort.is_set():
-            with request_deadline(settings.DB_REQUEST_DEADLINE):
-                block = next(stream.rest, None)
-            if block is None:
-                complete = True
-                break
-            left = give_up - time.monotonic()
-            if left <= 0:
+            if sent is not None and sent.done():
+                sent.result()  # a send that failed ends the stream (the client is gone)
+                sent = None
+            now = time.monotonic()
+            if now >= give_up:
                 why = f"still streaming after STREAM_SECONDS ({settings.STREAM_SECONDS:g} s)"
                 break
-            message = {"type": "http.response.body", "body": block, "more_body": True}
-            sent = asyncio.run_coroutine_threadsafe(stream.send(message), loop)
-            stream.sending = sent
-            if stream.abort.is_set():  # set before `sending` was there to be cancelled
-                sent.cancel()
-            try:
-                sent.result(timeout=min(settings.STREAM_SEND_TIMEOUT, left))
-            except concurrent.futures.TimeoutError:
-                sent.cancel()
+            if sent is not None and now - sent_at >= settings.STREAM_SEND_TIMEOUT:
                 why = f"the client did not take a block within {settings.STREAM_SEND_TIMEOUT:g} s"
                 break
+            if sent is None and spool:
+                sent, sent_at = _send_block(loop, stream, spool.pop()), now
+                continue
+            if reading and not (spool and spool.full):  # an empty spool takes the next block, full or not
+                with request_deadline(settings.DB_REQUEST_DEADLINE):
+                    block = next(stream.rest, None)
+                if block is None:
+                    reading = False
+                    _close_streamed(stream.close, environ)  # the transaction ends here, not with the client
+                    stream.close = None
+                else:
+                    spool.push(block)
+                continue
+            if sent is None:  # nothing left to read or to send
+                complete = True
+                break
+            try:
+                sent.result(timeout=min(settings.STREAM_SEND_TIMEOUT - (now - sent_at), give_up - now))
+            except concurrent.futures.TimeoutError:
+                continue  # the next pass names the limit
     except DatabaseError as exc:
         why = f"the database failed: {exc}"
     except (concurrent.futures.CancelledError, TimeoutError, ConnectionError):
@@ -518,12 +604,26 @@ def _pump(loop: asyncio.AbstractEventLoop, stream: _Stream, environ: dict[str, A
         logger.exception("the streamed answer of %s %s failed", environ["REQUEST_METHOD"], environ["PATH_INFO"])
     finally:
         try:
-            _close_streamed(stream.close, environ)
+            if sent is not None and not sent.done():
+                sent.cancel()
+            spool.close()
+            if stream.close is not None:
+                _close_streamed(stream.close, environ)
         finally:
             _release_stream_slot()
             if why is not None:
                 logger.warning("streamed answer of %s %s cut: %s", environ["REQUEST_METHOD"], environ["PATH_INFO"], why)
             loop.call_soon_threadsafe(_finish_stream, stream.done, complete)
+
+
+def _send_block(loop: asyncio.AbstractEventLoop, stream: _Stream, block: bytes) -> concurrent.futures.Future:
+    """Hand `block` to the event loop to send; the future settles when gunicorn has taken it."""
+    message = {"type": "http.response.body", "body": block, "more_body": True}
+    sent = asyncio.run_coroutine_threadsafe(stream.send(message), loop)
+    stream.sending = sent
+    if stream.abort.is_set():  # set before `sending` was there to be cancelled
+        sent.cancel()
+    return sent
 
 
 def _close_streamed(close: Callable[[], None], environ: dict[str, Any]) -> None:

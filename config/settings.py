@@ -157,7 +157,7 @@ BODY_TIMEOUT = env.float("BODY_TIMEOUT", default=10.0)
 REQUEST_TIMEOUT = env.float("REQUEST_TIMEOUT", default=9.5)
 # Django threads per server process (the event loop in front of them holds slow and idle connections).
 WEB_THREADS = env.int("WEB_THREADS", default=8)
-# Streamed answers (the export, config/asgi.py): sent block by block as the request's thread reads them, each
+# Streamed answers (the export, config/asgi.py): sent block by block as the client takes them, each
 # block's database work under DB_REQUEST_DEADLINE; a client that takes more than STREAM_SEND_TIMEOUT seconds
 # to accept one block (64 KiB), or a stream still running STREAM_SECONDS after it started, is cut (no end
 # line: clients see the export incomplete). At most STREAM_THREADS threads of a process stream at once
@@ -165,6 +165,12 @@ WEB_THREADS = env.int("WEB_THREADS", default=8)
 STREAM_SEND_TIMEOUT = env.float("STREAM_SEND_TIMEOUT", default=30.0)
 STREAM_SECONDS = env.float("STREAM_SECONDS", default=900.0)
 STREAM_THREADS = env.int("STREAM_THREADS", default=max(1, WEB_THREADS // 2))
+# A streamed answer is read ahead of its client (config/asgi.py `_Spool`): up to STREAM_SPOOL_MEMORY_BYTES in
+# memory, then in an anonymous temporary file, STREAM_SPOOL_BYTES in all per stream. The answer's database
+# transaction then ends when the database has been read, not when a slow client has taken the last block;
+# past STREAM_SPOOL_BYTES the reading waits for the client (0: no read-ahead at all).
+STREAM_SPOOL_BYTES = env.int("STREAM_SPOOL_BYTES", default=256 * 1024 * 1024)
+STREAM_SPOOL_MEMORY_BYTES = env.int("STREAM_SPOOL_MEMORY_BYTES", default=1024 * 1024)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_USER_MODEL = "accounts.User"

@@ -82,6 +82,33 @@ def test_a_stream_cut_by_a_stalled_client_does_not_poison_its_thread(cluster, ow
         assert "TransactionManagementError" not in server.log()
 
 
+def test_a_slow_export_client_does_not_hold_the_transaction_or_block_a_migration(cluster, owners):
+    """An export whose client reads slowly used to keep its REPEATABLE READ transaction — and its table
+    locks and snapshot — until the client had taken the last block (up to STREAM_SECONDS, 900 s): a
+    migration's ALTER TABLE waited behind it, and every query behind the ALTER. Now the export is read
+    ahead into a spool: once the database part is done the transaction is gone, an ACCESS EXCLUSIVE lock
+    is granted at once, and the client still gets the whole export, end line included."""
+    owner = owners[0]
+    fill(cluster, owner.store, 40_000)  # ~9 MB: far more than the socket buffers hold
+    with Server(cluster, workers=1) as server:
+        sock = request_export(server.port, owner, rcvbuf=4096, version="1.0")  # unchunked: the body as sent
+        try:
+            sock.settimeout(10)
+            data = sock.recv(12)
+            assert data == b"HTTP/1.0 200"
+            harness.wait_until(lambda: backends(cluster) and all(row[1] == "idle" for row in backends(cluster)), 30)
+            with cluster.connect() as conn:
+                conn.execute("SET lock_timeout = '1s'")
+                with conn.transaction():
+                    conn.execute("LOCK TABLE memories_entry, memories_summary IN ACCESS EXCLUSIVE MODE")
+            data += read_all(sock, 60)
+        finally:
+            sock.close()
+    lines = data.partition(b"\r\n\r\n")[2].rstrip(b"\n").split(b"\n")
+    assert json.loads(lines[-1])["type"] == "end", lines[-1][:300]
+    assert sum(json.loads(line)["type"] == "entry" for line in lines) == 40_000
+
+
 def test_a_burst_of_exports_past_stream_threads_leaves_the_worker_serving(cluster, owners):
     """Ten exports at once on a worker with 4 threads (STREAM_THREADS 2): two stream, the rest are refused
     with 503. Everything else must go on being answered. Observed before the fix: each refused export (and

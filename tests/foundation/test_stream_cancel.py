@@ -126,6 +126,7 @@ def test_backend_killed_while_the_stream_waits_then_cut_leaves_the_thread_usable
     from tests.foundation.test_streamed_fault import run
 
     settings.STREAM_SEND_TIMEOUT = 1.5
+    settings.STREAM_SPOOL_BYTES = 0  # no read-ahead: the export's transaction waits for the stalled client
     store, secret = big
     db = main_connection.settings_dict
     dsn = f"host={db['HOST'] or '127.0.0.1'} port={db['PORT'] or 5432} user={db['USER']} dbname={db['NAME']}"

@@ -106,9 +106,11 @@ def run(
     stalled_after: int | None = None,
     leave_after: int | None = None,
     linger: float = 0,
+    slow: float = 0,
 ) -> list[dict]:
     """The front's answer as the ASGI messages sent, for a GET of a path (or a whole ASGI scope).
     `stalled_after`: the client stops taking blocks after that many body messages (send never returns).
+    `slow`: seconds each body message takes to send (a client slower than the reading).
     `leave_after`: the task is cancelled after that many body messages, as gunicorn does when the client
     goes away. `linger`: seconds the event loop lives on after the answer, as a server's does."""
     scope = http_scope("GET", scope_path) if isinstance(scope_path, str) else scope_path
@@ -122,6 +124,8 @@ def run(
         bodies = sum(1 for m in sent if m["type"] == "http.response.body")
         if stalled_after is not None and bodies > stalled_after:
             await asyncio.sleep(3600)
+        if slow and message["type"] == "http.response.body":
+            await asyncio.sleep(slow)
 
     async def main():
         task = asyncio.ensure_future(asgi.application(scope, receive, send))
@@ -193,13 +197,85 @@ def test_a_database_fault_before_the_first_block_is_a_503(monkeypatch):
 
 
 def test_a_client_that_stops_reading_is_cut_and_the_answer_closed(monkeypatch, settings, caplog):
+    """Without read-ahead (STREAM_SPOOL_BYTES 0) the reading waits for the client: a few blocks read."""
     settings.STREAM_SEND_TIMEOUT = 0.3
+    settings.STREAM_SPOOL_BYTES = 0
     blocks = Blocks(1000)
     monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
     sent = run(stalled_after=2)
     assert blocks.closed.wait(2) and blocks.read < 10
     assert all(part["more_body"] for part in bodies(sent))
     assert any("did not take a block within 0.3 s" in record.getMessage() for record in caplog.records)
+
+
+def test_a_stalled_client_does_not_hold_the_body_open_it_is_read_ahead_and_closed(monkeypatch, settings, caplog):
+    """With read-ahead, the whole body is read and closed (the export's transaction ends) while the client
+    has taken two blocks; the answer is still cut after STREAM_SEND_TIMEOUT, never ended."""
+    settings.STREAM_SEND_TIMEOUT = 1.0
+    blocks = Blocks(1000)
+    closed_at: list[float] = []
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    watcher = threading.Thread(target=lambda: blocks.closed.wait(5) and closed_at.append(time.monotonic()))
+    watcher.start()
+    started = time.monotonic()
+    sent = run(stalled_after=2)
+    ended = time.monotonic()
+    watcher.join()
+    assert blocks.read == 1000 and closed_at and closed_at[0] - started < 0.8 < ended - started
+    assert len(bodies(sent)) == 3 and all(part["more_body"] for part in bodies(sent))
+    assert any("did not take a block within 1 s" in record.getMessage() for record in caplog.records)
+
+
+def test_a_full_spool_makes_the_reading_wait_for_the_client(monkeypatch, settings):
+    """STREAM_SPOOL_BYTES bounds what is read ahead of a stalled client (here two ~13-byte blocks)."""
+    settings.STREAM_SEND_TIMEOUT = 0.3
+    settings.STREAM_SPOOL_BYTES = 20
+    blocks = Blocks(1000)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    run(stalled_after=2)
+    assert blocks.closed.wait(2) and blocks.read < 10
+
+
+@pytest.mark.parametrize("memory", [0, 40, 10**6])
+def test_blocks_spooled_in_memory_and_on_disk_go_out_whole_and_in_order(monkeypatch, settings, memory):
+    """Past STREAM_SPOOL_MEMORY_BYTES the read-ahead goes to a temporary file: the client gets every block,
+    in order, whichever mix of memory and file held them (a slow client lets the spool fill)."""
+    settings.STREAM_SPOOL_MEMORY_BYTES = memory
+    blocks = Blocks(300)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    parts = bodies(run(slow=0.001))
+    assert [part["body"] for part in parts[:-1]] == [b'{"block": %d}\n' % n for n in range(300)]
+    assert parts[-1]["more_body"] is False
+
+
+def test_a_spool_whose_file_cannot_be_written_keeps_every_block(monkeypatch, settings, caplog):
+    """A full disk: the spool stops reading ahead (one WARNING) and the answer still goes out whole."""
+    settings.STREAM_SPOOL_MEMORY_BYTES = 0
+
+    def no_space(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(asgi.tempfile, "TemporaryFile", no_space)
+    blocks = Blocks(50)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    parts = bodies(run(slow=0.001))
+    assert [part["body"] for part in parts[:-1]] == [b'{"block": %d}\n' % n for n in range(50)]
+    assert parts[-1]["more_body"] is False
+    assert sum("stops reading ahead" in record.getMessage() for record in caplog.records) == 1
+
+
+def test_the_spool_hands_back_blocks_first_in_first_out_and_reuses_its_file():
+    spool = asgi._Spool(memory=10, limit=100)
+    for block in (b"aaaa", b"bbbb", b"cccccccc", b"dd"):  # the third no longer fits in 10 bytes: file
+        spool.push(block)
+    assert not spool.full and spool.pop() == b"aaaa" and spool.pop() == b"bbbb"
+    spool.push(b"eeeeeeee")  # memory has room again, but order is kept by the queue
+    assert [spool.pop(), spool.pop(), spool.pop()] == [b"cccccccc", b"dd", b"eeeeeeee"]
+    assert not spool and spool._read_at == spool._write_at == 0  # the emptied file is reused from its start
+    for _ in range(13):
+        spool.push(b"12345678")
+    assert spool.full
+    spool.close()
 
 
 def test_a_stream_longer_than_stream_seconds_is_cut(monkeypatch, settings, caplog):
