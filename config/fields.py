@@ -112,7 +112,7 @@ def canonical_uuid(value: object) -> uuid.UUID | None:
     """Return the UUID `value` spells canonically (a `uuid.UUID` passes through), else None."""
     if isinstance(value, uuid.UUID):
         return value
-    if isinstance(value, str) and _UUID_RE.match(value):
+    if isinstance(value, str) and _UUID_RE.fullmatch(value):  # `$` alone would let a trailing "\n" through
         return uuid.UUID(value)
     return None
 

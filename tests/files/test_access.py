@@ -64,6 +64,18 @@ def test_every_operation_on_an_unreadable_store_is_identical_to_a_missing_store(
     assert Version.objects.count() == 2 and old_version.__class__.objects.get(pk=old_version.pk).redacted_at is None
 
 
+@pytest.mark.parametrize("suffix", ["%0A", "%0D%0A"])
+def test_a_store_id_with_a_trailing_newline_is_the_missing_stores_404(owner_client, private_store, written, suffix):
+    """A canonical UUID then a newline passed the id check (`$` matches before a final newline) and then
+    failed in uuid.UUID: 500 on every operation (found by a breaker). It is a malformed id: 404."""
+    old_version = Version.objects.filter(memory_id=written.pk, operation="created").get()
+    for method, url, body in operations(f"{private_store.pk}{suffix}", written.pk, old_version.pk):
+        response = call(owner_client, method, url, body)
+        assert response.status_code == 404, (method, url, response.content)
+        assert response.json()["error"] == {"type": "not_found_error", "message": "Store not found."}
+    assert Memory.objects.get().content == "the new secret"
+
+
 def test_staff_status_gives_no_access_to_file_memories(make_client, staff, private_store, written):
     client = make_client(staff)
     assert client.get(memories_url(private_store, str(written.pk))).status_code == 404

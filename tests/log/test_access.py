@@ -46,6 +46,21 @@ def test_a_malformed_store_id_is_404(owner_client, method, action, payload, bad_
     assert call(owner_client, method, bad_id, action, payload).status_code == 404
 
 
+@pytest.mark.parametrize(("method", "action", "payload"), ENDPOINTS)
+@pytest.mark.parametrize("suffix", ["%0A", "%0D%0A"])
+def test_a_real_store_id_with_a_trailing_newline_is_404(owner_client, filled_store, method, action, payload, suffix):
+    """`$` in the id pattern matched before a final newline: a real store's id + "\\n" reached uuid.UUID (500)."""
+    response = call(owner_client, method, f"{filled_store.pk}{suffix}", action, payload)
+    assert response.status_code == 404 and response.json()["error"]["message"] == "Store not found."
+    filled_store.refresh_from_db()
+    assert filled_store.entry_count == 8
+
+
+def test_a_resolve_ref_with_a_trailing_newline_is_a_400_naming_it(owner_client, filled_store):
+    response = owner_client.get(f"/api/v1/memories/resolve?ref=%5E{filled_store.pk}%0A")
+    assert response.status_code == 400 and "ref" in response.json()["error"]["message"]
+
+
 @pytest.mark.parametrize(("method", "action", "payload"), [e for e in ENDPOINTS if e[0] == "get"])
 def test_anonymous_reads_of_a_private_store_are_404(anon_client, filled_store, method, action, payload):
     assert call(anon_client, method, filled_store, action, payload).status_code == 404

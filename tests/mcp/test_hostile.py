@@ -227,7 +227,7 @@ def test_another_users_store_is_not_found_exactly_like_a_missing_one(mcp_client,
             theirs = error_of(client.call_tool(tool, {"id": str(private.pk), **arguments}))
             nobody = error_of(client.call_tool(tool, {"id": missing, **arguments}))
             assert theirs == nobody == {"type": "not_found_error", "message": "Store not found."}, tool
-        for weird in ("not-a-uuid", "../../memories", f"{private.pk}/readers", "%2e%2e"):
+        for weird in ("not-a-uuid", "../../memories", f"{private.pk}/readers", "%2e%2e", f"{missing}\n"):
             assert error_of(client.call_tool("get_memories", {"id": weird}))["type"] == "not_found_error"
         resolved = error_of(client.call_tool("resolve_memories", {"scope": "user", "subject": "bob"}))
     assert resolved["type"] == "not_found_error"
@@ -267,6 +267,20 @@ def test_an_id_that_spells_another_route_reaches_no_other_operation(mcp_client, 
             for spelling in spellings:
                 assert error_of(client.call_tool(tool, {"id": spelling, **arguments})) == missing, (tool, spelling)
     assert snapshot() == before
+
+
+def test_an_own_store_id_with_a_trailing_newline_is_not_found(mcp_client, alice, alice_store):
+    """Found by a breaker: the id check's `$` let "<uuid>\\n" through to uuid.UUID — an api_error (500)."""
+    with mcp_client(alice.secret) as client:
+        for tool in ("get_memories", "wake_memories", "note_memories"):
+            arguments = {"id": f"{alice_store.pk}\n", **({"body_md": "x"} if tool == "note_memories" else {})}
+            assert error_of(client.call_tool(tool, arguments)) == {
+                "type": "not_found_error",
+                "message": "Store not found.",
+            }, tool
+        resolved = error_of(client.call_tool("resolve_memories", {"ref": f"^{alice_store.pk}\n"}))
+    assert resolved["type"] == "invalid_request_error"
+    assert not Entry.objects.exists()
 
 
 def test_a_reader_may_read_but_writing_is_a_permission_tool_error(mcp_client, alice, bob):
