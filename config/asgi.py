@@ -412,8 +412,8 @@ class _Stream:
     The loop sends the head and `first` block (`_send_stream`), then the thread that read them — it holds
     the answer's database transaction — reads and sends the rest (`_pump`) and ends it. `go` tells the
     thread the loop has sent the head (or will not); `done` (a future of the loop) tells the loop the
-    thread is finished: True when every block was sent, False when the stream was cut; `abort` tells the
-    thread the client is gone.
+    thread is finished: True when every block was sent, False when the stream was cut, a `_Handover` when
+    the loop is to send the rest; `abort` tells the thread the client is gone.
     """
 
     def __init__(self, first: bytes, rest: Any, close: Callable[[], None]) -> None:
@@ -448,7 +448,8 @@ def _release_stream_slot() -> None:
 async def _send_stream(
     send: Callable, status: int, headers: list, stream: _Stream, *, close_delimited: bool = False
 ) -> None:
-    """On the event loop: send the head and first block, let the thread send the rest, then end the answer.
+    """On the event loop: send the head and first block, let the thread send the rest — or, once it has
+    read the whole answer, send what it read ahead (`_send_spooled`) — then end the answer.
 
     A stream the thread cut ends without its last message: gunicorn closes the connection, so the client
     sees the body end early (an export without its end line), never a complete-looking answer.
@@ -466,17 +467,96 @@ async def _send_stream(
     stream.send = send
     stream.go.set_result(None)
     try:
-        complete = await stream.done
+        outcome = await stream.done
     except asyncio.CancelledError:  # the client is gone (gunicorn cancels its task), or the worker stops
         stream.abort.set()
         sending = stream.sending
         if sending is not None:  # a send to a lost connection waits in gunicorn's drain() forever
             sending.cancel()
+        if stream.done.done() and isinstance(stream.done.result(), _Handover):
+            stream.done.result().discard()  # settled in the pass the cancel came: nobody sends the rest
         raise
+    complete = await _send_spooled(send, outcome) if isinstance(outcome, _Handover) else outcome
     if complete and not close_delimited:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
     else:
         stream_cut.set(True)  # logged already: gunicorn need not log the unfinished answer as an ERROR
+
+
+class _Handover:
+    """What a streamed answer's thread hands the event loop once it has read the whole answer and closed
+    it (`_pump`): the blocks still to send (`spool`), the block in flight (`sending`, sent at `sent_at`,
+    `time.monotonic()`), the answer's `give_up` time (STREAM_SECONDS), and the request's method and path
+    for the log. Its stream slot is released when the loop is done with it (`discard`)."""
+
+    def __init__(
+        self,
+        spool: _Spool,
+        sending: concurrent.futures.Future | None,
+        sent_at: float,
+        give_up: float,
+        environ: dict[str, Any],
+    ) -> None:
+        self.spool, self.sending, self.sent_at, self.give_up = spool, sending, sent_at, give_up
+        self.what = f"{environ['REQUEST_METHOD']} {environ['PATH_INFO']}"
+        self._discarded = False
+
+    def discard(self) -> None:
+        """Cancel the block in flight, close the spool and free the stream slot (once)."""
+        if self._discarded:
+            return
+        self._discarded = True
+        if self.sending is not None and not self.sending.done():
+            self.sending.cancel()
+        try:
+            self.spool.close()
+        finally:
+            _release_stream_slot()
+
+
+async def _send_spooled(send: Callable, handover: _Handover) -> bool:
+    """On the event loop, with no thread held: send the blocks `_pump` read ahead, each as the client takes
+    it. Returns True when every block went out; False when the answer was cut (one WARNING line) by a
+    client that takes more than STREAM_SEND_TIMEOUT seconds to accept a block or by STREAM_SECONDS. Reads
+    of the spool's temporary file run on the loop (64 KiB each, normally from the page cache)."""
+    why = None
+    try:
+        if handover.sending is not None:
+            now = time.monotonic()
+            left = min(settings.STREAM_SEND_TIMEOUT - (now - handover.sent_at), handover.give_up - now)
+            try:
+                async with asyncio.timeout(max(left, 0)):
+                    await asyncio.wrap_future(handover.sending)
+            except TimeoutError:
+                why = _too_slow() if time.monotonic() < handover.give_up else _too_long()
+                return False
+        while handover.spool:
+            left = handover.give_up - time.monotonic()
+            if left <= 0:
+                why = _too_long()
+                return False
+            message = {"type": "http.response.body", "body": handover.spool.pop(), "more_body": True}
+            try:
+                async with asyncio.timeout(min(settings.STREAM_SEND_TIMEOUT, left)):
+                    await send(message)
+            except TimeoutError:
+                why = _too_slow() if time.monotonic() < handover.give_up else _too_long()
+                return False
+        return True
+    except ConnectionError:
+        return False  # the client is gone
+    finally:
+        handover.discard()
+        if why is not None:
+            logger.warning("streamed answer of %s cut: %s", handover.what, why)
+
+
+def _too_slow() -> str:
+    return f"the client did not take a block within {settings.STREAM_SEND_TIMEOUT:g} s"
+
+
+def _too_long() -> str:
+    return f"still streaming after STREAM_SECONDS ({settings.STREAM_SECONDS:g} s)"
 
 
 class _Spool:
@@ -546,14 +626,15 @@ def _pump(loop: asyncio.AbstractEventLoop, stream: _Stream, environ: dict[str, A
     """On the request's thread: read the stream's blocks (each under the request deadline) and send each
     through the event loop (gunicorn's write back-pressure tells when the client has taken one).
 
-    Reading runs ahead of the client into a `_Spool` (`STREAM_SPOOL_BYTES`), so a slow client does not
-    hold the answer's database transaction: it ends — the body and Django's request_finished closed — as
-    soon as the last block is read, and the thread then only sends. A spool that is full makes the
-    reading wait for the client again.
+    Reading runs ahead of the client into a `_Spool` (`STREAM_SPOOL_BYTES`), so a slow client holds
+    neither the answer's database transaction nor this thread: once the last block is read the body is
+    closed (the transaction ends, Django's request_finished runs) and what is left to send is handed to
+    the event loop (`_Handover`, sent by `_send_spooled`), which then holds the stream's slot. A spool that
+    is full makes the reading wait for the client again.
 
     Cut — logged as one WARNING line, the answer left without its end — by a database fault, a client
     that takes more than `STREAM_SEND_TIMEOUT` seconds to accept a block, or `STREAM_SECONDS` in all.
-    Always closes the response and frees the stream's slot.
+    Always closes the response; frees the stream's slot unless it hands the answer over.
     """
     started = time.monotonic()
     give_up = started + settings.STREAM_SECONDS
@@ -561,6 +642,7 @@ def _pump(loop: asyncio.AbstractEventLoop, stream: _Stream, environ: dict[str, A
     reading = True
     sent: concurrent.futures.Future | None = None  # the block in flight
     sent_at = 0.0
+    handover: _Handover | None = None
     complete = False
     why = None
     try:
@@ -571,10 +653,10 @@ def _pump(loop: asyncio.AbstractEventLoop, stream: _Stream, environ: dict[str, A
                 sent = None
             now = time.monotonic()
             if now >= give_up:
-                why = f"still streaming after STREAM_SECONDS ({settings.STREAM_SECONDS:g} s)"
+                why = _too_long()
                 break
             if sent is not None and now - sent_at >= settings.STREAM_SEND_TIMEOUT:
-                why = f"the client did not take a block within {settings.STREAM_SEND_TIMEOUT:g} s"
+                why = _too_slow()
                 break
             if sent is None and spool:
                 sent, sent_at = _send_block(loop, stream, spool.pop()), now
@@ -586,6 +668,9 @@ def _pump(loop: asyncio.AbstractEventLoop, stream: _Stream, environ: dict[str, A
                     reading = False
                     _close_streamed(stream.close, environ)  # the transaction ends here, not with the client
                     stream.close = None
+                    if sent is not None or spool:  # the loop sends the rest; this thread is free
+                        handover = _Handover(spool, sent, sent_at, give_up, environ)
+                        break
                 else:
                     spool.push(block)
                 continue
@@ -603,17 +688,21 @@ def _pump(loop: asyncio.AbstractEventLoop, stream: _Stream, environ: dict[str, A
     except Exception:
         logger.exception("the streamed answer of %s %s failed", environ["REQUEST_METHOD"], environ["PATH_INFO"])
     finally:
-        try:
-            if sent is not None and not sent.done():
-                sent.cancel()
-            spool.close()
-            if stream.close is not None:
-                _close_streamed(stream.close, environ)
-        finally:
-            _release_stream_slot()
-            if why is not None:
-                logger.warning("streamed answer of %s %s cut: %s", environ["REQUEST_METHOD"], environ["PATH_INFO"], why)
-            loop.call_soon_threadsafe(_finish_stream, stream.done, complete)
+        if handover is not None:  # the loop owns the rest of the answer, its spool and its slot
+            loop.call_soon_threadsafe(_finish_stream, stream.done, handover)
+        else:
+            try:
+                if sent is not None and not sent.done():
+                    sent.cancel()
+                spool.close()
+                if stream.close is not None:
+                    _close_streamed(stream.close, environ)
+            finally:
+                _release_stream_slot()
+                if why is not None:
+                    what = f"{environ['REQUEST_METHOD']} {environ['PATH_INFO']}"
+                    logger.warning("streamed answer of %s cut: %s", what, why)
+                loop.call_soon_threadsafe(_finish_stream, stream.done, complete)
 
 
 def _send_block(loop: asyncio.AbstractEventLoop, stream: _Stream, block: bytes) -> concurrent.futures.Future:
@@ -655,9 +744,13 @@ def _close_streamed(close: Callable[[], None], environ: dict[str, Any]) -> None:
             connection.close()
 
 
-def _finish_stream(done: asyncio.Future, complete: bool) -> None:
+def _finish_stream(done: asyncio.Future, outcome: bool | _Handover) -> None:
+    """On the loop: settle a stream's `done` with the thread's outcome (True complete, False cut, or a
+    `_Handover`); a handover nobody waits for any more (the request's task was cancelled) is discarded."""
     if not done.done():
-        done.set_result(complete)
+        done.set_result(outcome)
+    elif isinstance(outcome, _Handover):
+        outcome.discard()
 
 
 def _json_answer(

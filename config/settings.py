@@ -160,15 +160,15 @@ WEB_THREADS = env.int("WEB_THREADS", default=8)
 # Streamed answers (the export, config/asgi.py): sent block by block as the client takes them, each
 # block's database work under DB_REQUEST_DEADLINE; a client that takes more than STREAM_SEND_TIMEOUT seconds
 # to accept one block (64 KiB), or a stream still running STREAM_SECONDS after it started, is cut (no end
-# line: clients see the export incomplete). At most STREAM_THREADS threads of a process stream at once
+# line: clients see the export incomplete). At most STREAM_THREADS answers of a process stream at once
 # (default: half of WEB_THREADS), so streams never take every thread; one more is a 503 with Retry-After.
 STREAM_SEND_TIMEOUT = env.float("STREAM_SEND_TIMEOUT", default=30.0)
 STREAM_SECONDS = env.float("STREAM_SECONDS", default=900.0)
 STREAM_THREADS = env.int("STREAM_THREADS", default=max(1, WEB_THREADS // 2))
 # A streamed answer is read ahead of its client (config/asgi.py `_Spool`): up to STREAM_SPOOL_MEMORY_BYTES in
 # memory, then in an anonymous temporary file, STREAM_SPOOL_BYTES in all per stream. The answer's database
-# transaction then ends when the database has been read, not when a slow client has taken the last block;
-# past STREAM_SPOOL_BYTES the reading waits for the client (0: no read-ahead at all).
+# transaction then ends, and its thread is free, when the database has been read, not when a slow client
+# has taken the last block; past STREAM_SPOOL_BYTES the reading waits for the client (0: no read-ahead).
 STREAM_SPOOL_BYTES = env.int("STREAM_SPOOL_BYTES", default=256 * 1024 * 1024)
 STREAM_SPOOL_MEMORY_BYTES = env.int("STREAM_SPOOL_MEMORY_BYTES", default=1024 * 1024)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

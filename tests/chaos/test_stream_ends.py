@@ -109,6 +109,40 @@ def test_a_slow_export_client_does_not_hold_the_transaction_or_block_a_migration
     assert sum(json.loads(line)["type"] == "entry" for line in lines) == 40_000
 
 
+def test_a_slow_export_client_does_not_hold_a_thread_once_the_export_is_read(cluster, owners):
+    """One worker with ONE Django thread. An export to a client that stops reading used to keep that
+    thread until the answer was cut (STREAM_SEND_TIMEOUT): every other request of the worker waited, then
+    got 503 after REQUEST_TIMEOUT. Once the export is read ahead, the event loop sends the rest and the
+    thread serves others at once; the stream's slot stays taken (a second export is refused) until the
+    first is done, so what is spooled stays bounded."""
+    owner = owners[0]
+    fill(cluster, owner.store, 40_000)
+    env = {"WEB_THREADS": "1", "STREAM_THREADS": "1", "STREAM_SEND_TIMEOUT": "20"}
+    with Server(cluster, workers=1, env=env) as server:
+        sock = request_export(server.port, owner, rcvbuf=4096, version="1.0")
+        try:
+            sock.settimeout(10)
+            data = sock.recv(12)
+            assert data == b"HTTP/1.0 200"
+            harness.wait_until(lambda: backends(cluster) and all(row[1] == "idle" for row in backends(cluster)), 30)
+            started = time.monotonic()
+            me = httpx.get(f"{server.url}/api/v1/me", headers=owner.auth, timeout=30)
+            assert me.status_code == 200 and time.monotonic() - started < 2
+            second = httpx.get(f"{server.url}/api/v1/memories/{owner.store}/export", headers=owner.auth, timeout=30)
+            assert second.status_code == 503 and second.headers["retry-after"]
+            data += read_all(sock, 60)
+        finally:
+            sock.close()
+        lines = data.partition(b"\r\n\r\n")[2].rstrip(b"\n").split(b"\n")
+        assert json.loads(lines[-1])["type"] == "end"
+        # the slot came back: the next export is served
+        assert (
+            httpx.get(f"{server.url}/api/v1/memories/{owner.store}/export", headers=owner.auth, timeout=60).status_code
+            == 200
+        )
+        assert "[ERROR]" not in server.log() and "Traceback" not in server.log()
+
+
 def test_a_burst_of_exports_past_stream_threads_leaves_the_worker_serving(cluster, owners):
     """Ten exports at once on a worker with 4 threads (STREAM_THREADS 2): two stream, the rest are refused
     with 503. Everything else must go on being answered. Observed before the fix: each refused export (and

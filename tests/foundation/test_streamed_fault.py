@@ -226,6 +226,71 @@ def test_a_stalled_client_does_not_hold_the_body_open_it_is_read_ahead_and_close
     assert any("did not take a block within 1 s" in record.getMessage() for record in caplog.records)
 
 
+def test_the_rest_is_sent_by_the_event_loop_with_the_thread_free_and_the_slot_held(monkeypatch, settings):
+    """Once the body is read and closed, the thread has returned (here: the pool's only thread runs
+    another job at once) while the loop still sends; the stream's slot is released when the loop is done."""
+    settings.STREAM_THREADS = 1
+    blocks = Blocks(60)
+    seen: dict = {}
+
+    def probe():  # runs only if the pool's one thread is free (the autouse `one_thread` fixture)
+        seen["slots"] = asgi._streams
+
+    real_send_spooled = asgi._send_spooled
+
+    async def watching(send, handover):
+        seen["closed"] = blocks.closed.is_set()  # handed over only after the body was closed
+        seen["left_to_send"] = bool(handover.spool)
+        await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(asgi._pool, probe), 5)
+        return await real_send_spooled(send, handover)
+
+    monkeypatch.setattr(asgi, "_send_spooled", watching)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    sent = run(slow=0.005)
+    assert seen == {"closed": True, "left_to_send": True, "slots": 1}
+    assert [part["body"] for part in bodies(sent)[:-1]] == [b'{"block": %d}\n' % n for n in range(60)]
+    assert bodies(sent)[-1]["more_body"] is False and asgi._streams == 0
+
+
+def test_a_client_that_leaves_while_the_loop_sends_frees_the_slot_and_the_spool(monkeypatch, settings):
+    settings.STREAM_SPOOL_MEMORY_BYTES = 0  # every read-ahead block in the temporary file
+    closed: list = []
+    real_close = asgi._Spool.close
+    monkeypatch.setattr(asgi._Spool, "close", lambda self: (closed.append(self), real_close(self)))
+    blocks = Blocks(200)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    run(leave_after=20, slow=0.01)
+    assert blocks.read == 200 and blocks.closed.is_set()
+    assert len(closed) == 1 and closed[0]._file.closed and asgi._streams == 0
+
+
+def test_stream_seconds_also_cut_what_the_loop_sends(monkeypatch, settings, caplog):
+    settings.STREAM_SECONDS = 0.5
+    blocks = Blocks(100)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    parts = bodies(run(slow=0.05))
+    assert blocks.read == 100 and len(parts) < 30 and all(part["more_body"] for part in parts)
+    assert any("still streaming after STREAM_SECONDS" in record.getMessage() for record in caplog.records)
+    assert asgi._streams == 0
+
+
+def test_a_handover_nobody_waits_for_is_discarded(settings):
+    """The request's task was cancelled in the pass the thread handed the answer over: nobody will send
+    it, so the spool is closed and the slot freed at once."""
+    assert asgi._take_stream_slot()
+    spool = asgi._Spool(memory=0, limit=100)
+    spool.push(b"x" * 10)
+    handover = asgi._Handover(spool, None, 0.0, time.monotonic() + 60, environ())
+
+    async def settle_after_cancel():
+        done = asyncio.get_running_loop().create_future()
+        done.cancel()
+        asgi._finish_stream(done, handover)
+
+    asyncio.run(settle_after_cancel())
+    assert spool._file.closed and asgi._streams == 0
+
+
 def test_a_full_spool_makes_the_reading_wait_for_the_client(monkeypatch, settings):
     """STREAM_SPOOL_BYTES bounds what is read ahead of a stalled client (here two ~13-byte blocks)."""
     settings.STREAM_SEND_TIMEOUT = 0.3
