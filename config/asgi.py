@@ -45,7 +45,7 @@ from django.test.utils import override_settings
 from django.urls import get_resolver
 
 from config import fastlane, health
-from config.database import apply_request_budgets, request_deadline
+from config.database import ANSWER_BY, apply_request_budgets, request_deadline
 from config.errors import error_payload, new_request_id, retry_after_headers, security_headers
 from config.middleware import ScreenedRequest
 from config.server import CLOSE_CONNECTION, stream_cut
@@ -330,6 +330,7 @@ def _environ(scope: dict, body: bytes) -> dict[str, Any]:
         "wsgi.multithread": True,
         "wsgi.multiprocess": True,
         "wsgi.run_once": False,
+        ANSWER_BY: time.monotonic() + settings.REQUEST_TIMEOUT,  # when the front stops waiting
     }
     for raw_name, raw_value in scope["headers"]:
         name = raw_name.decode("latin-1")

@@ -63,6 +63,11 @@ CANCEL_TIMEOUT = 0.5
 # cancelled statement or a commit under way ends in milliseconds; only a backend stuck elsewhere needs it.
 CUT_GRACE = 1.0
 
+# The WSGI environ key with the `time.monotonic()` by which the ASGI front needs the answer (REQUEST_TIMEOUT
+# after the body arrived; config/asgi.py `_environ`): work in several steps (an MCP batch,
+# config/mcp_server.py) stops starting new ones in time to be answered.
+ANSWER_BY = "memories.answer_by"
+
 
 def budget_options() -> str:
     """The libpq `options` string that sets the request budgets, e.g. ``-c statement_timeout=5000 …``.

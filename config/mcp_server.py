@@ -29,6 +29,7 @@ answer, is -32600 before the SDK sees it (`message_problem`), as is an ``initial
 from __future__ import annotations
 
 import json
+import time
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
@@ -47,6 +48,7 @@ from rest_framework import exceptions as drf
 
 from accounts.authentication import BearerTokenAuthentication
 from config import mcp_tools
+from config.database import ANSWER_BY
 from config.errors import describe, error_response
 from config.parsers import duplicate_key
 
@@ -295,15 +297,21 @@ def _serve_batch(request: HttpRequest, batch: list) -> HttpResponse:
         problem = f"a batch holds 1 to {MAX_BATCH_MESSAGES} messages, not {len(batch)}."
         return _rpc_error(types.INVALID_REQUEST, f"Invalid Request: {problem}")
     problems = [message_problem(message, in_batch=True) for message in batch]
-    answers = iter(async_to_sync(serve_batch)(request, [m for m, p in zip(batch, problems, strict=True) if p is None]))
+    runnable = [m for m, p in zip(batch, problems, strict=True) if p is None]
+    answers = iter(async_to_sync(serve_batch)(request, runnable, start_by=_start_by(request)))
     replies: list[Any] = []
     for message, problem in zip(batch, problems, strict=True):
+        rid = message.get("id") if isinstance(message, dict) and _valid_id(message.get("id")) else None
         if problem is not None:  # answered in its place, as JSON-RPC answers an invalid member of a batch
-            rid = message.get("id") if _valid_id(message.get("id")) else None
             error = {"code": types.INVALID_REQUEST, "message": f"Invalid Request: {problem}"}
             replies.append({"jsonrpc": "2.0", "id": rid, "error": error})
             continue
-        status, headers, content = next(answers)
+        answer = next(answers)
+        if answer is None:  # not started: too little of the request's time was left
+            if rid is not None:
+                replies.append({"jsonrpc": "2.0", "id": rid, "error": _not_run_error()})
+            continue
+        status, headers, content = answer
         if status not in (200, 202, 400) or (status == 400 and _json_rpc_error_of(content) is None):
             return _django_response(request, status, headers, content)
         if content:
@@ -312,12 +320,44 @@ def _serve_batch(request: HttpRequest, batch: list) -> HttpResponse:
         response = HttpResponse(status=202)
         del response["Content-Type"]
         return response
-    return HttpResponse(json.dumps(replies, ensure_ascii=False), content_type="application/json")
+    # ASCII escapes: an id (echoed as it came) may hold a lone surrogate, which has no UTF-8 form
+    return HttpResponse(json.dumps(replies), content_type="application/json")
 
 
-async def serve_batch(request: HttpRequest, batch: list) -> list[tuple[int, list[tuple[bytes, bytes]], bytes]]:
-    """`serve_exchange` for each message of `batch`, one after the other (tool calls share the request's thread)."""
-    return [await serve_exchange(request, json.dumps(message).encode("utf-8")) for message in batch]
+# JSON-RPC's range for implementation-defined server errors: a batch member that was not started.
+NOT_RUN = -32000
+
+
+def _start_by(request: HttpRequest) -> float | None:
+    """The `time.monotonic()` after which a batch starts no further member, or None (no deadline known).
+
+    The front answers 503 "retry" when REQUEST_TIMEOUT passes (`config.asgi.ANSWER_BY`), even though the
+    members already run have committed: a member started later than DB_LOCK_TIMEOUT + 1 s before that
+    could still be writing then. Stopping there leaves each member either answered or not run."""
+    answer_by = request.META.get(ANSWER_BY)
+    if answer_by is None:
+        return None
+    return answer_by - settings.DB_LOCK_TIMEOUT - 1.0
+
+
+def _not_run_error() -> dict[str, Any]:
+    retry_after = max(1, int(settings.RETRY_AFTER))
+    message = "Not run: the request ran out of time before this message; send it again."
+    return {"code": NOT_RUN, "message": message, "data": {"type": "overloaded_error", "retry_after": retry_after}}
+
+
+async def serve_batch(
+    request: HttpRequest, batch: list, *, start_by: float | None = None
+) -> list[tuple[int, list[tuple[bytes, bytes]], bytes] | None]:
+    """`serve_exchange` for each message of `batch`, one after the other (tool calls share the request's
+    thread); None for each message not started because `time.monotonic()` had passed `start_by`."""
+    answers: list[tuple[int, list[tuple[bytes, bytes]], bytes] | None] = []
+    for message in batch:
+        if start_by is not None and time.monotonic() > start_by:
+            answers.append(None)
+            continue
+        answers.append(await serve_exchange(request, json.dumps(message).encode("utf-8")))
+    return answers
 
 
 def _rpc_error(code: int, message: str) -> HttpResponse:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from django.db import OperationalError
 
 from accounts import services as account_services
 from config import mcp_tools
+from config.database import ANSWER_BY
 from config.mcp_tools import Tool
 from memories.models import Entry
 from tests.factories import StoreFactory, UserFactory
@@ -143,6 +145,50 @@ def test_a_2025_03_26_batch_answers_each_message_and_refuses_each_invalid_one(cl
     assert "not 0" in invalid_request(rpc(client, secret, [], HTTP_MCP_PROTOCOL_VERSION="2025-03-26"))
     many = [{"jsonrpc": "2.0", "id": n, "method": "ping"} for n in range(51)]
     assert "not 51" in invalid_request(rpc(client, secret, many, HTTP_MCP_PROTOCOL_VERSION="2025-03-26"))
+
+
+def note_message(rid, store, body):
+    arguments = {"id": str(store.pk), "body_md": body}
+    params = {"name": "note_memories", "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+
+
+def test_a_refused_batch_member_with_a_lone_surrogate_id_is_answered_not_a_500(client, secret):
+    """Found by a breaker: a refused initialize kept its id, a lone surrogate, which the batch's answer
+    could not encode as UTF-8 — a 500 after the note beside it had been stored, its reply lost."""
+    store = StoreFactory(owner=UserFactory._meta.model.objects.get(handle="alice"))
+    initialize = {"jsonrpc": "2.0", "id": "\udfff\ud800", "method": "initialize", "params": {}}
+    batch = [initialize, note_message(2, store, "kept")]
+    response = rpc(client, secret, json.dumps(batch), HTTP_MCP_PROTOCOL_VERSION="2025-03-26")
+    assert response.status_code == 200
+    refused, noted = response.json()
+    assert refused["id"] == "\udfff\ud800" and refused["error"]["code"] == -32600
+    assert noted["id"] == 2 and noted["result"]["isError"] is False
+    assert list(Entry.objects.values_list("body_md", flat=True)) == ["kept"]
+
+
+def test_a_batch_starts_no_member_it_could_not_answer_in_time(client, secret, settings, monkeypatch):
+    """The front answers 503 at REQUEST_TIMEOUT whatever a batch has committed; so a batch starts no member
+    later than DB_LOCK_TIMEOUT + 1 s before that: the rest are answered "not run" (retry_after), unstored."""
+    settings.DB_LOCK_TIMEOUT = 0
+    store = StoreFactory(owner=UserFactory._meta.model.objects.get(handle="alice"))
+    real_call = mcp_tools.call
+
+    def slow_call(*args, **kwargs):
+        time.sleep(0.4)
+        return real_call(*args, **kwargs)
+
+    monkeypatch.setattr(mcp_tools, "call", slow_call)
+    batch = [note_message(1, store, "first"), {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    batch += [note_message(2, store, "second")]
+    answer_by = time.monotonic() + 1.0 + 0.2  # members may start for 0.2 s: the first does, then runs 0.4 s
+    response = rpc(client, secret, batch, HTTP_MCP_PROTOCOL_VERSION="2025-03-26", **{ANSWER_BY: answer_by})
+    assert response.status_code == 200
+    first, second = response.json()
+    assert first["id"] == 1 and first["result"]["isError"] is False
+    assert second["id"] == 2 and second["error"]["code"] == -32000
+    assert second["error"]["data"] == {"type": "overloaded_error", "retry_after": settings.RETRY_AFTER}
+    assert list(Entry.objects.values_list("body_md", flat=True)) == ["first"]
 
 
 def test_a_tool_call_in_process_writes_through_the_rest_service(client, secret):
