@@ -49,7 +49,7 @@ from memories.models import BODY_MAX_BYTES, WATERMARK_HOLES, Claim, Summary, Wat
 from memories.selectors import MISSING_ROOTS_SQL as _MISSING_ROOTS
 from memories.selectors import MISSING_WALK_SQL, compaction_prompt, pending_at, render_lines, resolve_snapshot
 from memories.selectors import live_sql as _live
-from stores.errors import StoreNotFound
+from stores.errors import StoreArchived, StoreNotFound
 from stores.models import Store
 
 NAP_MAX_LIMIT = 16
@@ -340,15 +340,13 @@ def claimant_for(user, scopes: frozenset[str] | set[str], store: Store, *, sessi
 
     user: the authenticated user (anonymous → None); scopes: the credential's token scopes
     (`accounts.permissions.token_scopes`); store: fetched through `get_store_for` (carries `can_write`).
-    A caller claims only with write access: the store's write right *and* the `memories:write` scope, on a
-    store that is not archived. Returns ``"user:<uuid>"``, or ``"session:<uuid>"`` when a per-work
+    A caller claims only with write access: the store's write right *and* the `memories:write` scope (an
+    archived store is refused by `nap` itself). Returns ``"user:<uuid>"``, or ``"session:<uuid>"`` when a per-work
     credential names its session (`session_id`), so each session of one user claims separately.
     """
     if not getattr(user, "is_authenticated", False):
         return None
     if TokenScope.MEMORIES_WRITE.value not in scopes or not getattr(store, "can_write", False):
-        return None
-    if store.archived_at is not None:
         return None
     return f"session:{session_id}" if session_id is not None else f"user:{user.pk}"
 
@@ -590,9 +588,14 @@ def nap(*, store: Store, claimant: str | None, snapshot: int | None = None, limi
     meta: ``{pending}`` plus ``retry_after`` (whole seconds until the earliest blocking claim lapses) when
     every ready job is claimed by someone else (then `job` is None and `complete` false).
     A constant number of queries whatever the store size (module docstring).
+    Raises StoreArchived (409 `store_archived`) for an archived store, for every caller.
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= NAP_MAX_LIMIT:
         raise InvalidRequest(f"limit: must be an integer from 1 to {NAP_MAX_LIMIT}.")
+    if store.archived_at is not None:
+        # No summary can be stored in an archived store (compact is 409 store_archived): a job handed out
+        # would be model work wasted, and a claim made before the archiving would answer "retry later".
+        raise StoreArchived()
     n = resolve_snapshot(store, snapshot)
     pending = pending_at(store=store, snapshot=n)
     jobs: list[dict] = []

@@ -137,11 +137,15 @@ class NapView(APIView):
         operation_id="nap_memories",
         tags=TAGS,
         parameters=[STORE_ID, s.NapQuerySerializer],
-        responses={200: s.NapEnvelopeSerializer},
+        responses={
+            200: s.NapEnvelopeSerializer,
+            409: OpenApiResponse(description="The store is archived (conflict_error, reason store_archived)."),
+        },
         description="Up to `limit` ready compaction jobs, lowest level first, then oldest start. With write "
         "access (store right and memories:write) each job is claimed for you for NAP_CLAIM_SECONDS; other "
         "callers skip it, and your repeated nap returns it again. When every ready job is claimed by someone "
-        "else, job is null, complete false and meta.retry_after says when the earliest claim lapses.",
+        "else, job is null, complete false and meta.retry_after says when the earliest claim lapses. An "
+        "archived store can hold no new summary: 409 store_archived.",
     )
     def get(self, request, pk):
         store = get_store_for(request.user, pk)

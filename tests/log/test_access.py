@@ -99,4 +99,5 @@ def test_an_archived_store_stays_readable(owner_client, filled_store):
     assert owner_client.get(url(filled_store, "wake")).status_code == 200
     assert owner_client.get(url(filled_store, "zoom"), {"range": "0-7"}).status_code == 200
     assert owner_client.get(url(filled_store, "recall"), {"pattern": "entry"}).status_code == 200
-    assert owner_client.get(url(filled_store, "nap")).json()["data"]["complete"] is True
+    nap = owner_client.get(url(filled_store, "nap"))  # it hands out compaction work: none in a read-only store
+    assert nap.status_code == 409 and nap.json()["error"]["details"]["reason"] == "store_archived"

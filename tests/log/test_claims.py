@@ -189,10 +189,22 @@ def test_anonymous_naps_on_a_public_store_claim_nothing(anon_client, public_stor
     assert not Claim.objects.exists()
 
 
-def test_an_archived_store_is_napped_without_claiming(owner_client, filled_store):
+@pytest.mark.parametrize("claimed_first", [False, True])
+def test_an_archived_store_hands_out_no_job(owner_client, make_client, reader, filled_store, claimed_first):
+    """No summary can be stored in an archived store (compact is 409 store_archived): a nap used to hand
+    out jobs whose model work was then refused, and a claim made before the archiving answered "retry in
+    300 s" (found by a breaker). Every caller's nap is 409 store_archived; nothing is claimed."""
+    ReaderGrantFactory(store=filled_store, user=reader)
+    if claimed_first:
+        nap(owner_client, filled_store, limit=2)
     store_services.archive_store(store=filled_store)
-    assert nap(owner_client, filled_store)["data"]["job"]["claimed_until"] is None
-    assert not Claim.objects.exists()
+    claims = Claim.objects.count()
+    for client in (owner_client, make_client(reader)):
+        response = client.get(url(filled_store, "nap"))
+        assert response.status_code == 409, response.content
+        assert response.json()["error"]["details"]["reason"] == "store_archived"
+        assert response["x-should-retry"] == "false"
+    assert Claim.objects.count() == claims
 
 
 def test_a_claim_beyond_the_snapshot_is_not_returned(owner_client, filled_store):
