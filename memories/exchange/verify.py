@@ -35,6 +35,29 @@ _HANDLE = re.compile(HANDLE_RE)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
+# An entry's provenance (`Fields.provenance`): objects and arrays nested at most this deep, at most this
+# many bytes as compact JSON.
+PROVENANCE_MAX_DEPTH = 8
+PROVENANCE_MAX_BYTES = 16 * 1024
+
+
+def _depth(value: Any) -> int:
+    """How deep objects and arrays nest in `value` (a scalar: 0); stops counting past PROVENANCE_MAX_DEPTH."""
+    deepest, level, frontier = 0, 0, [value]
+    while frontier and deepest <= PROVENANCE_MAX_DEPTH:
+        children = []
+        for item in frontier:
+            if isinstance(item, dict):
+                children.extend(item.values())
+            elif isinstance(item, list):
+                children.extend(item)
+            else:
+                continue
+            deepest = level + 1
+        frontier, level = children, level + 1
+    return deepest
+
+
 def decode_line(raw: bytes, line: int) -> dict[str, Any]:
     """Parse one line (bytes without the newline) as a JSON object: strict UTF-8, no NaN, no NUL."""
     if len(raw) > MAX_LINE_BYTES:
@@ -132,6 +155,27 @@ class Fields:
         if parsed is None or str(parsed) != value:
             raise self.fail(key, "must be a UUID in its canonical lowercase form.")
         return parsed
+
+    def provenance(self, key: str) -> dict[str, Any] | None:
+        """An entry's provenance: null, or a JSON object of finite numbers, strings, booleans, nulls, arrays
+        and objects, nested at most `PROVENANCE_MAX_DEPTH` deep and at most `PROVENANCE_MAX_BYTES` as
+        compact JSON. What this server writes (the 0041 import's flat record of scalars) fits with room to
+        spare; anything else would fail later — ±1e999 is infinity, which PostgreSQL's jsonb refuses, and
+        deep nesting overflows the JSON encoder on the way in or on every later export."""
+        value = self.obj[key]
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise self.fail(key, "must be a JSON object or null.")
+        if _depth(value) > PROVENANCE_MAX_DEPTH:
+            raise self.fail(key, f"is nested more than {PROVENANCE_MAX_DEPTH} levels deep.")
+        try:
+            size = len(json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode())
+        except ValueError:
+            raise self.fail(key, "holds a number out of range (JSON numbers must be finite).") from None
+        if size > PROVENANCE_MAX_BYTES:
+            raise self.fail(key, f"is {size} bytes as JSON; the limit is {PROVENANCE_MAX_BYTES}.")
+        return value
 
     def handle(self, key: str, handles: set[str], *, nullable: bool = False) -> str | None:
         value = self.obj[key]
@@ -288,7 +332,7 @@ def check_entry(obj: dict[str, Any], line: int, *, seq: int, handles: set[str]) 
         "size_bytes": size,
         "client_nonce": nonce,
         "session_id": f.uuid("session_id", nullable=True),
-        "provenance": obj["provenance"],
+        "provenance": f.provenance("provenance"),
         "redacted_at": redacted_at,
         "redacted_by": f.handle("redacted_by", handles, nullable=True) if redacted_at else _null(f, "redacted_by"),
     }

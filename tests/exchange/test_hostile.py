@@ -14,9 +14,10 @@ import pytest
 
 from accounts.models import User
 from memories.exchange.errors import ImportInvalid, StoreNotEmpty, UnknownHandles
+from memories.exchange.format import Chain, dump_line
 from memories.models import Entry
 from stores.models import Store
-from tests.exchange.conftest import assemble, census, import_bytes
+from tests.exchange.conftest import STAMP, assemble, census, import_bytes
 from tests.factories import ProjectFactory, StoreFactory, project_store
 
 pytestmark = pytest.mark.django_db
@@ -288,3 +289,49 @@ def test_a_canonical_export_fills_an_empty_canonical_store_with_into(sample, own
     store = import_bytes(assemble(sample), into=existing).store
     assert store.pk == existing.pk and store.canonical and store.entry_count == 40
     assert json.loads(json.dumps(store.metadata)) == {"team": "infra", "tier": "gold"}
+
+
+def reassemble(lines: list[bytes]) -> bytes:
+    """`lines` (header and content, without newlines or an end line) as an export with a correct end line."""
+    chain = Chain()
+    for line in lines:
+        chain.update(line)
+    end = dump_line({"type": "end", "lines": len(lines), "sha256": chain.state, "exported_at": STAMP})
+    return b"".join(line + b"\n" for line in lines) + end
+
+
+def with_provenance(sample, seq: int, raw: bytes) -> tuple[bytes, int]:
+    """The sample with entry `seq`'s provenance spelled as the raw JSON `raw`, and that entry's line."""
+    entry(sample, seq)["provenance"] = "PLACEHOLDER"
+    lines = assemble(sample, end=False).split(b"\n")[:-1]
+    number = line_of(sample, lambda obj: obj["type"] == "entry" and obj["seq"] == seq)
+    lines[number - 1] = lines[number - 1].replace(b'"PLACEHOLDER"', raw)
+    return reassemble(lines), number
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b'{"x":1e999}', "finite"),  # infinity in Python; PostgreSQL's jsonb refused it: a 500 before
+        (b'{"x":-1e999}', "finite"),
+        (b'{"x":' + b"[" * 200 + b"]" * 200 + b"}", "nested more than 8"),  # deeper broke every later export
+        (b'{"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":{"i":1}}}}}}}}}', "nested more than 8"),
+        (b'"a string"', "must be a JSON object or null"),
+        (b"[1, 2]", "must be a JSON object or null"),
+        (b'{"x":"' + b"y" * 17_000 + b'"}', "the limit is 16384"),
+    ],
+    ids=["infinity", "minus-infinity", "deep", "nine-levels", "string", "array", "large"],
+)
+def test_a_provenance_the_server_could_not_store_or_export_is_refused(sample, raw, problem):
+    data, number = with_provenance(sample, 5, raw)
+    error = refuse(data)
+    assert error.details["line"] == number and "entry.provenance" in error.message and problem in error.message
+
+
+def test_provenance_as_the_0041_import_writes_it_and_up_to_8_levels_deep_imports(sample):
+    legacy = {"source": "record", "source_id": 7, "project": None, "key": "k", "status": "open", "parts": 2}
+    entry(sample, 3)["provenance"] = {**legacy, "part": 1, "label_length": 12}
+    entry(sample, 4)["provenance"] = {"a": {"b": {"c": {"d": {"e": {"f": {"g": [1.5, True, None]}}}}}}}
+    imported = import_bytes(assemble(sample)).store
+    stored = dict(Entry.objects.filter(store=imported, seq__in=[3, 4]).values_list("seq", "provenance"))
+    assert stored[3]["label_length"] == 12 and stored[4]["a"]["b"]["c"]["d"]["e"]["f"]["g"] == [1.5, True, None]
