@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 from django.db.models.functions import Now
@@ -228,7 +230,9 @@ def poll_work(
     """Claim the oldest claimable work item of `environment`, or None when there is none (SPEC §5 poll).
 
     block_ms: None returns at once; 1–999 keeps trying, every `POLL_STEP_SECONDS`, for that long (no
-    transaction or lock is held while waiting). reclaim_older_than_ms: ≥ 0; a polled item not acknowledged
+    transaction or lock is held while waiting) — unless `settings.POLL_WAITERS` polls of this process
+    already wait, when it tries once and returns at once (block_ms is how long a poll *may* wait).
+    reclaim_older_than_ms: ≥ 0; a polled item not acknowledged
     that long ago is claimed again. Each claim mints a new per-work credential and ends the previous one.
     key: the environment key polling (None for callers that hold no key, such as tests): every attempt
     re-reads it in the claiming transaction, so a key revoked (or deleted) while the poll waits raises
@@ -236,14 +240,44 @@ def poll_work(
     before the poll starts.
     """
     record_poller(environment=environment, worker_id=worker_id)
-    deadline = time.monotonic() + (block_ms or 0) / 1000
-    while True:
-        settle_lapsed_leases(environment=environment)
-        claimed = _claim_next(environment, key=key, reclaim_older_than_ms=reclaim_older_than_ms, worker_id=worker_id)
-        remaining = deadline - time.monotonic()
-        if claimed is not None or remaining <= 0:
-            return claimed
-        time.sleep(min(POLL_STEP_SECONDS, remaining))
+    waits = bool(block_ms) and _take_wait_slot()
+    deadline = time.monotonic() + (block_ms if waits else 0) / 1000
+    try:
+        while True:
+            settle_lapsed_leases(environment=environment)
+            claimed = _claim_next(
+                environment, key=key, reclaim_older_than_ms=reclaim_older_than_ms, worker_id=worker_id
+            )
+            remaining = deadline - time.monotonic()
+            if claimed is not None or remaining <= 0:
+                return claimed
+            time.sleep(min(POLL_STEP_SECONDS, remaining))
+    finally:
+        if waits:
+            _release_wait_slot()
+
+
+# Polls of this process waiting on an empty queue now (`POLL_WAITERS` at most; `poll_work`).
+_waiting = 0
+_waiting_lock = threading.Lock()
+
+
+def _take_wait_slot() -> bool:
+    """Whether one more poll of this process may wait on an empty queue: each waits in a request thread,
+    so idle pollers past `settings.POLL_WAITERS` would take the threads every other request needs (found
+    by a breaker: 160 idle pollers made a heartbeat take 7 s). The others answer at once, as block_ms allows."""
+    global _waiting
+    with _waiting_lock:
+        if _waiting >= settings.POLL_WAITERS:
+            return False
+        _waiting += 1
+        return True
+
+
+def _release_wait_slot() -> None:
+    global _waiting
+    with _waiting_lock:
+        _waiting -= 1
 
 
 # --- acknowledge, heartbeat, stop -----------------------------------------------------------------

@@ -77,6 +77,35 @@ def test_a_blocking_poll_waits_for_block_ms_but_not_past_about_a_second(key_sdk,
     assert 0.95 <= elapsed < 2.5
 
 
+def test_polls_past_poll_waiters_answer_at_once_and_the_slot_comes_back(client_for, env_key, env_id, settings):
+    """Each waiting poll holds a request thread: past POLL_WAITERS a poll tries once and answers at once
+    (a breaker's 160 idle pollers made every other request of the server wait 7 s)."""
+    settings.POLL_WAITERS = 1
+    first: dict = {}
+
+    def waiting() -> None:
+        try:
+            started = time.monotonic()
+            first["work"] = client_for(env_key.secret).beta.environments.work.poll(env_id, block_ms=999)
+            first["took"] = time.monotonic() - started
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=waiting)
+    thread.start()
+    time.sleep(0.3)
+    poller = client_for(env_key.secret).beta.environments.work
+    started = time.monotonic()
+    second = poller.poll(env_id, block_ms=999)
+    took = time.monotonic() - started
+    thread.join()
+    assert second is None and took < 0.5
+    assert first["work"] is None and first["took"] >= 0.95
+    started = time.monotonic()
+    assert poller.poll(env_id, block_ms=999) is None  # the slot came back: this one waits again
+    assert time.monotonic() - started >= 0.95
+
+
 def test_an_item_queued_during_a_blocking_poll_is_returned_by_that_poll(key_sdk, env_id, make_session, notes_store):
     def queue_one() -> None:
         try:
