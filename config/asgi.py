@@ -49,7 +49,7 @@ from config.database import ANSWER_BY, apply_request_budgets, request_deadline
 from config.errors import error_payload, new_request_id, retry_after_headers, security_headers
 from config.middleware import ScreenedRequest
 from config.server import CLOSE_CONNECTION, stream_cut
-from config.threads import LifoThreadPool
+from config.threads import LifoThreadPool, Slots
 
 
 class _PathDispatch:
@@ -427,23 +427,15 @@ class _Stream:
         self.sending: concurrent.futures.Future | None = None  # the block `_pump` waits on the loop to send
 
 
-_streams = 0
-_streams_lock = threading.Lock()
+_stream_slots = Slots(lambda: settings.STREAM_THREADS)  # streamed answers of this process at once
 
 
 def _take_stream_slot() -> bool:
-    global _streams
-    with _streams_lock:
-        if _streams >= settings.STREAM_THREADS:
-            return False
-        _streams += 1
-        return True
+    return _stream_slots.take()
 
 
 def _release_stream_slot() -> None:
-    global _streams
-    with _streams_lock:
-        _streams -= 1
+    _stream_slots.release()
 
 
 async def _send_stream(

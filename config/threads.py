@@ -122,3 +122,32 @@ class LifoThreadPool:
                 self._idle.append(me)
             me.wake.acquire()
             work, me.work = me.work, None
+
+
+class Slots:
+    """How many of one kind of work a process does at once, at most `limit()` (read on every `take`, so a
+    changed setting applies at once): the streamed answers of config/asgi.py (`STREAM_THREADS`), the
+    waiting work polls of sessions/services/work.py (`POLL_WAITERS`). Thread-safe."""
+
+    def __init__(self, limit: Callable[[], int]) -> None:
+        self._limit = limit
+        self._held = 0
+        self._lock = threading.Lock()
+
+    @property
+    def held(self) -> int:
+        """Slots taken and not released."""
+        return self._held
+
+    def take(self) -> bool:
+        """Take a slot: True, or False (nothing taken) when `limit()` are held already."""
+        with self._lock:
+            if self._held >= self._limit():
+                return False
+            self._held += 1
+            return True
+
+    def release(self) -> None:
+        """Give back a slot `take` returned True for."""
+        with self._lock:
+            self._held -= 1

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,6 +32,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.db.models.functions import Now
 
+from config.threads import Slots
 from sessions.errors import (
     EnvironmentKeyRevoked,
     EnvironmentNotFound,
@@ -240,7 +240,7 @@ def poll_work(
     before the poll starts.
     """
     record_poller(environment=environment, worker_id=worker_id)
-    waits = bool(block_ms) and _take_wait_slot()
+    waits = bool(block_ms) and _waiting_polls.take()
     deadline = time.monotonic() + (block_ms if waits else 0) / 1000
     try:
         while True:
@@ -254,30 +254,13 @@ def poll_work(
             time.sleep(min(POLL_STEP_SECONDS, remaining))
     finally:
         if waits:
-            _release_wait_slot()
+            _waiting_polls.release()
 
 
-# Polls of this process waiting on an empty queue now (`POLL_WAITERS` at most; `poll_work`).
-_waiting = 0
-_waiting_lock = threading.Lock()
-
-
-def _take_wait_slot() -> bool:
-    """Whether one more poll of this process may wait on an empty queue: each waits in a request thread,
-    so idle pollers past `settings.POLL_WAITERS` would take the threads every other request needs (found
-    by a breaker: 160 idle pollers made a heartbeat take 7 s). The others answer at once, as block_ms allows."""
-    global _waiting
-    with _waiting_lock:
-        if _waiting >= settings.POLL_WAITERS:
-            return False
-        _waiting += 1
-        return True
-
-
-def _release_wait_slot() -> None:
-    global _waiting
-    with _waiting_lock:
-        _waiting -= 1
+# Polls of this process waiting on an empty queue now, at most `POLL_WAITERS`: each waits in a request
+# thread, so idle pollers past it would take the threads every other request needs (found by a breaker:
+# 160 idle pollers made a heartbeat take 7 s). The others answer at once, as block_ms allows (`poll_work`).
+_waiting_polls = Slots(lambda: settings.POLL_WAITERS)
 
 
 # --- acknowledge, heartbeat, stop -----------------------------------------------------------------

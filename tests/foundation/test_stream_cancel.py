@@ -65,7 +65,7 @@ def test_client_gone_as_the_stream_is_settled_frees_the_thread_at_once(thread, b
     # the one pool thread is the export's: this waits until its _pump returned
     thread.submit(lambda: connection.in_atomic_block).result(timeout=30)
     waited = time.monotonic() - started
-    assert asgi._streams == 0
+    assert asgi._stream_slots.held == 0
     assert waited < 2.0, f"the abandoned export held its thread, slot and transaction {waited:.1f} s"
 
 
@@ -148,4 +148,4 @@ def test_backend_killed_while_the_stream_waits_then_cut_leaves_the_thread_usable
     assert sent[0]["status"] == 200
     assert thread_state(thread) == (False, False)
     assert me(secret) == 200
-    assert asgi._streams == 0
+    assert asgi._stream_slots.held == 0

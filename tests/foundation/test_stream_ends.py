@@ -110,7 +110,7 @@ def test_an_export_answered_503_by_request_timeout_leaves_its_thread_usable(thre
     sent = run(scope(f"/api/v1/memories/{store.pk}/export", secret), linger=2.0)
     assert sent[0]["status"] == 503
     settings.REQUEST_TIMEOUT = 30
-    assert asgi._streams == 0  # the slot came back
+    assert asgi._stream_slots.held == 0  # the slot came back
     assert thread_state(thread) == (False, False)
     assert me(secret) == 200
 

@@ -234,7 +234,7 @@ def test_the_rest_is_sent_by_the_event_loop_with_the_thread_free_and_the_slot_he
     seen: dict = {}
 
     def probe():  # runs only if the pool's one thread is free (the autouse `one_thread` fixture)
-        seen["slots"] = asgi._streams
+        seen["slots"] = asgi._stream_slots.held
 
     real_send_spooled = asgi._send_spooled
 
@@ -249,7 +249,7 @@ def test_the_rest_is_sent_by_the_event_loop_with_the_thread_free_and_the_slot_he
     sent = run(slow=0.005)
     assert seen == {"closed": True, "left_to_send": True, "slots": 1}
     assert [part["body"] for part in bodies(sent)[:-1]] == [b'{"block": %d}\n' % n for n in range(60)]
-    assert bodies(sent)[-1]["more_body"] is False and asgi._streams == 0
+    assert bodies(sent)[-1]["more_body"] is False and asgi._stream_slots.held == 0
 
 
 def test_a_client_that_leaves_while_the_loop_sends_frees_the_slot_and_the_spool(monkeypatch, settings):
@@ -261,7 +261,7 @@ def test_a_client_that_leaves_while_the_loop_sends_frees_the_slot_and_the_spool(
     monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
     run(leave_after=20, slow=0.01)
     assert blocks.read == 200 and blocks.closed.is_set()
-    assert len(closed) == 1 and closed[0]._file.closed and asgi._streams == 0
+    assert len(closed) == 1 and closed[0]._file.closed and asgi._stream_slots.held == 0
 
 
 def test_stream_seconds_also_cut_what_the_loop_sends(monkeypatch, settings, caplog):
@@ -271,7 +271,7 @@ def test_stream_seconds_also_cut_what_the_loop_sends(monkeypatch, settings, capl
     parts = bodies(run(slow=0.05))
     assert blocks.read == 100 and len(parts) < 30 and all(part["more_body"] for part in parts)
     assert any("still streaming after STREAM_SECONDS" in record.getMessage() for record in caplog.records)
-    assert asgi._streams == 0
+    assert asgi._stream_slots.held == 0
 
 
 def test_a_handover_nobody_waits_for_is_discarded(settings):
@@ -288,7 +288,7 @@ def test_a_handover_nobody_waits_for_is_discarded(settings):
         asgi._finish_stream(done, handover)
 
     asyncio.run(settle_after_cancel())
-    assert spool._file.closed and asgi._streams == 0
+    assert spool._file.closed and asgi._stream_slots.held == 0
 
 
 def test_a_full_spool_makes_the_reading_wait_for_the_client(monkeypatch, settings):
