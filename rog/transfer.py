@@ -34,8 +34,9 @@ class TransferFailed(Exception):
         self.body, self.status = body, status
 
 
-def _failure(message: str, *, kind: str = "transfer_error", **extra: Any) -> TransferFailed:
-    return TransferFailed({"type": "error", "error": {"type": kind, "message": message, **extra}})
+def _failure(message: str, *, kind: str = "transfer_error", status: int = 0, **extra: Any) -> TransferFailed:
+    """A TransferFailed of our own; `status` 0 is a network failure (rog's exit 5), 400 a bad file (exit 3)."""
+    return TransferFailed({"type": "error", "error": {"type": kind, "message": message, **extra}}, status)
 
 
 @contextlib.contextmanager
@@ -119,49 +120,58 @@ def import_store(client: Client, path: Path, *, params: dict, resume: str | None
 
     params: scope/subject for the new store (empty: the file's). resume: an open import's id to continue.
     Network failures and 5xx answers are retried (RETRIES times, asking the server where to resume); a
-    refused chunk aborts the import on the server and raises TransferFailed with the server's error.
+    refused chunk aborts the import on the server and raises TransferFailed with the server's error; so does
+    a file that ends before its end line (status 400: rog's exit 3), and Ctrl-C aborts it before the
+    KeyboardInterrupt goes on: an open import would hold the file's store id until it idles out
+    (`IMPORT_IDLE_SECONDS`). Only giving up on the network leaves it open, its id in the error, for `--resume`.
     """
     upload: dict[str, Any] | None = None
     if resume:
         upload = client.request("GET", f"memories/imports/{resume}")["data"]
     total = path.stat().st_size
     failures = 0
-    with _bar(total, "importing") as update:
-        shown = 0
-        while upload is None or upload["status"] != "committed":
-            start = upload["next_line"] if upload else 1
-            try:
-                for first, body, done in _chunks(path, start):
-                    upload = _send(client, upload["id"] if upload else None, first, body, params)
-                    update(max(done - shown, 0))  # `done`: the file offset where this chunk ends
-                    shown = max(shown, done)
-                    failures = 0
-                    if upload["status"] == "committed":
-                        break
-                else:
-                    if upload is None or upload["status"] != "committed":
-                        raise _failure("The file ended before its end line: nothing was imported.")
-            except ApiError as exc:
-                reason = exc.body.get("error", {}).get("details", {}).get("reason")
-                if reason == "import_offset_mismatch" and upload is not None:
-                    upload = client.request("GET", f"memories/imports/{upload['id']}")["data"]
-                    continue
-                if exc.status >= 500 and failures < RETRIES:
+    try:
+        with _bar(total, "importing") as update:
+            shown = 0
+            while upload is None or upload["status"] != "committed":
+                start = upload["next_line"] if upload else 1
+                try:
+                    for first, body, done in _chunks(path, start):
+                        upload = _send(client, upload["id"] if upload else None, first, body, params)
+                        update(max(done - shown, 0))  # `done`: the file offset where this chunk ends
+                        shown = max(shown, done)
+                        failures = 0
+                        if upload["status"] == "committed":
+                            break
+                    else:
+                        if upload is None or upload["status"] != "committed":
+                            _abort(client, upload)  # else the open import holds the file's store id for a day
+                            raise _failure("The file ended before its end line: nothing was imported.", status=400)
+                except ApiError as exc:
+                    reason = exc.body.get("error", {}).get("details", {}).get("reason")
+                    if reason == "import_offset_mismatch" and upload is not None:
+                        upload = client.request("GET", f"memories/imports/{upload['id']}")["data"]
+                        continue
+                    if exc.status >= 500 and failures < RETRIES:
+                        failures += 1
+                        time.sleep(min(2**failures, 10))
+                        upload = _refresh(client, upload)
+                        continue
+                    _abort(client, upload)
+                    raise TransferFailed(exc.body, exc.status) from None
+                except NetworkError as exc:
+                    if failures >= RETRIES:
+                        raise _failure(
+                            f"Gave up after {RETRIES} retries: {exc}", kind="network_error", import_id=_id(upload)
+                        ) from None
                     failures += 1
                     time.sleep(min(2**failures, 10))
                     upload = _refresh(client, upload)
-                    continue
-                _abort(client, upload)
-                raise TransferFailed(exc.body, exc.status) from None
-            except NetworkError as exc:
-                if failures >= RETRIES:
-                    raise _failure(
-                        f"Gave up after {RETRIES} retries: {exc}", kind="network_error", import_id=_id(upload)
-                    ) from None
-                failures += 1
-                time.sleep(min(2**failures, 10))
-                upload = _refresh(client, upload)
-        update(max(total - shown, 0))
+            update(max(total - shown, 0))
+    except KeyboardInterrupt:  # Ctrl-C: an open import would hold the file's store id until it idles out
+        _abort(client, upload)
+        click.echo("Interrupted: the import was abandoned; nothing was imported.", err=True)
+        raise
     return upload
 
 

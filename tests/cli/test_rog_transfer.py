@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from accounts import services as account_services
-from memories.models import Entry
+from memories.models import Entry, StoreImport
 from rog import transfer
 from rog.cli import main as rog_main
 from stores.models import Store
@@ -75,6 +75,41 @@ def test_a_tampered_file_is_refused_with_its_line_and_leaves_nothing_behind(rog,
     assert error["error"]["details"]["line"] == 4 and "entry 2 comes next" in error["error"]["message"]
     assert not Store.objects.filter(importing=True).exists()
     assert not Store.objects.filter(pk=store.pk).exists()
+
+
+def test_a_truncated_file_is_abandoned_on_the_server_and_the_store_id_stays_free(rog, store, tmp_path):
+    """A file cut before its end line used to leave an open import holding a hidden store with the file's
+    store id (for IMPORT_IDLE_SECONDS), so the next, complete import got new ids (found by a breaker)."""
+    exported = run_raw(rog, "memories", "export", "--store", str(store.pk)).stdout
+    Store.objects.filter(pk=store.pk).delete()
+    (tmp_path / "cut.jsonl").write_bytes(b"\n".join(exported.split(b"\n")[:3]) + b"\n")
+    (tmp_path / "whole.jsonl").write_bytes(exported)
+    error = rog("memories", "import", "cut.jsonl", expect=3)
+    assert "ended before its end line" in error["error"]["message"]
+    assert not Store.objects.filter(importing=True).exists() and not StoreImport.objects.exists()
+    result = rog("memories", "import", "whole.jsonl")
+    assert result["data"]["store"]["id"] == str(store.pk) and not result["data"].get("warnings")
+
+
+def test_ctrl_c_abandons_the_open_import(live_server, token, store, tmp_path, monkeypatch):
+    runner = CliRunner()
+    env = {"ROG_API_URL": live_server.url, "ROG_TOKEN": token}
+    exported = runner.invoke(rog_main, ["memories", "export", "--store", str(store.pk)], env=env).stdout_bytes
+    (tmp_path / "s.jsonl").write_bytes(exported)
+    Store.objects.filter(pk=store.pk).delete()
+    monkeypatch.setattr(transfer, "CHUNK_BYTES", 1024)
+    real_send, calls = transfer._send, []
+
+    def interrupted(client, upload_id, first, body, params):
+        calls.append(first)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_send(client, upload_id, first, body, params)
+
+    monkeypatch.setattr(transfer, "_send", interrupted)
+    result = runner.invoke(rog_main, ["memories", "import", str(tmp_path / "s.jsonl")], env=env)
+    assert result.exit_code == 1 and "the import was abandoned" in result.stderr
+    assert not Store.objects.filter(importing=True).exists() and not StoreImport.objects.exists()
 
 
 def test_import_in_many_chunks_and_resume_after_an_interruption(live_server, token, store, tmp_path, monkeypatch):
