@@ -91,12 +91,17 @@ def test_a_truncated_file_is_abandoned_on_the_server_and_the_store_id_stays_free
     assert result["data"]["store"]["id"] == str(store.pk) and not result["data"].get("warnings")
 
 
-def test_ctrl_c_abandons_the_open_import(live_server, token, store, tmp_path, monkeypatch):
+def exported_then_deleted(live_server, token, store, path) -> tuple[CliRunner, dict[str, str]]:
+    """Export `store` to `path` with rog in-process, delete the store; returns (runner, env) to import with."""
     runner = CliRunner()
     env = {"ROG_API_URL": live_server.url, "ROG_TOKEN": token}
-    exported = runner.invoke(rog_main, ["memories", "export", "--store", str(store.pk)], env=env).stdout_bytes
-    (tmp_path / "s.jsonl").write_bytes(exported)
+    path.write_bytes(runner.invoke(rog_main, ["memories", "export", "--store", str(store.pk)], env=env).stdout_bytes)
     Store.objects.filter(pk=store.pk).delete()
+    return runner, env
+
+
+def test_ctrl_c_abandons_the_open_import(live_server, token, store, tmp_path, monkeypatch):
+    runner, env = exported_then_deleted(live_server, token, store, tmp_path / "s.jsonl")
     monkeypatch.setattr(transfer, "CHUNK_BYTES", 1024)
     real_send, calls = transfer._send, []
 
@@ -113,11 +118,7 @@ def test_ctrl_c_abandons_the_open_import(live_server, token, store, tmp_path, mo
 
 
 def test_import_in_many_chunks_and_resume_after_an_interruption(live_server, token, store, tmp_path, monkeypatch):
-    runner = CliRunner()
-    env = {"ROG_API_URL": live_server.url, "ROG_TOKEN": token}
-    exported = runner.invoke(rog_main, ["memories", "export", "--store", str(store.pk)], env=env).stdout_bytes
-    (tmp_path / "s.jsonl").write_bytes(exported)
-    Store.objects.filter(pk=store.pk).delete()
+    runner, env = exported_then_deleted(live_server, token, store, tmp_path / "s.jsonl")
     monkeypatch.setattr(transfer, "CHUNK_BYTES", 1024)  # dozens of chunks
     real_send, calls = transfer._send, []
 
