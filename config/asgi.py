@@ -48,7 +48,7 @@ from config import fastlane, health
 from config.database import ANSWER_BY, apply_request_budgets, request_deadline
 from config.errors import error_payload, new_request_id, retry_after_headers, security_headers
 from config.middleware import ScreenedRequest
-from config.server import CLOSE_CONNECTION, stream_cut
+from config.server import ABORT_CONNECTION, CLOSE_CONNECTION, stream_cut
 from config.threads import LifoThreadPool, Slots
 
 
@@ -200,14 +200,17 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
         # HTTP/1.0 has no chunked coding: a body without Content-Length ends with the connection. Our
         # gunicorn worker lets the application ask for that (config.server.CLOSE_CONNECTION); another
         # server keeps a keep-alive 1.0 client's connection open unless the answer is left unfinished.
+        extensions = scope.get("extensions") or {}
         close_delimited = False
         if scope.get("http_version") == "1.0":
-            close_connection = (scope.get("extensions") or {}).get(CLOSE_CONNECTION)
+            close_connection = extensions.get(CLOSE_CONNECTION)
             if close_connection is None:
                 close_delimited = True
             else:
                 close_connection()
-        await _send_stream(send, status, headers, content, close_delimited=close_delimited)
+        await _send_stream(
+            send, status, headers, content, close_delimited=close_delimited, abort=extensions.get(ABORT_CONNECTION)
+        )
         return
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": content})
@@ -439,7 +442,13 @@ def _release_stream_slot() -> None:
 
 
 async def _send_stream(
-    send: Callable, status: int, headers: list, stream: _Stream, *, close_delimited: bool = False
+    send: Callable,
+    status: int,
+    headers: list,
+    stream: _Stream,
+    *,
+    close_delimited: bool = False,
+    abort: Callable[[], None] | None = None,
 ) -> None:
     """On the event loop: send the head and first block, let the thread send the rest — or, once it has
     read the whole answer, send what it read ahead (`_send_spooled`) — then end the answer.
@@ -449,7 +458,8 @@ async def _send_stream(
     `close_delimited` (HTTP/1.0 under a server that cannot be asked to close: no chunked coding, the body
     ends with the connection): a complete stream is left without its last message too, so the server
     closes the connection even for a keep-alive client; the client already has every block. Either way an
-    answer left unfinished sets `config.server.stream_cut` in the request's task.
+    answer left unfinished sets `config.server.stream_cut` in the request's task. `abort` (the server's
+    `config.server.ABORT_CONNECTION`) drops the connection of a cut answer at once.
     """
     try:
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -472,8 +482,10 @@ async def _send_stream(
     complete = await _send_spooled(send, outcome) if isinstance(outcome, _Handover) else outcome
     if complete and not close_delimited:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-    else:
-        stream_cut.set(True)  # logged already: gunicorn need not log the unfinished answer as an ERROR
+        return
+    stream_cut.set(True)  # logged already: gunicorn need not log the unfinished answer as an ERROR
+    if not complete and abort is not None:
+        abort()  # a cut: drop the connection and what is queued for it, not wait for the client to drain it
 
 
 class _Handover:

@@ -14,11 +14,12 @@ line over `limit_request_line`, more than `limit_request_fields` headers or one 
 - an HTTP/1.0 request's scope carries `CLOSE_CONNECTION`, with which config/asgi.py ends a streamed
   answer (no Content-Length) with the connection, as HTTP/1.0 requires, instead of leaving it unfinished;
   and gunicorn's ERROR about an unfinished response is not logged for a stream cut on purpose
-  (`UnfinishedOnPurpose`), which config/asgi.py has logged already.
+  (`UnfinishedOnPurpose`), which config/asgi.py has logged already; every scope carries `ABORT_CONNECTION`,
+  with which such a cut drops its connection at once.
 
 These hooks are not public API of gunicorn (`_send_error_response`, `_on_headers_complete`,
-`_cancel_keepalive_timer`, `_current_request`, `_closed`, `_request_ready`, `_build_http_scope`, the
-request's `must_close`, gunicorn's log message text, and the module name
+`_cancel_keepalive_timer`, `_current_request`, `_closed`, `_request_ready`, `_build_http_scope`, `transport`,
+the request's `must_close`, gunicorn's log message text, and the module name
 `gunicorn.workers.gasgi.ASGIProtocol`, which `ASGIWorker._serve` instantiates): gunicorn is pinned
 exactly and tests/chaos/test_slow_clients.py, test_protocol_errors.py and test_stream_ends.py drive each
 path through a real server.
@@ -26,10 +27,13 @@ path through a real server.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import logging
 import os
+import socket
+import struct
 from collections.abc import Iterable
 from http import HTTPStatus
 
@@ -43,6 +47,12 @@ logger = logging.getLogger("memories.errors")
 # Content-Length can only end with the connection in HTTP/1.0 (no chunked coding), and gunicorn 27.0.1
 # decides keep-alive from the request alone (config/asgi.py `_send_stream`).
 CLOSE_CONNECTION = "memories.close_connection"
+
+# The scope extension every request carries (`Protocol._build_http_scope`): calling it drops the connection
+# at once, discarding what is still queued for the client. config/asgi.py calls it when it cuts a streamed
+# answer: gunicorn's own close waits until the client has drained the write buffer, so a cut client that
+# stopped reading kept its socket and megabytes of kernel buffers for as long as it liked.
+ABORT_CONNECTION = "memories.abort_connection"
 
 # Set (in the request's task) by config/asgi.py when it leaves a streamed answer without its end on
 # purpose — a cut it has already logged as one WARNING line — so that gunicorn's own ERROR line about the
@@ -234,9 +244,23 @@ class Protocol(ASGIProtocol):
 
     def _build_http_scope(self, request, sockname, peername):
         scope = super()._build_http_scope(request, sockname, peername)
+        extensions = scope.setdefault("extensions", {})
+        extensions[ABORT_CONNECTION] = self._abort_connection
         if request.version < (1, 1):
-            scope.setdefault("extensions", {})[CLOSE_CONNECTION] = _close_after_response(request)
+            extensions[CLOSE_CONNECTION] = _close_after_response(request)
         return scope
+
+    def _abort_connection(self):
+        """`ABORT_CONNECTION`: drop the connection now, with whatever is still queued for the client — in the
+        event loop's buffer (`abort`) and in the kernel's send queue (SO_LINGER 0: a reset, not a FIN sent
+        after every queued byte)."""
+        if self.transport is None or self._closed:
+            return
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
 
     def _send_error_response(self, status, message, extra_headers=()):
         from config.errors import new_request_id, security_headers
