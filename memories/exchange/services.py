@@ -31,6 +31,7 @@ from memories.exchange.errors import (
     StoreNotEmpty,
     UnknownHandles,
 )
+from memories.exchange.format import MAX_LINE_BYTES
 from memories.exchange.importer import BATCH_LINES, FUTURE_SLACK, UNVOUCHED, Importer
 from memories.exchange.verify import Header
 from memories.models import ImportStatus, StoreImport, Summary
@@ -159,9 +160,18 @@ def prepare_into(*, store: Store, header: Header, users: dict[str, str]) -> Stor
 
 
 def _lines(stream: BinaryIO) -> Iterator[bytes]:
-    """The file's lines without their newline characters (split on LF only: U+2028 inside text is data)."""
-    for raw in stream:
-        yield raw[:-1] if raw.endswith(b"\n") else raw
+    """The file's lines without their newline characters (split on LF only: U+2028 inside text is data).
+
+    A line is never read past `MAX_LINE_BYTES` + 1 bytes: a longer one comes out cut there, which
+    `verify.decode_line` refuses (iterating the file read a whole line first: a 400 MB line took 914 MB
+    of memory before its refusal, found by a breaker)."""
+    while raw := stream.readline(MAX_LINE_BYTES + 2):
+        if raw.endswith(b"\n"):
+            yield raw[:-1]
+        else:
+            yield raw  # the last line without its newline, or the start of a line that is too long
+            if len(raw) > MAX_LINE_BYTES:
+                return  # refused by decode_line: the rest is never read
 
 
 def _header(raw: bytes | None) -> Header:

@@ -61,7 +61,7 @@ def _depth(value: Any) -> int:
 def decode_line(raw: bytes, line: int) -> dict[str, Any]:
     """Parse one line (bytes without the newline) as a JSON object: strict UTF-8, no NaN, no NUL."""
     if len(raw) > MAX_LINE_BYTES:
-        raise ImportInvalid(line, f"is {len(raw)} bytes; no valid line is longer than {MAX_LINE_BYTES} bytes.")
+        raise ImportInvalid(line, f"is over {MAX_LINE_BYTES} bytes; no valid line is longer than that.")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

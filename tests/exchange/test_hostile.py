@@ -8,6 +8,7 @@ edited file anyway.
 from __future__ import annotations
 
 import copy
+import io
 import json
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from accounts.models import User
 from memories.exchange.errors import ImportInvalid, StoreNotEmpty, UnknownHandles
 from memories.exchange.format import Chain, dump_line
+from memories.exchange.services import import_file
 from memories.models import Entry
 from stores.models import Store
 from tests.exchange.conftest import STAMP, assemble, census, import_bytes
@@ -248,7 +250,37 @@ def test_a_path_under_another_memory_is_refused(sample):
 def test_an_oversize_line_is_refused_unread(sample):
     data = assemble(sample[:1], end=False) + b'{"type":"entry","body_md":"' + b"x" * (1024 * 1024 + 1) + b'"}\n'
     error = refuse(data)
-    assert error.details["line"] == 2 and "no valid line is longer" in error.message
+    assert error.details["line"] == 2 and "is over 1048576 bytes; no valid line is longer" in error.message
+
+
+class EndlessLine(io.RawIOBase):
+    """A file: `head`, then a line of "x" that does not end (for 256 MiB); counts the bytes read."""
+
+    def __init__(self, head: bytes) -> None:
+        self.head, self.served = head, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.served >= 256 * 1024 * 1024:
+            return 0
+        part = self.head[self.served : self.served + len(buffer)] if self.served < len(self.head) else b""
+        chunk = part or b"x" * len(buffer)
+        buffer[: len(chunk)] = chunk
+        self.served += len(chunk)
+        return len(chunk)
+
+
+def test_a_line_too_long_is_refused_after_reading_little_more_than_the_limit(sample):
+    """Found by a breaker: a 400 MB line took 914 MB of memory before manage.py import_store refused it."""
+    raw = EndlessLine(assemble(sample[:1], end=False))
+    before = census()
+    with pytest.raises(ImportInvalid) as caught:
+        import_file(io.BufferedReader(raw))
+    assert census() == before
+    assert caught.value.details["line"] == 2 and "is over 1048576 bytes" in caught.value.message
+    assert raw.served < 4 * 1024 * 1024
 
 
 def test_readers_cannot_be_imported_into_a_project_store(sample, owner):

@@ -32,10 +32,10 @@ class _Counting:
     def __init__(self, raw) -> None:
         self.raw, self.read = raw, 0
 
-    def __iter__(self):
-        for line in self.raw:
-            self.read += len(line)
-            yield line
+    def readline(self, limit: int = -1) -> bytes:
+        line = self.raw.readline(limit)
+        self.read += len(line)
+        return line
 
 
 class Command(BaseCommand):
