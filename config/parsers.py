@@ -36,6 +36,21 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return data
 
 
+_STRICT_DECODER = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_int=_bounded_int, object_pairs_hook=_no_duplicate_keys
+)
+
+
+def strict_loads(text: str) -> Any:
+    """Parse the JSON document `text` as `StrictJSONParser` and every line of an import do
+    (memories/exchange/verify.py): no NaN or Infinity, integers of at most 100 digits, no key twice in one
+    object, no byte order mark. Raises ValueError with a readable message (DuplicateKeyError for a repeated
+    key); RecursionError for nesting deeper than the interpreter's limit."""
+    if text.startswith("\ufeff"):
+        raise ValueError("it starts with a byte order mark (U+FEFF); send UTF-8 without one")
+    return _STRICT_DECODER.decode(text)
+
+
 def duplicate_key(raw: bytes) -> str | None:
     """The message naming the first key given twice in one object of the JSON document `raw` (bytes), or None
     — also when `raw` is not JSON at all, which the caller's own parser then reports. The rule of
@@ -94,9 +109,7 @@ class StrictJSONParser(BaseParser):
         except UnicodeDecodeError:
             raise ParseError("Request body is not valid UTF-8.") from None
         try:
-            data = json.loads(
-                text, parse_constant=_reject_constant, parse_int=_bounded_int, object_pairs_hook=_no_duplicate_keys
-            )
+            data = strict_loads(text)
         except RecursionError:
             raise ParseError("Request body is nested too deeply.") from None
         except ValueError as exc:

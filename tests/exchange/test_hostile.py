@@ -367,3 +367,26 @@ def test_provenance_as_the_0041_import_writes_it_and_up_to_8_levels_deep_imports
     imported = import_bytes(assemble(sample)).store
     stored = dict(Entry.objects.filter(store=imported, seq__in=[3, 4]).values_list("seq", "provenance"))
     assert stored[3]["label_length"] == 12 and stored[4]["a"]["b"]["c"]["d"]["e"]["f"]["g"] == [1.5, True, None]
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (lambda line: line.replace(b'{"type":"entry",', b'{"type":"entry","body_md":"zzz",', 1), "more than once"),
+        (lambda line: line.replace(b'"seq":5', b'"seq":' + b"5" * 5000, 1), "more than 100 digits"),
+    ],
+    ids=["duplicate-key", "huge-integer"],
+)
+def test_json_this_server_never_writes_is_refused(sample, edit, problem):
+    """A key twice in one object was read last-one-wins (two parsers could read one chain-valid file two
+    ways); a 5,000-digit number answered with a hint about sys.set_int_max_str_digits (found by a breaker)."""
+    lines = assemble(sample, end=False).split(b"\n")[:-1]
+    number = line_of(sample, lambda obj: obj["type"] == "entry" and obj["seq"] == 5)
+    lines[number - 1] = edit(lines[number - 1])
+    error = refuse(reassemble(lines))
+    assert error.details["line"] == number and problem in error.message
+
+
+def test_a_file_that_starts_with_a_byte_order_mark_says_so(sample):
+    error = refuse(b"\xef\xbb\xbf" + assemble(sample))
+    assert error.details["line"] == 1 and "byte order mark" in error.message
