@@ -30,6 +30,9 @@ from stores import validation as store_validation
 AGENT_ID_MAX_CHARS = 200
 _SLUG_RUN = re.compile(r"[^a-z0-9]+")
 _WORKER_ID = re.compile(r"[\x21-\x7e]+")
+# RFC 3339 date-time (what `last_heartbeat` is written as); Python's fromisoformat, behind parse_datetime,
+# would also take ISO 8601's basic format (20261205T222909Z) and more.
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:[Zz]|[+-]\d{2}:\d{2})")
 
 
 def _text(value: object, *, field: str, max_chars: int, allow_empty: bool = True) -> str:
@@ -250,7 +253,7 @@ def parse_expected_heartbeat(value: str, *, field: str = "expected_last_heartbea
     if value == NO_HEARTBEAT:
         return None
     try:
-        moment = parse_datetime(value) if len(value) <= 64 else None
+        moment = parse_datetime(value) if _RFC3339.fullmatch(value) else None
     except ValueError:  # well-formed but impossible, such as month 13
         moment = None
     if moment is None or moment.tzinfo is None:

@@ -189,7 +189,7 @@ def test_a_desired_ttl_that_is_not_an_integer_is_400_and_changes_nothing(run_ses
 def test_expected_last_heartbeat_must_be_no_heartbeat_or_a_time(run_session, notes_store):
     running = run_session(notes_store)
     url = f"/api/v1/environments/{running.work.environment_id}/work/{running.work.pk}/heartbeat"
-    for value in ("banana", "2026-13-01T00:00:00Z", "2026-01-01T00:00:00", "no_heartbeat"):
+    for value in ("banana", "2026-13-01T00:00:00Z", "2026-01-01T00:00:00", "no_heartbeat", "20261205T222909Z"):
         assert_error(
             running.api.post(url, QUERY_STRING=f"expected_last_heartbeat={value}"),
             400,
