@@ -4,7 +4,9 @@
 item (the environment key comes from `MEMORIES_ENVIRONMENT_KEY`, never from the command line, so it stays out
 of `ps`). Prints one JSON summary line per item on stdout; logs go to stderr. Exit status: 0 when the worker
 stopped normally (after `--once`'s item, or SIGTERM/SIGINT), 1 when the poll was refused for good (a bad key
-or environment: 4xx), 2 on a usage error. An unreachable server is retried with backoff (the SDK poller's).
+or environment: 4xx), 2 on a usage error, 3 when the mount root cannot be used (another worker holds its lock,
+it cannot be created, or an agent a dead worker left running there cannot be killed; nothing is claimed). An
+unreachable server is retried with backoff (the SDK poller's).
 
 `memories-worker tools` serves the agent's file tools (read, write, edit, glob, grep, bash) over MCP stdio.
 """
@@ -38,7 +40,8 @@ def main() -> None:
     "--mount-root",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("/mnt/memory"),
-    help="Replaces the /mnt/memory prefix of every mount path (for hosts without a writable /mnt/memory).",
+    help="Replaces the /mnt/memory prefix of every mount path (for hosts without a writable /mnt/memory). "
+    "One worker per mount root: a second one exits 3.",
 )
 @click.option(
     "--workdir",

@@ -13,14 +13,14 @@ the system context is written → the agent runs in the work directory while the
 `--sync-interval` seconds → on a clean exit (status 0) a final sync (bounded) → on every exit a push-only
 flush (bounded by `--flush-timeout`) → unsynced files are copied out of the mounts → the mounts are removed
 → the work item is stopped (unless the lease was lost: the item then belongs to the queue). `docs/worker.md`
-describes each kind of exit.
+describes each kind of exit. Around all items: the worker holds its mount root's lock, and an agent a dead
+predecessor left running there is killed before the first item (`worker.mountroot`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -43,6 +43,7 @@ from anthropic.lib.environments._worker import (
 from anthropic.lib.tools._memories import SessionMemoryError
 
 from worker.context import CONTEXT_FILE, system_context
+from worker.mountroot import EXIT_MOUNT_ROOT, MountRootError, MountRootLock, agent_command, set_aside_leftovers
 from worker.sync import WorkerMemoryStores, make_read_only, utc_stamp
 
 log = logging.getLogger("memories_worker")
@@ -160,9 +161,30 @@ def _client(opts: Options, token: str, hooks: list | None = None) -> AsyncAnthro
 
 async def run(opts: Options) -> int:
     """Poll the environment and run one agent per claimed item until SIGTERM/SIGINT (or one item with
-    `once`). Returns the process exit status: 0 when every claimed item ended (whatever its outcome — see
-    the summary lines), 1 when the poll was refused for good (bad key or environment; an unreachable
-    server is retried with the SDK poller's backoff)."""
+    `once`), holding the lock on `opts.mount_root` throughout (`worker.mountroot`).
+
+    Returns the process exit status: 0 when every claimed item ended (whatever its outcome — see the summary
+    lines), 1 when the poll was refused for good (bad key or environment; an unreachable server is retried
+    with the SDK poller's backoff), 3 (`EXIT_MOUNT_ROOT`) when the mount root cannot be used — another worker
+    holds it, or an agent a dead worker left running there cannot be killed — before anything is claimed.
+    """
+    try:
+        mount_lock = MountRootLock.acquire(opts.mount_root)
+    except MountRootError as e:
+        log.error("%s", e)
+        return EXIT_MOUNT_ROOT
+    try:
+        # Before any mount path is set aside and downloaded to again: a dead worker's agent must not write there.
+        mount_lock.end_orphaned_agent()
+        return await _poll(opts, mount_lock)
+    except MountRootError as e:
+        log.error("%s", e)
+        return EXIT_MOUNT_ROOT
+    finally:
+        mount_lock.release()
+
+
+async def _poll(opts: Options, mount_lock: MountRootLock) -> int:
     stop = Stop()
     loop_signals = []
     loop = asyncio.get_running_loop()
@@ -178,7 +200,7 @@ async def run(opts: Options) -> int:
                 items = aiter_work(work, environment_id=opts.environment_id, worker_id=opts.worker_id, auto_stop=False)
                 async with contextlib.aclosing(items):
                     async for item in items:
-                        summary = await handle_item(opts, item, stop)
+                        summary = await handle_item(opts, item, stop, mount_lock)
                         print(json.dumps(asdict(summary)), flush=True)
                         if opts.once or stop.signal_name:
                             break
@@ -215,9 +237,10 @@ class _Flag:
 _running = _Flag()
 
 
-async def handle_item(opts: Options, item, stop: Stop) -> ItemSummary:
+async def handle_item(opts: Options, item, stop: Stop, mount_lock: MountRootLock) -> ItemSummary:
     """Run one claimed, acknowledged work item end to end and return its summary (never raises for the
-    item's own failures; cancellation still propagates)."""
+    item's own failures; cancellation still propagates). `mount_lock` is the held lock on `opts.mount_root`:
+    only its holder may set existing mount paths aside and run an agent there."""
     summary = ItemSummary(work_id=item.id, session_id=item.data.id)
     token = _sessions_token_from_secret(getattr(item, "secret", None))
     if item.data.type != "session":  # the SDK's queue also knows "healthcheck" items; nothing to run
@@ -247,7 +270,7 @@ async def handle_item(opts: Options, item, stop: Stop) -> ItemSummary:
 
             tg.start_soon(heartbeat)
             try:
-                await _serve(opts, item, client, summary, stop, lease)
+                await _serve(opts, item, client, summary, stop, lease, mount_lock)
             except Exception as e:
                 summary.outcome, summary.error = "failed", str(e)
                 log.error("work item failed work_id=%s: %s", item.id, e)
@@ -286,7 +309,7 @@ async def _stop_work(client: AsyncAnthropic, item, summary: ItemSummary) -> None
                 log.error("stopping the work item failed work_id=%s: %s", item.id, e)
 
 
-async def _serve(opts, item, client, summary, stop, lease) -> None:
+async def _serve(opts, item, client, summary, stop, lease, mount_lock: MountRootLock) -> None:
     session = await client.beta.sessions.retrieve(item.data.id)
     if session.status == "terminated":
         summary.outcome = "session_terminated"
@@ -299,7 +322,7 @@ async def _serve(opts, item, client, summary, stop, lease) -> None:
     workdir = opts.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     opts.mount_root.mkdir(parents=True, exist_ok=True)
-    set_aside_leftovers(resources, stamp=utc_stamp())
+    set_aside_leftovers(resources, stamp=utc_stamp(), mount_lock=mount_lock)
     stores = WorkerMemoryStores(client, workdir=workdir, slugs=slugs, sync_interval=opts.sync_interval)
     try:
         try:
@@ -315,7 +338,7 @@ async def _serve(opts, item, client, summary, stop, lease) -> None:
             summary.outcome = "lease_lost" if lease.lost else "interrupted" if stop.signal_name else "work_stopped"
             return
         env = _agent_env(opts, item, session, context, stores)
-        await _run_agent(opts, summary, stores, env, workdir, stop, lease)
+        await _run_agent(opts, summary, stores, env, workdir, stop, lease, mount_lock)
     finally:
         with anyio.CancelScope(shield=True):
             await _teardown(opts, item, summary, stores, lease)
@@ -334,15 +357,18 @@ def _agent_env(opts, item, session, context: str, stores: WorkerMemoryStores) ->
     return env
 
 
-async def _run_agent(opts, summary, stores, env, workdir, stop, lease) -> None:
+async def _run_agent(opts, summary, stores, env, workdir, stop, lease, mount_lock: MountRootLock) -> None:
     # Its own process group: a terminal's Ctrl-C reaches the worker, which then stops the agent itself.
-    # Its output goes to the worker's stderr: stdout carries only the summary lines.
+    # Its output goes to the worker's stderr: stdout carries only the summary lines. Started from the event
+    # loop's thread, through the PR_SET_PDEATHSIG helper: it dies with the worker (`agent_command`), and its
+    # group is recorded for the next worker on this mount root in case the worker is killed (SIGKILL).
     process = subprocess.Popen(  # noqa: S603
-        opts.agent_cmd, cwd=workdir, env=env, start_new_session=True, stdout=sys.stderr.fileno()
+        agent_command(opts.agent_cmd), cwd=workdir, env=env, start_new_session=True, stdout=sys.stderr.fileno()
     )
     log.info("agent started pid=%d", process.pid)
     passes = 0
     try:
+        mount_lock.record_agent(process.pid)  # in the try: an agent that cannot be recorded is stopped
         while process.poll() is None and not stop.event.is_set() and not lease.ended:
             await anyio.sleep(0.2)
             if process.poll() is None and not stop.event.is_set() and not lease.ended:
@@ -357,6 +383,7 @@ async def _run_agent(opts, summary, stores, env, workdir, stop, lease) -> None:
             await _terminate(process, opts.grace)
         else:  # the agent exited (or was killed from outside): what it left running in its group goes too
             await _end_group(process.pid, opts.grace)
+        mount_lock.forget_agent(process.pid)
     summary.agent_exit = process.returncode
     if lease.lost:
         summary.outcome = "lease_lost"
@@ -413,35 +440,6 @@ def _group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def set_aside_leftovers(resources, *, stamp: str) -> list[str]:
-    """Rename any mount path that already exists to `<path>.leftover-<stamp>` (same folder) and return them.
-
-    A dead run's mount (the worker was SIGKILLed) or one whose trust marker the agent deleted is left on disk
-    by the engine, which then refuses every later session attaching that store ("something already exists at
-    the memory store's path"). Renaming keeps every byte of it for the operator and frees the path; nothing is
-    read from it or uploaded (docs/worker.md "Leftover mounts").
-    """
-    moved = []
-    for resource in resources:
-        if not resource.mount_path:
-            continue
-        path = Path(resource.mount_path)
-        if path.exists() or path.is_symlink():
-            name = path.name
-            if len(f"{name}.leftover-{stamp}".encode("utf-8", "surrogateescape")) > 255:  # keep a hash of it
-                digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-                name = name.encode("utf-8", "surrogateescape")[:150].decode("utf-8", "surrogateescape") + digest
-            aside = path.with_name(f"{name}.leftover-{stamp}")
-            try:
-                path.rename(aside)
-            except OSError as e:  # the download then refuses the path, with the engine's own message
-                log.error("could not move the leftover mount %s aside: %s", path, e)
-                continue
-            moved.append(str(aside))
-            log.warning("a mount path already existed (a dead run's leftovers?); moved aside to %s", aside)
-    return moved
 
 
 async def _teardown(opts, item, summary: ItemSummary, stores: WorkerMemoryStores, lease) -> None:

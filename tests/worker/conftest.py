@@ -109,12 +109,14 @@ class WorkerRun:
 
 @pytest.fixture
 def worker(live_server, environment, env_key, tmp_path):  # noqa: F811  (the imported fixtures)
-    """``start(agent_source, sync_interval=5, **options) -> WorkerRun``; every worker is killed afterwards."""
+    """``start(agent_source, sync_interval=5, name="worker", **options) -> WorkerRun``; every worker is killed
+    afterwards. Every worker shares the mount root `<tmp>/mnt`; one with another `name` gets its own work
+    directory, agent script and output files (`<tmp>/<name>-work`, `<tmp>/<name>.out`, …)."""
     started: list[WorkerRun] = []
 
-    def start(agent_source: str, *, sync_interval: float = 5, **options) -> WorkerRun:
-        workdir, mounts = tmp_path / "work", tmp_path / "mnt"
-        script = tmp_path / "agent.py"
+    def start(agent_source: str, *, sync_interval: float = 5, name: str = "worker", **options) -> WorkerRun:
+        workdir, mounts = tmp_path / ("work" if name == "worker" else f"{name}-work"), tmp_path / "mnt"
+        script = tmp_path / ("agent.py" if name == "worker" else f"{name}-agent.py")
         script.write_text(AGENT_PRELUDE + textwrap.dedent(agent_source))
         args = [
             str(WORKER),
@@ -135,7 +137,7 @@ def worker(live_server, environment, env_key, tmp_path):  # noqa: F811  (the imp
             args += [f"--{name.replace('_', '-')}", str(value)]
         args += ["--", sys.executable, str(script)]
         env = {**os.environ, "MEMORIES_ENVIRONMENT_KEY": env_key.secret, "MOUNT_ROOT": str(mounts)}
-        stdout, stderr = tmp_path / "worker.out", tmp_path / "worker.err"
+        stdout, stderr = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
         with stdout.open("wb") as out, stderr.open("wb") as err:
             process = subprocess.Popen(args, env=env, stdout=out, stderr=err)
         run = WorkerRun(process=process, workdir=workdir, mounts=mounts, stdout=stdout, stderr=stderr)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from types import SimpleNamespace
 
-from worker.runner import set_aside_leftovers
+from worker.mountroot import MountRootLock, set_aside_leftovers
 from worker.sync import _keep_unsynced, _stamped
 
 
@@ -39,6 +39,11 @@ def test_a_leftover_mount_with_a_long_name_is_still_set_aside(tmp_path):
     path = tmp_path / ("a" * 240)
     path.mkdir()
     (path / "f.md").write_text("kept")
-    (moved,) = set_aside_leftovers([SimpleNamespace(mount_path=str(path))], stamp="20261201T000000.000000Z")
+    mount_lock = MountRootLock.acquire(tmp_path)
+    try:
+        resources = [SimpleNamespace(mount_path=str(path))]
+        (moved,) = set_aside_leftovers(resources, stamp="20261201T000000.000000Z", mount_lock=mount_lock)
+    finally:
+        mount_lock.release()
     assert not path.exists() and (tmp_path / os.path.basename(moved) / "f.md").read_text() == "kept"
     assert len(os.path.basename(moved).encode()) <= 255

@@ -1,0 +1,328 @@
+"""One worker per mount root, and no agent outliving its worker (SPEC §5: "A lost lease stops the agent; nothing
+it writes afterwards lands").
+
+Mount paths are `<mount-root>/<slug>` — the same path for every session attaching a store of that name, by
+contract. So a worker holds an exclusive `flock` on `<mount-root>/.memories-worker.lock` for its whole life
+(`MountRootLock`): a second worker on the same mount root refuses to start instead of taking over the first
+one's live mounts, and only the lock holder may treat a mount path it finds on disk as a dead run's leftovers.
+The kernel drops the lock when its holder dies, however it dies; the lock file is not inherited by the agent.
+
+The agent must not outlive the worker either (Linux only): `agent_command` starts it through a tiny helper that
+sets `PR_SET_PDEATHSIG` = SIGKILL before it execs the agent, so the agent dies with the worker; and since that
+does not reach the agent's own children, the lock holder records the running agent's process group in
+`<mount-root>/.memories-worker.agent` (`record_agent`). A worker that takes the lock first kills
+(`end_orphaned_agent`: SIGKILL to the group) whatever group a dead predecessor recorded that is still running,
+before any mount path is set aside and downloaded to again (`set_aside_leftovers`). The record names the group
+leader's start time too (`/proc/<pid>/stat`), so a process that merely got a recorded pid again is never killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("memories_worker")
+
+LOCK_FILE = ".memories-worker.lock"
+AGENT_FILE = ".memories-worker.agent"
+
+# Run as `python -I -c PDEATHSIG_HELPER <worker pid> <agent command…>` (isolated: nothing from the agent's work
+# directory or environment is imported). The signal survives the exec; the parent check closes the race of a
+# worker that died before the prctl. A preexec_fn would do the same, but is not safe in a process with threads.
+PDEATHSIG_HELPER = """\
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
+    sys.exit("memories-worker: prctl(PR_SET_PDEATHSIG) failed: " + os.strerror(ctypes.get_errno()))
+if os.getppid() != int(sys.argv[1]):
+    sys.exit("memories-worker: the worker ended before its agent started")
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as e:
+    print("memories-worker: cannot run the agent command %r: %s" % (sys.argv[2], e), file=sys.stderr)
+    sys.exit(127)
+"""
+
+EXIT_MOUNT_ROOT = 3  # the process exit status of a worker that cannot use its mount root (cli.py, README)
+
+
+class MountRootError(Exception):
+    """The mount root cannot be used: another worker holds it, it cannot be created or locked, or a dead
+    worker's agent there cannot be killed. `str()` is the one-line message for the operator."""
+
+
+def agent_command(agent_cmd: tuple[str, ...] | list[str]) -> list[str]:
+    """The argv that starts `agent_cmd` so it is SIGKILLed when the worker dies (Linux; elsewhere unchanged).
+
+    The helper execs the agent in place: the child's pid, process group and start time are the agent's. The
+    agent must be started from a thread that lives as long as the worker (PR_SET_PDEATHSIG fires when the
+    creating *thread* ends): the runner starts it from the event loop's thread. A command that cannot be run
+    makes the agent exit 127 with a message on stderr.
+    """
+    if not sys.platform.startswith("linux"):
+        return list(agent_cmd)
+    return [sys.executable, "-I", "-c", PDEATHSIG_HELPER, str(os.getpid()), *agent_cmd]
+
+
+@dataclass(frozen=True)
+class _Stat:
+    state: str
+    pgrp: int
+    session: int
+    start_time: int  # clock ticks since boot
+
+
+def _stat(pid: int) -> _Stat | None:
+    """`/proc/<pid>/stat`'s fields we use, or None when there is no such process (or no /proc)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    fields = text[text.rfind(")") + 2 :].split()  # after "pid (comm) "; comm may hold spaces and parentheses
+    try:
+        return _Stat(state=fields[0], pgrp=int(fields[2]), session=int(fields[3]), start_time=int(fields[19]))
+    except (IndexError, ValueError):
+        return None
+
+
+def process_start_time(pid: int) -> int | None:
+    """The start time of process `pid` (clock ticks since boot, `/proc/<pid>/stat` field 22), None if unknown.
+
+    With the pid it names one process for good: a later process reusing the pid starts later.
+    """
+    stat = _stat(pid)
+    return stat.start_time if stat else None
+
+
+def group_members(pgid: int, start_time: int) -> list[int] | None:
+    """The live (non-zombie) processes of the agent process group `pgid` whose leader started at `start_time`.
+
+    Returns None when the group is not that agent's: its leader pid now belongs to a process that started at
+    another time. The agent was its own session's leader (`start_new_session`), so a member has session
+    `pgid` and started no earlier than the leader. The kernel never reuses a pid that still names a live
+    process group, so members of the group found this way are the agent's own (the residual case — the group
+    emptied, the pid was reused by a new group leader that has also died while its group lives — is accepted).
+    """
+    leader = _stat(pgid)
+    if leader is not None and leader.start_time != start_time:
+        return None
+    members = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            stat = _stat(int(entry.name))
+            if (
+                stat
+                and stat.pgrp == pgid
+                and stat.session == pgid
+                and stat.state not in ("Z", "X")
+                and stat.start_time >= start_time
+            ):
+                members.append(int(entry.name))
+    return sorted(members)
+
+
+class MountRootLock:
+    """An exclusive `flock` on `<root>/.memories-worker.lock`, held from `acquire` to `release` (or the
+    process's death). The lock file holds the holder's pid, for the message of a worker that is refused."""
+
+    def __init__(self, root: Path, fd: int) -> None:
+        self.root = root
+        self._fd: int | None = fd
+
+    @property
+    def held(self) -> bool:
+        """Whether this lock is still held (not yet released)."""
+        return self._fd is not None
+
+    @classmethod
+    def acquire(cls, root: Path) -> MountRootLock:
+        """Create `root` if needed and take its lock without waiting; returns the held lock.
+
+        Raises MountRootError when another process holds it ("another memories-worker is using mount root
+        <root> (pid N); …") or when the root or its lock file cannot be created or locked.
+        """
+        path = root / LOCK_FILE
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            while True:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+                    os.close(fd)
+                    raise MountRootError(
+                        f"another memories-worker is using mount root {root} (pid {holder}); "
+                        "give each worker its own --mount-root"
+                    ) from None
+                except BaseException:
+                    os.close(fd)
+                    raise
+                # A releasing holder unlinks the file: a lock on an unlinked file protects nothing, so try again.
+                try:
+                    same = os.path.samestat(os.fstat(fd), os.stat(path))
+                except FileNotFoundError:
+                    same = False
+                if same:
+                    break
+                os.close(fd)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as e:
+            raise MountRootError(f"cannot lock mount root {root}: {e}") from e
+        return cls(root, fd)
+
+    def release(self) -> None:
+        """Remove the lock file and drop the lock (idempotent). Unlinking before unlocking: a worker that
+        opened the old file then finds it unlinked and tries again (see `acquire`)."""
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            (self.root / LOCK_FILE).unlink()
+        os.close(self._fd)
+        self._fd = None
+
+    def _require(self) -> None:
+        if self._fd is None:
+            raise RuntimeError(f"the lock on mount root {self.root} is not held")
+
+    def record_agent(self, pid: int) -> None:
+        """Record the agent `pid` (the leader of its own process group) with its start time, so a worker
+        starting after this one died can kill what is left of it. Raises RuntimeError unless held."""
+        self._require()
+        start_time = process_start_time(pid)
+        if start_time is None:  # no /proc, or the agent already exited: nothing to identify it by later
+            return
+        record = {"pgid": pid, "start_time": start_time, "worker_pid": os.getpid()}
+        tmp = self.root / f"{AGENT_FILE}.tmp"
+        tmp.write_text(json.dumps(record), encoding="utf-8")
+        tmp.replace(self.root / AGENT_FILE)
+
+    def forget_agent(self, pgid: int, timeout: float = 1.0) -> bool:
+        """Remove the record of agent group `pgid` once nothing of it runs any more (waiting up to `timeout`
+        seconds for processes just SIGKILLed to end); returns whether it did. A group still running stays
+        recorded for the next worker. Raises RuntimeError unless held."""
+        self._require()
+        record = self._read_record()
+        if record is None or record["pgid"] != pgid:
+            return True
+        deadline = time.monotonic() + timeout
+        while group_members(pgid, record["start_time"]):
+            if time.monotonic() > deadline:
+                log.warning("the agent's process group %d still runs; it stays recorded for the next worker", pgid)
+                return False
+            time.sleep(0.05)
+        self._remove_record()
+        return True
+
+    def end_orphaned_agent(self, timeout: float = 5.0) -> list[int]:
+        """SIGKILL the process group a dead worker's agent left running in this mount root, wait up to
+        `timeout` seconds for it to end, and remove the record; returns the pids that were killed ([] when
+        there was nothing to do). Call before any mount path is set aside.
+
+        Raises MountRootError when the group cannot be killed (another user's, or still running after
+        `timeout`): its processes would write into the mounts of the next items. RuntimeError unless held.
+        """
+        self._require()
+        record = self._read_record()
+        if record is None:
+            return []
+        pgid, start_time = record["pgid"], record["start_time"]
+        members = group_members(pgid, start_time)
+        if not members:  # ended already, or the pid belongs to another process now
+            self._remove_record()
+            return []
+        log.warning(
+            "the agent of a dead worker (pid %s) still runs in %s: SIGKILL to its process group %d (pids %s)",
+            record.get("worker_pid"),
+            self.root,
+            pgid,
+            " ".join(map(str, members)),
+        )
+        killed, deadline = members, time.monotonic() + timeout
+        while members:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            except PermissionError as e:
+                raise MountRootError(
+                    f"the agent a dead worker left running in mount root {self.root} (process group {pgid}) "
+                    f"cannot be killed: {e}; stop it, then start the worker again"
+                ) from e
+            if time.monotonic() > deadline:
+                raise MountRootError(
+                    f"the agent a dead worker left running in mount root {self.root} (process group {pgid}) "
+                    f"did not end within {timeout:g}s of SIGKILL; stop it, then start the worker again"
+                )
+            time.sleep(0.05)
+            members = group_members(pgid, start_time) or []
+        self._remove_record()
+        return killed
+
+    def _read_record(self) -> dict | None:
+        try:
+            record = json.loads((self.root / AGENT_FILE).read_text(encoding="utf-8"))
+            if isinstance(record.get("pgid"), int) and isinstance(record.get("start_time"), int):
+                return record
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, AttributeError) as e:
+            log.warning("ignoring an unreadable agent record in %s: %s", self.root, e)
+        else:
+            log.warning("ignoring a malformed agent record in %s", self.root)
+        self._remove_record()
+        return None
+
+    def _remove_record(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.root / AGENT_FILE).unlink()
+
+
+def set_aside_leftovers(resources, *, stamp: str, mount_lock: MountRootLock) -> list[str]:
+    """Rename any mount path that already exists to `<path>.leftover-<stamp>` (same folder) and return them.
+
+    A dead run's mount (the worker was SIGKILLed) or one whose trust marker the agent deleted is left on disk
+    by the engine, which then refuses every later session attaching that store ("something already exists at
+    the memory store's path"). Renaming keeps every byte of it for the operator and frees the path; nothing is
+    read from it or uploaded (docs/worker.md "Leftover mounts").
+
+    resources: the session's memory-store resources, `mount_path` already relocated. mount_lock: the held
+    lock on the mount root — only then is no other worker using a path there, so an existing one is a dead
+    run's; a path outside the locked root is left alone (the download then refuses it). Raises RuntimeError
+    when the lock is not held.
+    """
+    if not mount_lock.held:
+        raise RuntimeError("mount paths may be set aside only under the mount root's lock")
+    moved = []
+    for resource in resources:
+        if not resource.mount_path:
+            continue
+        path = Path(resource.mount_path)
+        if not path.is_relative_to(mount_lock.root):
+            continue
+        if path.exists() or path.is_symlink():
+            name = path.name
+            if len(f"{name}.leftover-{stamp}".encode("utf-8", "surrogateescape")) > 255:  # keep a hash of it
+                digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+                name = name.encode("utf-8", "surrogateescape")[:150].decode("utf-8", "surrogateescape") + digest
+            aside = path.with_name(f"{name}.leftover-{stamp}")
+            try:
+                path.rename(aside)
+            except OSError as e:  # the download then refuses the path, with the engine's own message
+                log.error("could not move the leftover mount %s aside: %s", path, e)
+                continue
+            moved.append(str(aside))
+            log.warning("a mount path already existed (a dead run's leftovers?); moved aside to %s", aside)
+    return moved
