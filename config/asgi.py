@@ -115,7 +115,10 @@ async def application(scope: dict, receive: Callable, send: Callable) -> None:
                 await app(scope, receive, send)
                 return
         if scope["method"] in ("GET", "HEAD") and path in ("/healthz", "/readyz"):
-            await _probe(path, send)
+            # A probe is answered without reading a body it was sent; gunicorn then ends the connection once
+            # the answer is out if the body had not all arrived (it cannot tell the next request from the
+            # rest of it), so the answer says so instead of leaving the client to find out.
+            await _probe(path, send, {"Connection": "close"} if _has_body(scope["headers"]) else None)
             return
         await _django(scope, receive, send)
     elif kind == "lifespan":
@@ -124,17 +127,18 @@ async def application(scope: dict, receive: Callable, send: Callable) -> None:
         await send({"type": "websocket.close", "code": 1000})
 
 
-async def _probe(path: str, send: Callable) -> None:
+async def _probe(path: str, send: Callable, headers: dict | None = None) -> None:
     if path == "/healthz":
-        await _send_json(send, 200, health.LIVE_BODY, new_request_id())
+        await _send_json(send, 200, health.LIVE_BODY, new_request_id(), headers)
         return
     ready = False
     with contextlib.suppress(TimeoutError):
         ready = await asyncio.wait_for(asyncio.wrap_future(health.check()), health.READY_BUDGET)
     if ready:
-        await _send_json(send, 200, health.READY_BODY, new_request_id())
+        await _send_json(send, 200, health.READY_BODY, new_request_id(), headers)
     else:
-        await _send_error(send, 503, "overloaded_error", health.NOT_READY_MESSAGE, retry_after_headers())
+        retry = {**retry_after_headers(), **(headers or {})}
+        await _send_error(send, 503, "overloaded_error", health.NOT_READY_MESSAGE, retry)
 
 
 async def _django(scope: dict, receive: Callable, send: Callable) -> None:
