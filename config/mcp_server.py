@@ -432,12 +432,21 @@ async def serve_exchange(request: HttpRequest, body: bytes) -> tuple[int, list[t
     return status, headers, b"".join(chunks)
 
 
+_MEDIA_HEADERS = frozenset({"content-type", "accept"})
+
+
 def _asgi_scope(request: HttpRequest) -> dict[str, Any]:
     """The ASGI HTTP scope of `request` (headers as latin-1 bytes, as servers deliver them)."""
     meta = request.META
-    headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in request.headers.items()]
+    headers = []
+    for name, value in request.headers.items():
+        lower = name.lower()
+        # media types are case-insensitive (RFC 9110 §8.3.1); the SDK compares them as written
+        headers.append(
+            (lower.encode("latin-1"), (value.lower() if lower in _MEDIA_HEADERS else value).encode("latin-1"))
+        )
     if "CONTENT_TYPE" in meta and not any(name == b"content-type" for name, _ in headers):
-        headers.append((b"content-type", meta["CONTENT_TYPE"].encode("latin-1")))
+        headers.append((b"content-type", meta["CONTENT_TYPE"].lower().encode("latin-1")))
     try:
         port = int(meta.get("SERVER_PORT") or 80)
     except ValueError:

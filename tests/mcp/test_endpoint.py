@@ -76,6 +76,19 @@ def test_transport_rejections_that_are_not_json_rpc_become_the_error_object(clie
     assert wrong_type.json()["request_id"] == wrong_type["Request-Id"]
 
 
+def test_media_types_are_case_insensitive(client, secret):
+    """RFC 9110 §8.3.1: `APPLICATION/JSON` is application/json (the SDK compared them as written: 415)."""
+    response = client.post(
+        "/mcp",
+        data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+        content_type="APPLICATION/JSON",
+        HTTP_ACCEPT="Application/JSON, Text/Event-Stream",
+        HTTP_AUTHORIZATION=f"Bearer {secret}",
+        HTTP_MCP_PROTOCOL_VERSION="2025-06-18",
+    )
+    assert response.status_code == 200 and response.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
 def test_json_rpc_errors_stay_json_rpc_and_carry_a_request_id(client, secret):
     broken = rpc(client, secret, b'{"jsonrpc": "2.0", "id": 1, "method": ')
     assert broken.status_code == 400 and broken.json()["error"]["code"] == -32700
