@@ -213,7 +213,13 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
             else:
                 close_connection()
         await _send_stream(
-            send, status, headers, content, close_delimited=close_delimited, abort=extensions.get(ABORT_CONNECTION)
+            send,
+            status,
+            headers,
+            content,
+            close_delimited=close_delimited,
+            abort=extensions.get(ABORT_CONNECTION),
+            receive=receive,
         )
         return
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -453,6 +459,7 @@ async def _send_stream(
     *,
     close_delimited: bool = False,
     abort: Callable[[], None] | None = None,
+    receive: Callable | None = None,
 ) -> None:
     """On the event loop: send the head and first block, let the thread send the rest — or, once it has
     read the whole answer, send what it read ahead (`_send_spooled`) — then end the answer.
@@ -463,7 +470,8 @@ async def _send_stream(
     ends with the connection): a complete stream is left without its last message too, so the server
     closes the connection even for a keep-alive client; the client already has every block. Either way an
     answer left unfinished sets `config.server.stream_cut` in the request's task. `abort` (the server's
-    `config.server.ABORT_CONNECTION`) drops the connection of a cut answer at once.
+    `config.server.ABORT_CONNECTION`) drops the connection of a cut answer at once. With `receive`, a
+    client that leaves ends the answer at once (`_cancel_on_disconnect`), not after the server's grace period.
     """
     try:
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -473,23 +481,46 @@ async def _send_stream(
         raise
     stream.send = send
     stream.go.set_result(None)
+    watcher = None if receive is None else _cancel_on_disconnect(receive)
     try:
-        outcome = await stream.done
-    except asyncio.CancelledError:  # the client is gone (gunicorn cancels its task), or the worker stops
-        stream.abort.set()
-        sending = stream.sending
-        if sending is not None:  # a send to a lost connection waits in gunicorn's drain() forever
-            sending.cancel()
-        if stream.done.done() and isinstance(stream.done.result(), _Handover):
-            stream.done.result().discard()  # settled in the pass the cancel came: nobody sends the rest
-        raise
-    complete = await _send_spooled(send, outcome) if isinstance(outcome, _Handover) else outcome
+        try:
+            outcome = await stream.done
+        except asyncio.CancelledError:  # the client is gone (cancelled by the watcher or gunicorn), or a stop
+            stream.abort.set()
+            sending = stream.sending
+            if sending is not None:  # a send to a lost connection waits in gunicorn's drain() forever
+                sending.cancel()
+            if stream.done.done() and isinstance(stream.done.result(), _Handover):
+                stream.done.result().discard()  # settled in the pass the cancel came: nobody sends the rest
+            raise
+        complete = await _send_spooled(send, outcome) if isinstance(outcome, _Handover) else outcome
+    finally:
+        if watcher is not None:
+            watcher.cancel()
     if complete and not close_delimited:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return
     stream_cut.set(True)  # logged already: gunicorn need not log the unfinished answer as an ERROR
     if not complete and abort is not None:
         abort()  # a cut: drop the connection and what is queued for it, not wait for the client to drain it
+
+
+def _cancel_on_disconnect(receive: Callable) -> asyncio.Task:
+    """Watch `receive` (the request's body is already read) for the client leaving, and then cancel the
+    request's task at once, as the server would after its disconnect grace period (gunicorn: 3 s, during
+    which a vanished export client kept its stream slot; found by a breaker). Returns the watcher: cancel it
+    when the answer is over."""
+    request_task = asyncio.current_task()
+
+    async def watch() -> None:
+        try:
+            while (await receive())["type"] != "http.disconnect":
+                pass  # the body's closing message(s): what comes next is the disconnect
+        except Exception:  # a server whose receive fails here: the grace period applies as before
+            return
+        request_task.cancel()
+
+    return asyncio.ensure_future(watch())
 
 
 class _Handover:

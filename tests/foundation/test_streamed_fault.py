@@ -107,16 +107,23 @@ def run(
     leave_after: int | None = None,
     linger: float = 0,
     slow: float = 0,
+    disconnect_after: int | None = None,
 ) -> list[dict]:
     """The front's answer as the ASGI messages sent, for a GET of a path (or a whole ASGI scope).
     `stalled_after`: the client stops taking blocks after that many body messages (send never returns).
     `slow`: seconds each body message takes to send (a client slower than the reading).
+    `disconnect_after`: `receive` says http.disconnect once that many body messages went out (and the server
+    does not cancel the task itself: the front must notice).
     `leave_after`: the task is cancelled after that many body messages, as gunicorn does when the client
     goes away. `linger`: seconds the event loop lives on after the answer, as a server's does."""
     scope = http_scope("GET", scope_path) if isinstance(scope_path, str) else scope_path
     sent: list[dict] = []
 
     async def receive():
+        while disconnect_after is not None and sum(m["type"] == "http.response.body" for m in sent) < disconnect_after:
+            await asyncio.sleep(0.005)
+        if disconnect_after is not None:
+            return {"type": "http.disconnect"}
         await asyncio.sleep(3600)
 
     async def send(message):
@@ -289,6 +296,20 @@ def test_a_handover_nobody_waits_for_is_discarded(settings):
 
     asyncio.run(settle_after_cancel())
     assert spool._file.closed and asgi._stream_slots.held == 0
+
+
+@pytest.mark.parametrize("pause", [0.001, 0.0], ids=["while-reading", "while-the-loop-sends"])
+def test_a_client_that_leaves_ends_the_answer_at_once_without_the_servers_grace(monkeypatch, settings, pause):
+    """gunicorn cancels a vanished client's task only after its 3 s grace period, during which the export
+    kept its slot (a breaker's back-to-back exports all got 503): the front watches for http.disconnect."""
+    settings.STREAM_THREADS = 1
+    blocks = Blocks(10_000, pause=pause)
+    monkeypatch.setattr(asgi, "django_application", streaming_response_app(blocks))
+    started = time.monotonic()
+    with pytest.raises(asyncio.CancelledError):
+        run(disconnect_after=3, slow=0.01)
+    assert time.monotonic() - started < 2 and blocks.closed.wait(2)
+    assert asgi._stream_slots.held == 0
 
 
 def test_a_full_spool_makes_the_reading_wait_for_the_client(monkeypatch, settings):
