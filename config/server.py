@@ -21,13 +21,13 @@ line over `limit_request_line`, more than `limit_request_fields` headers or one 
   gunicorn then closed the connection without answering.
 
 These hooks are not public API of gunicorn (`_send_error_response`, `_on_headers_complete`,
-`_cancel_keepalive_timer`, `_current_request`, `_closed`, `_request_ready`, `_build_http_scope`, `transport`,
-`_callback_parser` and its `is_complete`, `_websocket`, `reader`, `_max_buffer_size`, `_pause_reading`,
-`_resume_reading` (and that the connection loop calls it right before it resets the parser), the request's
-`must_close`, gunicorn's log message text, and the module name
-`gunicorn.workers.gasgi.ASGIProtocol`, which `ASGIWorker._serve` instantiates): gunicorn is pinned
-exactly and tests/chaos/test_slow_clients.py, test_protocol_errors.py and test_stream_ends.py drive each
-path through a real server.
+`_cancel_keepalive_timer`, `_arm_keepalive_timer`, `_current_request`, `_closed`, `_request_ready`,
+`_build_http_scope`, `transport`, `_callback_parser` and its `is_complete`, `_feed_callback_parser`,
+`_websocket`, `reader`, `_max_buffer_size`, `_pause_reading`, `_resume_reading` (and that the connection
+loop calls it right before it resets the parser), the request's `must_close`, gunicorn's log message text,
+and the module name `gunicorn.workers.gasgi.ASGIProtocol`, which `ASGIWorker._serve` instantiates):
+gunicorn is pinned exactly and tests/chaos/test_slow_clients.py, test_protocol_errors.py,
+test_stream_ends.py and test_keepalive_bodies.py drive each path through a real server.
 """
 
 from __future__ import annotations
@@ -213,12 +213,23 @@ class Protocol(ASGIProtocol):
     def data_received(self, data):
         if self._hold_next_request(data):
             return
-        if self._current_request is None and not self._closed:
-            if self._header_timer is None:  # the first byte of a new request on a kept-alive connection
+        super().data_received(data)
+
+    def _feed_callback_parser(self, data):
+        if self._current_request is None and not self._closed and data:
+            # The first bytes of a new request — read from the socket, or a pipelined tail gunicorn feeds
+            # again after the previous answer (without this, a partial request pipelined behind an export was
+            # closed silently by the keep-alive timer; found by a breaker)
+            if self._header_timer is None:
                 self._cancel_keepalive_timer()
                 self._arm_header_timer()
             self._header_bytes = True
-        super().data_received(data)
+        return super()._feed_callback_parser(data)
+
+    def _arm_keepalive_timer(self):
+        if self._header_timer is not None:
+            return  # a request has begun: its headers are timed by HEADER_TIMEOUT, not by the idle keep-alive
+        super()._arm_keepalive_timer()
 
     def _hold_next_request(self, data) -> bool:
         """Hold `data` when it came after the current request's last byte and before gunicorn's connection

@@ -237,6 +237,22 @@ def test_an_http10_export_without_keep_alive_is_complete_and_logs_no_error(clust
         assert "[ERROR]" not in server.log()
 
 
+def test_a_partial_request_pipelined_behind_an_export_gets_its_408(cluster, owners):
+    """Headers that never end, sent right behind an export on the same connection: once the export is out
+    the connection is a new request's, so HEADER_TIMEOUT answers it 408 (found by a breaker: gunicorn's
+    keep-alive timer closed it at 5 s without a word, since the header timer was armed only between
+    requests)."""
+    owner = owners[0]
+    fill(cluster, owner.store, 2_000)
+    with Server(cluster, workers=1, env={"HEADER_TIMEOUT": "2"}) as server:
+        sock = request_export(server.port, owner)
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        raw = read_all(sock, 15)
+        sock.close()
+    assert raw.startswith(b"HTTP/1.1 200")
+    assert b"HTTP/1.1 408" in raw, raw[-600:]
+
+
 def test_a_head_of_the_export_does_not_stream_the_store(cluster, owners):
     """HEAD has no body, yet the front streams the whole export into gunicorn, which drops every block
     (one WARNING 'ASGI app sent body bytes on a no-body response' per HEAD) and holds the head back until
