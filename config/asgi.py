@@ -105,11 +105,36 @@ def mount(prefix: str, app: ASGIApp, *, lifespan: Callable[[], Any] | None = Non
     MOUNTS[prefix.rstrip("/")] = (app, lifespan)
 
 
+def _headless(send: Callable) -> Callable:
+    """`send` for a HEAD request: every body message goes out empty (the head is the answer). gunicorn drops a
+    body on a no-body response too, but logs a WARNING for each — one per load balancer probe."""
+
+    async def send_head(message: dict) -> None:
+        if message["type"] == "http.response.body" and message.get("body"):
+            message = {**message, "body": b""}
+        await send(message)
+
+    return send_head
+
+
+def _closing(scope: dict) -> dict[str, str]:
+    """The `Connection: close` header of an answer after which the connection must end (a body left unread),
+    with the server told to end it (`config.server.CLOSE_CONNECTION`): the header alone did not stop gunicorn
+    from keeping the connection and answering the next request, which a client honouring `close` believes
+    unsent (found by a breaker)."""
+    close_connection = (scope.get("extensions") or {}).get(CLOSE_CONNECTION)
+    if close_connection is not None:
+        close_connection()
+    return {"Connection": "close"}
+
+
 async def application(scope: dict, receive: Callable, send: Callable) -> None:
     """The ASGI 3 entry point (HTTP and lifespan; WebSocket connections are closed)."""
     kind = scope["type"]
     if kind == "http":
         path = scope["path"]
+        if scope["method"] == "HEAD":
+            send = _headless(send)
         for prefix, (app, _) in MOUNTS.items():
             if path == prefix or path.startswith(prefix + "/"):
                 await app(scope, receive, send)
@@ -118,7 +143,7 @@ async def application(scope: dict, receive: Callable, send: Callable) -> None:
             # A probe is answered without reading a body it was sent; gunicorn then ends the connection once
             # the answer is out if the body had not all arrived (it cannot tell the next request from the
             # rest of it), so the answer says so instead of leaving the client to find out.
-            await _probe(path, send, {"Connection": "close"} if _has_body(scope["headers"]) else None)
+            await _probe(path, send, _closing(scope) if _has_body(scope["headers"]) else None)
             return
         await _django(scope, receive, send)
     elif kind == "lifespan":
@@ -147,7 +172,7 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
     declared = _declared_length(scope["headers"])
     if declared is not None and declared > settings.MAX_REQUEST_BYTES:  # refused before a byte of it is read
         message = f"Request body is {declared} bytes; the limit is {settings.MAX_REQUEST_BYTES} bytes."
-        await _send_error(send, 413, "request_too_large", message, {"Connection": "close"})
+        await _send_error(send, 413, "request_too_large", message, _closing(scope))
         return
     if _has_body(scope["headers"]):
         try:
@@ -158,10 +183,14 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
                 408,
                 "invalid_request_error",
                 f"The request body did not arrive within {settings.BODY_TIMEOUT:g} seconds.",
-                {"Connection": "close"},
+                _closing(scope),
             )
             return
         if body is None:  # the client went away
+            return
+        if len(body) > settings.MAX_REQUEST_BYTES:  # a chunked body past the limit: the rest is left unread
+            message = f"Request body is over the limit of {settings.MAX_REQUEST_BYTES} bytes."
+            await _send_error(send, 413, "request_too_large", message, _closing(scope))
             return
     answer = loop.create_future()
     work = _pool.submit(_answer_from_thread, loop, answer, _environ(scope, body))

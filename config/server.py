@@ -47,10 +47,10 @@ from gunicorn.workers import gasgi
 
 logger = logging.getLogger("memories.errors")
 
-# The scope extension an HTTP/1.0 request carries (`Protocol._build_http_scope`): calling it before the
-# response starts makes gunicorn close the connection after a complete response. A body without
-# Content-Length can only end with the connection in HTTP/1.0 (no chunked coding), and gunicorn 27.0.1
-# decides keep-alive from the request alone (config/asgi.py `_send_stream`).
+# The scope extension every request carries (`Protocol._build_http_scope`): calling it before the response
+# starts makes gunicorn close the connection after the response, which gunicorn 27.0.1 otherwise decides
+# from the request alone — for an HTTP/1.0 streamed answer (no Content-Length, no chunked coding: the body
+# ends with the connection; config/asgi.py `_send_stream`) and for an answer that leaves a body unread.
 CLOSE_CONNECTION = "memories.close_connection"
 
 # The scope extension every request carries (`Protocol._build_http_scope`): calling it drops the connection
@@ -75,13 +75,6 @@ class UnfinishedOnPurpose(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (stream_cut.get() and isinstance(record.msg, str) and record.msg.startswith(_UNFINISHED))
-
-
-def _close_after_response(request):
-    def close_connection() -> None:
-        request.must_close = True  # read by gunicorn's `_will_close` when the response starts
-
-    return close_connection
 
 
 HEADER_TIMEOUT_DEFAULT = 10.0
@@ -200,6 +193,12 @@ def protocol_error_body(status: int, message: str, request_id: str) -> bytes:
     return json.dumps(payload, ensure_ascii=False).encode("utf-8")
 
 
+# Bytes handed to gunicorn's parser at a time (`Protocol.data_received`): gunicorn_h1c keeps at most 64 KiB
+# after a finished message, so one read carrying the end of a request and more than that of the next ones
+# (pipelined, or held by `_hold_next_request` meanwhile) lost the rest (found by a breaker).
+_FEED_SLICE = 32 * 1024
+
+
 class Protocol(ASGIProtocol):
     """gunicorn's HTTP/1 protocol with a header timeout and JSON error responses (module docstring)."""
 
@@ -211,6 +210,14 @@ class Protocol(ASGIProtocol):
         self._arm_header_timer()
 
     def data_received(self, data):
+        if len(data) > _FEED_SLICE:  # so that what follows a finished request is never over 64 KiB at once
+            view = memoryview(data)
+            for start in range(0, len(data), _FEED_SLICE):
+                self._data_received_one(bytes(view[start : start + _FEED_SLICE]))
+            return
+        self._data_received_one(data)
+
+    def _data_received_one(self, data):
         if self._hold_next_request(data):
             return
         super().data_received(data)
@@ -273,7 +280,7 @@ class Protocol(ASGIProtocol):
             return  # gone, or the parser not reset yet (a pipelined request first): the loop calls again
         held, self._next_request = bytes(self._next_request), None
         super()._resume_reading()
-        self.data_received(held)
+        self.data_received(held)  # in slices: the parser may finish a request in each
 
     def _on_headers_complete(self):
         self._disarm_header_timer()
@@ -309,9 +316,14 @@ class Protocol(ASGIProtocol):
         scope = super()._build_http_scope(request, sockname, peername)
         extensions = scope.setdefault("extensions", {})
         extensions[ABORT_CONNECTION] = self._abort_connection
-        if request.version < (1, 1):
-            extensions[CLOSE_CONNECTION] = _close_after_response(request)
+        extensions[CLOSE_CONNECTION] = self._close_after_response
         return scope
+
+    def _close_after_response(self):
+        """`CLOSE_CONNECTION`: the connection ends after the current response (read by gunicorn's
+        `_will_close` when the response starts, which then also sends `Connection: close`)."""
+        if self._current_request is not None:
+            self._current_request.must_close = True
 
     def _abort_connection(self):
         """`ABORT_CONNECTION`: drop the connection now, with whatever is still queued for the client — in the
