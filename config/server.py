@@ -16,6 +16,8 @@ line over `limit_request_line`, more than `limit_request_fields` headers or one 
   and gunicorn's ERROR about an unfinished response is not logged for a stream cut on purpose
   (`UnfinishedOnPurpose`), which config/asgi.py has logged already; every scope carries `ABORT_CONNECTION`,
   with which such a cut drops its connection at once;
+- every connection keeps at most `NOTSENT_LOWAT` bytes unsent in the kernel (TCP_NOTSENT_LOWAT), so that
+  a slow but steady reader of a streamed answer is not taken for a stalled one;
 - bytes of a keep-alive client's next request that arrive before gunicorn reset its parser are held and
   fed after the reset (`_hold_next_request`): gunicorn_h1c keeps only 64 KiB after a finished message and
   gunicorn then closed the connection without answering.
@@ -193,6 +195,12 @@ def protocol_error_body(status: int, message: str, request_id: str) -> bytes:
     return json.dumps(payload, ensure_ascii=False).encode("utf-8")
 
 
+# Unsent bytes the kernel queues for a connection (TCP_NOTSENT_LOWAT, Linux; bytes in flight are not
+# limited). Without it the send queue autotunes to megabytes and the socket is writable again only once a
+# third of it has drained: a client taking a streamed answer steadily at 40 kB/s let no block through for
+# 30 s and was cut as stalled (found by a breaker).
+NOTSENT_LOWAT = 128 * 1024
+
 # Bytes handed to gunicorn's parser at a time (`Protocol.data_received`): gunicorn_h1c keeps at most 64 KiB
 # after a finished message, so one read carrying the end of a request and more than that of the next ones
 # (pipelined, or held by `_hold_next_request` meanwhile) lost the rest (found by a breaker).
@@ -207,6 +215,10 @@ class Protocol(ASGIProtocol):
         self._header_bytes = False
         self._next_request = None
         super().connection_made(transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and hasattr(socket, "TCP_NOTSENT_LOWAT"):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT, NOTSENT_LOWAT)
         self._arm_header_timer()
 
     def data_received(self, data):

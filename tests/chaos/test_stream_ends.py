@@ -151,6 +151,33 @@ def test_a_slow_export_client_does_not_hold_a_thread_once_the_export_is_read(clu
         assert "[ERROR]" not in server.log() and "Traceback" not in server.log()
 
 
+def test_a_slow_but_steady_export_client_is_not_cut(cluster, owners):
+    """A client taking the export steadily at ~40 kB/s makes progress: it must not be cut as stalled. Found
+    by a breaker: the kernel's send queue autotuned to ~4 MB and the socket was writable again only once a
+    third of it had drained (33 s at 40 kB/s), so no block got through within STREAM_SEND_TIMEOUT (30 s;
+    here 8). With TCP_NOTSENT_LOWAT the unsent queue stays at 128 KiB. (On loopback a closed receive window
+    still stalls the sender a few seconds at a time — the 64 KiB loopback MSS — hence 8 s here, not 3.)"""
+    owner = owners[0]
+    fill(cluster, owner.store, 40_000)
+    with Server(cluster, workers=1, env={"STREAM_SEND_TIMEOUT": "8"}) as server:
+        sock = request_export(server.port, owner)
+        received, started = 0, time.monotonic()
+        try:
+            sock.settimeout(10)
+            while time.monotonic() - started < 20:
+                try:
+                    chunk = sock.recv(2000)
+                except ConnectionResetError:
+                    raise AssertionError(f"cut after {received} bytes: {server.log()[-600:]}") from None
+                assert chunk, f"the answer ended after {received} bytes"
+                received += len(chunk)
+                time.sleep(0.05)
+        finally:
+            sock.close()
+        assert "cut:" not in server.log()
+    assert received > 500_000
+
+
 def test_a_burst_of_exports_past_stream_threads_leaves_the_worker_serving(cluster, owners):
     """Ten exports at once on a worker with 4 threads (STREAM_THREADS 2): two stream, the rest are refused
     with 503. Everything else must go on being answered. Observed before the fix: each refused export (and
