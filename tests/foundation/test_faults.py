@@ -183,7 +183,10 @@ def test_a_connection_opened_after_the_deadline_or_after_a_cut_is_cut_by_a_later
         thread.join(timeout=10)
     watchdog.stop()
     assert len(outcome["errors"]) == 2 and all(isinstance(e, OperationalError) for e in outcome["errors"]), outcome
-    assert all(took < 1.0 for took in outcome["took"]), outcome["took"]
+    # cut by a later scan: at worst a scan interval, the cancel's wait and the grace before the socket is shut
+    # (a loaded machine may take that path: 1.002 s was seen), never the 20 s of the sleep
+    bound = 2 * 0.05 + database.CANCEL_TIMEOUT + database.CUT_GRACE
+    assert all(took < bound for took in outcome["took"]), outcome["took"]
     assert watchdog.started == 2
 
 
