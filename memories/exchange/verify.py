@@ -83,8 +83,6 @@ def decode_line(raw: bytes, line: int) -> dict[str, Any]:
     return obj
 
 
-
-
 class Fields:
     """Typed, line-numbered access to one object whose keys must be exactly `keys`."""
 
