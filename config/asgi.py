@@ -188,10 +188,9 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
             return
         if body is None:  # the client went away
             return
-        if len(body) > settings.MAX_REQUEST_BYTES:  # a chunked body past the limit: the rest is left unread
-            message = f"Request body is over the limit of {settings.MAX_REQUEST_BYTES} bytes."
-            await _send_error(send, 413, "request_too_large", message, _closing(scope))
-            return
+    # A chunked body past the limit was read no further (the middleware answers its 413): the rest of it is
+    # still on the line, so the answer must end the connection.
+    unread = len(body) > settings.MAX_REQUEST_BYTES
     answer = loop.create_future()
     work = _pool.submit(_answer_from_thread, loop, answer, _environ(scope, body))
     try:
@@ -251,6 +250,8 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
             receive=receive,
         )
         return
+    if unread:
+        headers = [*headers, *((name.lower().encode(), value.encode()) for name, value in _closing(scope).items())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": content})
 

@@ -11,9 +11,9 @@ line over `limit_request_line`, more than `limit_request_fields` headers or one 
 - headers must be complete within `HEADER_TIMEOUT` seconds of the request's first byte (of the connection,
   for a new one): past it a connection that sent part of a request gets 408 and is closed, one that sent
   nothing is closed. gunicorn alone waits forever for a new connection's first request;
-- an HTTP/1.0 request's scope carries `CLOSE_CONNECTION`, with which config/asgi.py ends a streamed
-  answer (no Content-Length) with the connection, as HTTP/1.0 requires, instead of leaving it unfinished;
-  and gunicorn's ERROR about an unfinished response is not logged for a stream cut on purpose
+- every scope carries `CLOSE_CONNECTION`, with which config/asgi.py ends the connection after an answer
+  that must end it: an HTTP/1.0 streamed answer (no Content-Length), one that leaves a body unread; and
+  gunicorn's ERROR about an unfinished response is not logged for a stream cut on purpose
   (`UnfinishedOnPurpose`), which config/asgi.py has logged already; every scope carries `ABORT_CONNECTION`,
   with which such a cut drops its connection at once;
 - every connection keeps at most `NOTSENT_LOWAT` bytes unsent in the kernel (TCP_NOTSENT_LOWAT), so that

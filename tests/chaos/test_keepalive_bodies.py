@@ -15,24 +15,23 @@ import socket
 from tests.chaos.harness import Server
 
 
-def read_one(sock: socket.socket) -> tuple[int, dict[str, str], bytes] | None:
-    """One Content-Length framed response from `sock`, or None when the server closed without one."""
-    buffer = b""
-    while b"\r\n\r\n" not in buffer:
-        chunk = sock.recv(65536)
-        if not chunk:
-            return None
-        buffer += chunk
-    head, _, body = buffer.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
+def read_one(reader) -> tuple[int, dict[str, str], bytes] | None:
+    """One Content-Length framed response from `reader` (a socket's buffered reader: several pipelined
+    answers may come in one read, and none of them may be dropped), or None when the server closed first."""
+    status_line = reader.readline()
+    if not status_line:
+        return None
+    headers = {}
+    while (line := reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if not line:
+        return None
     length = int(headers.get("content-length", "0"))
-    while len(body) < length:
-        chunk = sock.recv(65536)
-        if not chunk:
-            return None
-        body += chunk
-    return int(lines[0].split()[1]), headers, body[:length]
+    body = reader.read(length)
+    if len(body) < length:
+        return None
+    return int(status_line.split()[1]), headers, body
 
 
 def send_many(port: int, method: str, path: str, body: bytes, count: int, auth: str = "") -> list:
@@ -43,15 +42,19 @@ def send_many(port: int, method: str, path: str, body: bytes, count: int, auth: 
     ).encode() + body
     answers = []
     sock = socket.create_connection(("127.0.0.1", port), timeout=15)
+    reader = sock.makefile("rb")
     try:
         for _ in range(count):
             sock.sendall(request)
-            answer = read_one(sock)
+            answer = read_one(reader)
             answers.append(answer)
             if answer is None or answer[1].get("connection", "").lower() == "close":
+                reader.close()
                 sock.close()
                 sock = socket.create_connection(("127.0.0.1", port), timeout=15)
+                reader = sock.makefile("rb")
     finally:
+        reader.close()
         sock.close()
     return answers
 
@@ -83,16 +86,17 @@ def test_a_probe_sent_a_body_it_does_not_read_says_it_closes(cluster):
 def read_all_answers(sock: socket.socket, expected: int) -> tuple[list[tuple[int, dict[str, str], bytes]], bool]:
     """Up to `expected` answers from `sock`, and whether the server then closed the connection."""
     answers = []
-    while len(answers) < expected:
-        answer = read_one(sock)
-        if answer is None:
-            return answers, True
-        answers.append(answer)
-    sock.settimeout(1.5)
-    try:
-        return answers, sock.recv(1) == b""
-    except TimeoutError:
-        return answers, False
+    with sock.makefile("rb") as reader:
+        while len(answers) < expected:
+            answer = read_one(reader)
+            if answer is None:
+                return answers, True
+            answers.append(answer)
+        sock.settimeout(1.5)
+        try:
+            return answers, reader.read(1) == b""
+        except TimeoutError:
+            return answers, False
 
 
 def test_pipelined_requests_past_64_kib_are_all_answered(cluster, owners):
@@ -104,12 +108,12 @@ def test_pipelined_requests_past_64_kib_are_all_answered(cluster, owners):
         sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
         try:
             sock.sendall(request * 1200)
-            answers, _closed = read_all_answers(sock, 1200)
+            answers, closed = read_all_answers(sock, 1200)
         finally:
             sock.close()
-    # Before the slicing 1 of 1,200 was answered. Under a loaded CI run 1,198 were once, then the server closed
-    # the connection: a residual loss not understood yet (closing note of 2026-12-05). Alone it answers all.
-    assert len(answers) >= 1190, f"{len(answers)} of 1,200 answered"
+    # 1,198 once in a loaded CI run: this test's reader dropped answers that came in one read with another
+    # (then the server closed the idle connection); it reads through a buffer since.
+    assert len(answers) == 1200 and not closed, f"{len(answers)} of 1,200 answered"
     assert {status for status, _, _ in answers} == {404}  # anonymous: a private store is not found
 
 
