@@ -16,6 +16,13 @@ on here). Two extensions, both at the engine's own decision points:
   `<workdir>/.memory-unsynced/<slug>/<path>` (`<path>~<UTC time>` when an earlier item left a different copy
   there) before `dispose` removes the mounts, one file at a time (one failure costs no other file its copy).
 
+- **Only memories with a file of their own are mounted.** The engine's file store reads a backslash in a
+  path as a separator (`_file_store._resolve_under_root`), so the server's `/x\\y.md` and `/x/y.md` were one
+  file on disk: whichever arrived last was written there and the next sync pushed it over the other memory,
+  and `/p\\q.md` came back as a new memory `/p/q.md`. `_list_memories` leaves out every memory whose path
+  does not map to itself on disk (`mountable`), as the engine leaves out its marker path: it is neither
+  pulled nor pushed nor deleted, stays on the server untouched, and is logged once per run.
+
 Everything else — SHA-256 preconditions, read-only roots pulled and never pushed, corroborated deletes, wipe
 recovery, the trust marker — is the engine's, unchanged.
 """
@@ -29,7 +36,7 @@ import os
 import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from anthropic.lib.tools import _memories
 from anthropic.lib.tools._memories import MARKER_PATH, SessionMemoryStores
@@ -60,6 +67,14 @@ def set_delete_corroboration(seconds: float) -> None:
     _memories.DELETE_CORROBORATION_SECONDS = float(seconds)
 
 
+def mountable(path: str) -> bool:
+    """Whether a memory's server path (``/x/y.md``) is a file of its own under a mount: True when the engine's
+    file store maps it to itself. False for a backslash anywhere (the store reads it as ``/``: ``/x\\y.md``
+    would be ``x/y.md``, another memory's file). The server refuses empty, ``.`` and ``..`` segments."""
+    rel = path.lstrip("/")
+    return "\\" not in rel and PurePosixPath(rel).as_posix() == rel
+
+
 def utc_stamp() -> str:
     """The conflict-file suffix: UTC time to the microsecond, e.g. ``20261201T140102.123456Z``."""
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
@@ -79,6 +94,23 @@ class WorkerMemoryStores(SessionMemoryStores):
         self._slugs = slugs
         self.conflicts: list[KeptFile] = []
         self.unsynced: list[KeptFile] = []
+        self._not_mounted: set[tuple[str, str]] = set()  # (store id, path) already logged
+
+    async def _list_memories(self, memory_store_id: str, **kwargs):
+        """The engine's listing of a store's memories, without those that have no file of their own on disk
+        (`mountable`): they are never pulled, pushed or deleted. Each is logged once (WARNING)."""
+        async for item in super()._list_memories(memory_store_id, **kwargs):
+            if mountable(item.path):
+                yield item
+                continue
+            if (memory_store_id, item.path) not in self._not_mounted:
+                self._not_mounted.add((memory_store_id, item.path))
+                log.warning(
+                    "not mounted: %s/%s has no file of its own on disk (a backslash is a folder separator "
+                    "there); it stays on the server untouched",
+                    self._slugs.get(memory_store_id, memory_store_id),
+                    item.path.lstrip("/"),
+                )
 
     async def _write(self, store, rel: str, content: str) -> bool:
         """The engine's write of the server's text to disk, after keeping a local edit it would overwrite.

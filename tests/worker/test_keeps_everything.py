@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
@@ -42,6 +43,33 @@ def test_files_the_server_cannot_take_are_kept_and_never_cost_another_file_its_c
     kept = unsynced(run, "team-notes")
     assert kept == {"0.bin": PNG, "back\\slash.md": b"a backslash in the name", "z.md": b"x" * 102_415}
     assert sorted(k["path"] for k in summary["unsynced"]) == sorted(kept)
+
+
+def test_a_memory_with_a_backslash_is_left_on_the_server_and_never_overwrites_another(
+    worker, notes_store, owner_token, make_session
+):
+    """The engine's file store reads `\\` as a folder separator: `/x\\y.md` and `/x/y.md` were one file on
+    disk, and the sync pushed whichever arrived last over the other memory (a breaker's data loss, with no
+    conflict recorded); `/p\\q.md` came back as a new memory `/p/q.md`. Such memories are not mounted."""
+    seed(notes_store, owner_token, {"/x\\y.md": "AAA", "/x/y.md": "BBB", "/p\\q.md": "only backslash"})
+    make_session(notes_store)
+    run = worker(
+        """
+        notes = MOUNTS / "team-notes"
+        say("seen", json.dumps(sorted(p.relative_to(notes).as_posix() for p in notes.rglob("*.md"))))
+        assert (notes / "x" / "y.md").read_text() == "BBB"
+        (notes / "x" / "y.md").write_text("BBB, edited")
+        wait("go")
+        """,
+        sync_interval=5,
+    )
+    assert json.loads(run.wait_for("seen")) == ["x/y.md"]
+    time.sleep(6)  # at least one cadence sync with the agent running
+    run.tell("go")
+    summary = run.finish()
+    assert summary["outcome"] == "completed" and summary["conflicts"] == [] and summary["unsynced"] == []
+    assert contents(notes_store) == {"/x\\y.md": "AAA", "/x/y.md": "BBB, edited", "/p\\q.md": "only backslash"}
+    assert run.log().count("not mounted:") == 2, run.log()  # once per memory, not once per sync
 
 
 def test_a_local_edit_in_a_read_only_root_survives_a_remote_update_pulled_over_it(
