@@ -217,16 +217,24 @@ def mount_slug(name: str) -> str:
     return _SLUG_RUN.sub("-", lowered).strip("-") or "store"
 
 
+# A mount's folder name is the slug: at most NAME_MAX (255) bytes on Linux file systems. Slugs are ASCII, so
+# bytes and characters agree; a store name may be 255 characters, and its `-2` must still fit.
+MAX_SLUG_BYTES = 255
+
+
 def mount_paths(names: list[str]) -> list[str]:
     """``/mnt/memory/<slug>`` for each name in order; a slug already taken in this session gets ``-2``,
-    ``-3``… (the first free suffix)."""
+    ``-3``… (the first free suffix). A slug is at most `MAX_SLUG_BYTES` (255) bytes, the suffix included: the
+    base is cut (and trailing hyphens trimmed) to make room, so every mount path is a folder a worker can
+    create (a 255-character name's ``-2`` made the session unrunnable: ENAMETOOLONG)."""
     taken: set[str] = set()
     paths: list[str] = []
     for name in names:
-        base = candidate = mount_slug(name)
+        base = candidate = mount_slug(name)[:MAX_SLUG_BYTES]
         suffix = 2
         while candidate in taken:
-            candidate = f"{base}-{suffix}"
+            tail = f"-{suffix}"
+            candidate = (base[: MAX_SLUG_BYTES - len(tail)].rstrip("-") or "store") + tail
             suffix += 1
         taken.add(candidate)
         paths.append(f"{MOUNT_ROOT}/{candidate}")

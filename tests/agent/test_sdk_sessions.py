@@ -113,6 +113,24 @@ def test_mount_paths_slug_the_names_and_number_repeats(owner_sdk, environment, o
     ]
 
 
+def test_mount_paths_of_the_longest_names_stay_folders_a_worker_can_create(owner_sdk, environment, owner, tmp_path):
+    """Store names may be 255 characters; the slug and its `-2` must still be one folder name (NAME_MAX,
+    255 bytes): `a`×255 twice made `…a-2` of 257 bytes, and the worker failed every run with ENAMETOOLONG."""
+    names = ["A" * 255, "a" * 255, "a" * 252 + "-bb", "a" * 252 + " BB", "a" * 255]
+    stores = [StoreFactory(owner=owner, canonical=False, name=name) for name in names]
+    session = owner_sdk.beta.sessions.create(
+        agent="agent_1",
+        environment_id=str(environment.pk),
+        resources=[{"type": "memory_store", "memory_store_id": str(s.pk)} for s in stores],
+    )
+    slugs = [r.mount_path.removeprefix("/mnt/memory/") for r in session.resources]
+    # the cut lands on the hyphen of `…a-bb` in the fourth: trimmed, so no `--2`
+    assert slugs == ["a" * 255, "a" * 253 + "-2", "a" * 252 + "-bb", "a" * 252 + "-2", "a" * 253 + "-3"]
+    assert len(set(slugs)) == len(slugs)
+    for slug in slugs:
+        (tmp_path / slug).mkdir()  # raises OSError (ENAMETOOLONG) past 255 bytes
+
+
 def test_an_agent_named_by_id_is_kept_with_version_zero_and_empty_model_fields(owner_sdk, environment):
     agent = owner_sdk.beta.sessions.create(agent="agent_by_id", environment_id=str(environment.pk)).agent
     assert (agent.id, agent.version, agent.name, agent.model.id) == ("agent_by_id", 0, "", "")
