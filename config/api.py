@@ -8,6 +8,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import ISO_8601, serializers
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -21,6 +23,11 @@ from config.fields import (  # noqa: F401
     StrictIntegerField,
     Utf8TextField,
 )
+
+# The `{id}` of every /api/v1/memories/{id}… route. Declared as a UUID (`format: uuid`), as the memory-store,
+# session and environment ids are, so that clients and MCP tool schemas know the shape; any other spelling
+# still names nothing (404, `config.fields.canonical_uuid`).
+STORE_ID = OpenApiParameter("id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Store UUID.")
 
 
 def reject_body(request) -> None:

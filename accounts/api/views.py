@@ -6,6 +6,7 @@ serializer from `accounts.api.serializers`, call one `accounts.services` write, 
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.views import APIView
@@ -65,7 +66,7 @@ class MeView(APIView):
 # --- projects, sections, members, tokens (SPEC §3) ----------------------------------------------
 
 PARENT_REF = OpenApiParameter("ref", str, OpenApiParameter.PATH, description="The UUID or the slug (any case).")
-TOKEN_ID = OpenApiParameter("id", str, OpenApiParameter.PATH, description="Token UUID.")
+TOKEN_ID = OpenApiParameter("id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Token UUID.")
 
 
 def _newest_first(rows, keys):

@@ -23,7 +23,7 @@ from stores.models import Scope
 from stores.selectors import get_store_for, subject_for_import
 
 TAGS = ["memories export and import"]
-IMPORT_ID = OpenApiParameter("import_id", str, OpenApiParameter.PATH, description="Import UUID.")
+IMPORT_ID = OpenApiParameter("import_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Import UUID.")
 # Whole lines of an export file (each ending with a newline), at most MAX_REQUEST_BYTES.
 CHUNK = OpenApiRequest(OpenApiTypes.BINARY)
 

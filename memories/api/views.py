@@ -15,7 +15,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.views import APIView
 
 from accounts.permissions import token_scopes
-from config.api import envelope, reject_query, validate
+from config.api import STORE_ID, envelope, reject_query, validate
 from config.errors import InvalidRequest, request_id_of
 from config.fastlane import UUID_GROUP, Lane
 from memories import nap, selectors, services, tree
@@ -26,7 +26,6 @@ from memories.models import NONCE_MAX_CHARS
 from stores.selectors import get_store_for
 
 # Named `id` like the path parameter drf-spectacular documents (it renames the URL's `pk` to `id`).
-STORE_ID = OpenApiParameter("id", str, OpenApiParameter.PATH, description="Store UUID.")
 IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key",
     {"type": "string", "minLength": 1, "maxLength": NONCE_MAX_CHARS},  # validated as the body's client_nonce

@@ -6,10 +6,10 @@ serializer, call one `stores.services` write, render with `config.api.envelope`.
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.views import APIView
 
-from config.api import envelope, reject_body, reject_query
+from config.api import STORE_ID, envelope, reject_body, reject_query
 from stores import selectors, services
 from stores.api import serializers as s
 from stores.api.pagination import decode_cursor, take_page
@@ -17,7 +17,6 @@ from stores.errors import MembershipGoverned
 from stores.models import Scope
 
 TAGS = ["memories"]
-STORE_ID = OpenApiParameter("id", str, OpenApiParameter.PATH, description="Store UUID.")
 
 
 def _cursor_keys(query: dict, *, kind: str, binding, arity: int) -> list | None:

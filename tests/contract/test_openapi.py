@@ -41,6 +41,18 @@ def test_every_path_parameter_is_in_its_path_and_every_placeholder_is_a_paramete
         assert declared == set(re.findall(r"{(\w+)}", path)), (method, path, declared)
 
 
+def test_every_id_in_a_path_is_declared_a_uuid(document):
+    """Clients (and the MCP tool schemas built from this document) learn an id's shape from `format: uuid`;
+    the store, import and token ids were plain strings while every other id was a UUID."""
+    ids = 0
+    for path, method, operation in operations(document):
+        for parameter in operation.get("parameters", []):
+            if parameter["in"] == "path" and (parameter["name"] == "id" or parameter["name"].endswith("_id")):
+                assert parameter["schema"] == {"type": "string", "format": "uuid"}, (method, path, parameter)
+                ids += 1
+    assert ids > 50  # every store, memory, version, session, environment, import and token route
+
+
 def test_anonymous_reads_are_expressed_in_security(document):
     wake = document["paths"]["/api/v1/memories/{id}/wake"]["get"]
     note = document["paths"]["/api/v1/memories/{id}/note"]["post"]

@@ -92,6 +92,10 @@ def test_every_tool_has_input_and_output_schemas(mcp_client, alice):
         assert tool.output_schema["type"] == "object"
         assert set(tool.output_schema["required"]) == {"data", "meta"}, name
         assert ("id" in tool.input_schema.get("required", [])) == (name in STORE_TOOLS), name
+        if name in STORE_TOOLS:  # the model learns the shape of a store id, not just "a string"
+            store_id = tool.input_schema["properties"]["id"]
+            assert (store_id["type"], store_id["format"]) == ("string", "uuid"), name
+            assert "list_memories" in store_id["description"], name
     recall = tools["recall_memories"].input_schema["properties"]
     assert recall["case_sensitive"]["type"] == "boolean"
     assert recall["limit"] == {"type": "integer", "maximum": 100, "minimum": 1, "default": 100}
