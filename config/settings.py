@@ -171,8 +171,9 @@ STREAM_THREADS = env.int("STREAM_THREADS", default=max(1, WEB_THREADS // 2))
 # has taken the last block; past STREAM_SPOOL_BYTES the reading waits for the client (0: no read-ahead).
 # Polls (GET …/work/poll?block_ms=…) of a process that may wait on an empty queue at once, each in a request
 # thread (sessions/services/work.py); past it a poll tries once and answers at once (the SDK's poller then
-# sleeps 1–3 s), so idle pollers never take the threads other requests need.
-POLL_WAITERS = env.int("POLL_WAITERS", default=max(1, WEB_THREADS // 4))
+# sleeps 1–3 s), so idle pollers never take the threads other requests need. Default: a quarter of the
+# threads, at least 1 — but never every thread (0 with WEB_THREADS=1: each poll answers at once).
+POLL_WAITERS = env.int("POLL_WAITERS", default=min(max(1, WEB_THREADS // 4), WEB_THREADS - 1))
 STREAM_SPOOL_BYTES = env.int("STREAM_SPOOL_BYTES", default=256 * 1024 * 1024)
 STREAM_SPOOL_MEMORY_BYTES = env.int("STREAM_SPOOL_MEMORY_BYTES", default=1024 * 1024)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

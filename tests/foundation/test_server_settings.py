@@ -167,3 +167,20 @@ def test_the_docker_command_checks_the_server_variables_before_anything_starts(v
     assert ("STARTED" in done.stdout) is (status == 0)
     if status:
         assert done.stderr.startswith("==> WEB_CONCURRENCY must be") and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("threads", "stream", "poll"), [(1, 1, 0), (2, 1, 1), (3, 1, 1), (8, 4, 2), (16, 8, 4)])
+def test_waiting_polls_never_take_every_thread_by_default(threads, stream, poll):
+    """POLL_WAITERS defaults to a quarter of WEB_THREADS, at least one, but never all of them: with one
+    thread a waiting poll held it for `block_ms` and every other request of the process queued behind it."""
+    code = "from django.conf import settings; print(settings.STREAM_THREADS, settings.POLL_WAITERS)"
+    environ = {k: v for k, v in os.environ.items() if k not in ("STREAM_THREADS", "POLL_WAITERS")}
+    out = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {code}"],
+        env={**environ, "WEB_THREADS": str(threads), "DJANGO_SETTINGS_MODULE": "config.settings"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split()
+    assert out == [str(stream), str(poll)]
