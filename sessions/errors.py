@@ -108,7 +108,14 @@ class CredentialNotAccepted(AuthenticationError):
 
 
 class EnvironmentKeyRevoked(AuthenticationError):
-    """The environment key a blocking poll authenticated with was revoked (or deleted with its environment)
-    while the poll waited: the poll claims nothing and answers the 401 any request with that key gets now."""
+    """The environment key a blocking poll authenticated with was revoked while the poll waited: the poll
+    claims nothing and answers the 401 any request with that key gets now."""
 
     message = "This environment key has been revoked."
+
+
+class EnvironmentKeyGone(AuthenticationError):
+    """The environment key a blocking poll authenticated with was deleted (with its environment) while the
+    poll waited: the poll claims nothing and answers the 401 of an unknown key, as any new request with it."""
+
+    message = "Invalid environment key."

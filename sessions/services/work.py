@@ -34,6 +34,7 @@ from django.db.models.functions import Now
 
 from config.threads import Slots
 from sessions.errors import (
+    EnvironmentKeyGone,
     EnvironmentKeyRevoked,
     EnvironmentNotFound,
     HeartbeatPreconditionFailed,
@@ -174,7 +175,7 @@ def _claim_next(
         # The key is re-read under FOR SHARE in the transaction that claims: a revoke that committed first
         # is seen (401, nothing claimed); one that comes later waits until this claim commits — a claim made
         # before the revoke, whose credential lives on (docs/agent-access.md).
-        if key is not None and lock_row(key, EnvironmentKeyRevoked, strength="share").revoked_at is not None:
+        if key is not None and lock_row(key, EnvironmentKeyGone, strength="share").revoked_at is not None:
             raise EnvironmentKeyRevoked()
         reclaim_before = Now() - timedelta(milliseconds=reclaim_older_than_ms)
         reclaimable = Q(polled_at__isnull=True) | Q(polled_at__lte=reclaim_before)
@@ -235,9 +236,9 @@ def poll_work(
     reclaim_older_than_ms: ≥ 0; a polled item not acknowledged
     that long ago is claimed again. Each claim mints a new per-work credential and ends the previous one.
     key: the environment key polling (None for callers that hold no key, such as tests): every attempt
-    re-reads it in the claiming transaction, so a key revoked (or deleted) while the poll waits raises
-    EnvironmentKeyRevoked (401) and claims nothing. EnvironmentNotFound (404) when the environment is gone
-    before the poll starts.
+    re-reads it in the claiming transaction, so a key revoked (deleted) while the poll waits raises
+    EnvironmentKeyRevoked (EnvironmentKeyGone), a 401, and claims nothing. EnvironmentNotFound (404) when
+    the environment is gone before the poll starts.
     """
     record_poller(environment=environment, worker_id=worker_id)
     waits = bool(block_ms) and _waiting_polls.take()

@@ -19,6 +19,7 @@ from django.db.models.expressions import RawSQL
 from accounts import services as account_services
 from sessions import selectors
 from sessions.errors import (
+    EnvironmentKeyGone,
     EnvironmentKeyNotFound,
     EnvironmentKeyRevoked,
     EnvironmentNotFound,
@@ -387,6 +388,20 @@ def test_a_poll_by_a_key_revoked_after_it_authenticated_claims_nothing(environme
     assert authenticated.revoked_at is None
     with pytest.raises(EnvironmentKeyRevoked):
         work_services.poll_work(environment=environment, block_ms=None, reclaim_older_than_ms=5000, key=authenticated)
+    assert not WorkClaim.objects.exists()
+
+
+def test_a_poll_by_a_key_deleted_after_it_authenticated_is_the_401_of_an_unknown_key(
+    environment, env_key, make_session
+):
+    """A key deleted with its environment while a poll waited: the poll answers what a new request with that
+    key gets ("Invalid environment key."), not "revoked" — nobody revoked it."""
+    make_session()
+    authenticated = EnvironmentKey.objects.get(pk=env_key.key.pk)
+    EnvironmentKey.objects.filter(pk=authenticated.pk).delete()
+    with pytest.raises(EnvironmentKeyGone) as raised:
+        work_services.poll_work(environment=environment, block_ms=None, reclaim_older_than_ms=5000, key=authenticated)
+    assert (raised.value.status, raised.value.message) == (401, "Invalid environment key.")
     assert not WorkClaim.objects.exists()
 
 
