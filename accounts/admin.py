@@ -36,14 +36,18 @@ class UserAdmin(BaseUserAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    """Tokens: prefix, scopes, dates and a revoke action; the secret is never stored, so never shown."""
+    """Tokens: prefix, scopes, dates and a revoke action; the secret is never stored, so never shown.
+
+    Only the name can be edited. The owner, scopes and expiry are read-only (SPEC §2: `is_staff` gives no
+    extra API access): with `user` editable, staff moved their own token to another user and read that
+    user's private stores through the API with it (found by a breaker)."""
 
     list_display = ["prefix", "user", "name", "scopes", "created_at", "expires_at", "revoked_at", "last_used_at"]
     list_select_related = ["user"]
     list_filter = ["revoked_at"]
     search_fields = ["prefix", "user__handle", "name"]
-    readonly_fields = ["id", "prefix", "digest", "created_at", "last_used_at", "revoked_at"]
     fields = ["id", "user", "name", "prefix", "scopes", "expires_at", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = [name for name in fields if name != "name"]
     actions = ["revoke"]
 
     def has_add_permission(self, request) -> bool:

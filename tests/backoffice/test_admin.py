@@ -196,3 +196,25 @@ class _FakeRequest:
 
     class user:
         is_superuser = True
+
+
+def test_staff_cannot_move_a_token_to_another_user_or_widen_it(staff_client, staff, owner, client):
+    """The token change form took `user`, `scopes` and `expires_at`: staff moved their own token to a user
+    and read that user's private stores through the API with it. Only the name is editable now."""
+    from accounts import services as account_services
+    from accounts.models import ApiToken
+
+    issued = account_services.issue_token(user=staff, scopes=["agent:read"], name="mine", expires_in_days=1)
+    before = ApiToken.objects.get(pk=issued.token.pk)
+    url = reverse("admin:accounts_apitoken_change", args=[before.pk])
+    page = staff_client.get(url).content.decode()
+    assert 'name="name"' in page and 'name="user"' not in page and 'name="scopes"' not in page
+    response = staff_client.post(
+        url, {"user": owner.pk, "name": "renamed", "scopes": "agent:read memories:write", "expires_at": ""}
+    )
+    assert response.status_code == 302
+    after = ApiToken.objects.get(pk=before.pk)
+    assert (after.user_id, after.scopes, after.expires_at) == (staff.pk, before.scopes, before.expires_at)
+    assert after.name == "renamed"
+    me = client.get("/api/v1/me", HTTP_AUTHORIZATION=f"Bearer {issued.secret}")
+    assert me.json()["data"]["handle"] == staff.handle
