@@ -11,7 +11,6 @@ as one that does not exist. Rights are computed from current memberships on ever
 
 from __future__ import annotations
 
-import uuid
 from typing import Literal
 
 from django.db.models import BooleanField, Exists, Model, OuterRef, Q, QuerySet, Subquery, Value
@@ -35,6 +34,7 @@ from accounts.models import (
     Visibility,
 )
 from config.errors import InvalidRequest
+from config.fields import canonical_uuid
 
 Need = Literal["read", "member", "owner"]
 
@@ -84,13 +84,11 @@ def visible_sections(user, *, member_only: bool = False) -> QuerySet[Section]:
 
 
 def _lookup(queryset: QuerySet, ref: object) -> Model | None:
-    """Find by UUID (preferred) or by slug, case-insensitively; None when absent."""
+    """Find by UUID (preferred; canonical spelling only, `config.fields.canonical_uuid` — any other spelling
+    names nothing, as for every id in a URL) or by slug, case-insensitively; None when absent."""
     if not isinstance(ref, str) or not ref:
         return None
-    try:
-        pk = uuid.UUID(ref)
-    except ValueError:
-        pk = None
+    pk = canonical_uuid(ref)
     if pk is not None:
         found = queryset.filter(pk=pk).first()
         if found is not None:
@@ -158,12 +156,11 @@ def user_tokens(user: User) -> QuerySet[ApiToken]:
 
 
 def get_token_for(user: User, token_id: object) -> ApiToken:
-    """One of `user`'s own tokens. Raises TokenNotFound (404) for a malformed id, an unknown one or
-    someone else's token (identical bodies)."""
-    try:
-        pk = uuid.UUID(str(token_id))
-    except (TypeError, ValueError):
-        raise TokenNotFound() from None
+    """One of `user`'s own tokens. Raises TokenNotFound (404) for a malformed or non-canonical id
+    (`config.fields.canonical_uuid`), an unknown one or someone else's token (identical bodies)."""
+    pk = canonical_uuid(token_id)
+    if pk is None:
+        raise TokenNotFound()
     token = ApiToken.objects.filter(user=user, pk=pk).first()
     if token is None:
         raise TokenNotFound()

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from accounts.models import Project, Section, User
 from config.constraints import violates
+from config.fields import canonical_uuid
 from memories.exchange import verify
 from memories.exchange.errors import (
     ImportCommitted,
@@ -334,10 +335,9 @@ def header_subject(body: bytes) -> tuple[str, str]:
 
 def get_upload(*, actor: User, import_id: object, lock: bool = False) -> StoreImport:
     """The caller's own import `import_id`, else ImportNotFound (404; someone else's looks missing)."""
-    try:
-        pk = uuid.UUID(str(import_id))
-    except ValueError:
-        raise ImportNotFound() from None
+    pk = canonical_uuid(import_id)  # any other spelling names nothing, as for every id in a URL
+    if pk is None:
+        raise ImportNotFound()
     # The import's store first (a plain read), then the import by (store, id): on Citus a locking read
     # must name the shard (docs/scaling.md).
     store_id = StoreImport.objects.filter(pk=pk, created_by=actor).values_list("store_id", flat=True).first()

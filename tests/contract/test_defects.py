@@ -162,6 +162,31 @@ def test_only_the_canonical_spelling_of_an_id_names_anything(owner_client, store
     error_of(owner_client.get("/api/v1/memories/resolve", {"ref": "^" + str(store.pk).upper()}), 400)
 
 
+def test_token_project_and_import_ids_name_nothing_in_another_spelling(owner_client, owner, store):
+    """A breaker revoked a token through `DELETE /me/tokens/{ID}` with the id uppercased, in braces, as a
+    URN or without hyphens, and read a project by an uppercase UUID: every id in a URL is canonical."""
+    from accounts import services as account_services
+    from tests.factories import ProjectFactory
+
+    token = account_services.issue_token(user=owner, name="spare").token
+    project = ProjectFactory(slug="spelled")
+    account_services.ensure_project_membership(project=project, user=owner, role="owner")
+    from tests.contract.test_openapi import start_import
+
+    import_id = start_import(owner_client, store).json()["data"]["id"]
+    for other in spellings(token.pk):
+        error_of(owner_client.delete(f"/api/v1/me/tokens/{other}"), 404)
+    token.refresh_from_db()
+    assert token.revoked_at is None
+    for other in spellings(project.pk):
+        error_of(owner_client.get(f"/api/v1/projects/{other}"), 404)
+    assert owner_client.get(f"/api/v1/projects/{project.pk}").status_code == 200
+    assert owner_client.get("/api/v1/projects/SPELLED").status_code == 200  # slugs match in any case
+    assert owner_client.get(f"/api/v1/memories/imports/{import_id}").status_code == 200
+    for other in spellings(import_id):
+        error_of(owner_client.get(f"/api/v1/memories/imports/{other}"), 404)
+
+
 def test_sha256_values_are_lowercase_hex_everywhere(owner_client, store, files):
     memory, _ = files
     body = {"range": "2-3", "generation": 1, "source_digest": "A" * 64, "summary_md": "s", "model": "m"}
