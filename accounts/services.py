@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from accounts.errors import LastOwner, SlugTaken, TokenPowerExceeded, UserNotFound
+from accounts.errors import LastOwner, OwnerRequired, SlugTaken, TokenPowerExceeded, UserNotFound
 from accounts.models import (
     ApiToken,
     Posting,
@@ -255,9 +255,29 @@ def create_section(
     return section
 
 
-def _update_parent(parent: Model, changes: dict[str, Any]) -> Model:
-    """Lock `parent`'s row and apply `changes` ({field: value}); save only what differs."""
+def _lock_parent(parent: Model, actor: User | None) -> Model:
+    """Lock `parent`'s row (a project or section) and return it; then `actor` must still be one of its active
+    owners, else OwnerRequired (403). The caller's right was checked before the lock (the view's
+    `get_project_for(need="owner")`), but a demotion may have committed since: two owners demoting each
+    other in parallel both succeeded (found by a breaker). Under the lock the memberships cannot change, so
+    every change is judged against the owners of the moment it happens. actor None: an operator's change
+    (admin, scripts), no owner needed."""
     locked = type(parent).objects.select_for_update().get(pk=parent.pk)
+    if actor is not None:
+        memberships = ProjectMembership if isinstance(locked, Project) else SectionMembership
+        parent_field = "project" if isinstance(locked, Project) else "section"
+        still_owner = memberships.objects.filter(
+            **{parent_field: locked}, user=actor, active=True, role=Role.OWNER, user__is_active=True
+        ).exists()
+        if not still_owner:
+            raise OwnerRequired()
+    return locked
+
+
+def _update_parent(parent: Model, changes: dict[str, Any], actor: User | None) -> Model:
+    """Lock `parent`'s row (`_lock_parent`: `actor` still an owner) and apply `changes` ({field: value});
+    save only what differs."""
+    locked = _lock_parent(parent, actor)
     changed = [field for field, value in changes.items() if getattr(locked, field) != value]
     for field in changed:
         setattr(locked, field, changes[field])
@@ -269,29 +289,34 @@ def _update_parent(parent: Model, changes: dict[str, Any]) -> Model:
 
 
 @transaction.atomic
-def update_project(*, project: Project, slug: str = UNSET, name: str = UNSET, visibility: str = UNSET) -> Project:
-    """Update a project's slug, name or visibility (owner only, checked by the caller); returns the row.
+def update_project(
+    *, project: Project, actor: User | None, slug: str = UNSET, name: str = UNSET, visibility: str = UNSET
+) -> Project:
+    """Update a project's slug, name or visibility; returns the row. actor: the owner asking (checked again
+    under the lock), None for an operator.
 
-    Locks the project row. Raises SlugTaken (409), InvalidRequest.
+    Locks the project row. Raises OwnerRequired (403), SlugTaken (409), InvalidRequest.
     """
     changes = {k: v for k, v in (("slug", slug), ("name", name), ("visibility", visibility)) if v is not UNSET}
-    return _update_parent(project, changes)
+    return _update_parent(project, changes, actor)
 
 
 @transaction.atomic
 def update_section(
     *,
     section: Section,
+    actor: User | None,
     slug: str = UNSET,
     name: str = UNSET,
     visibility: str = UNSET,
     open_to_all_posters: bool = UNSET,
 ) -> Section:
-    """Update a section's slug, name, visibility or `open_to_all_posters` (owner only); returns the row."""
+    """Update a section's slug, name, visibility or `open_to_all_posters`; returns the row. actor: as in
+    `update_project`."""
     changes = {k: v for k, v in (("slug", slug), ("name", name), ("visibility", visibility)) if v is not UNSET}
     if open_to_all_posters is not UNSET:
         changes["posting"] = Posting.OPEN if open_to_all_posters else Posting.MEMBERS
-    return _update_parent(section, changes)
+    return _update_parent(section, changes, actor)
 
 
 def _set_member(
@@ -318,7 +343,8 @@ def _set_member(
     if (
         was_owner
         and not stays_owner
-        and not memberships.filter(active=True, role=Role.OWNER).exclude(user=user).exists()
+        # an inactive (deactivated) user's ownership governs nothing: they cannot sign in (found by a breaker)
+        and not memberships.filter(active=True, role=Role.OWNER, user__is_active=True).exclude(user=user).exists()
     ):
         raise LastOwner()
     if current is None:
@@ -345,17 +371,19 @@ def find_member_user(handle: str, *, active: bool) -> User:
 
 @transaction.atomic
 def set_project_member(
-    *, project: Project, handle: str, role: str = UNSET, active: bool = True
+    *, project: Project, actor: User | None, handle: str, role: str = UNSET, active: bool = True
 ) -> tuple[ProjectMembership, bool]:
     """Add a member, change their role, or deactivate them (`active=False`); owner only (SPEC §3).
 
     role: "owner" | "member" (default "member" for a new membership; an existing one keeps its role unless
     given). Returns ``(membership, created)``; deactivating a non-member stores nothing and returns an
     unsaved inactive membership. Locks the project row, so parallel changes serialise: a project always
-    keeps at least one active owner (LastOwner 409 otherwise), and there is one membership per user.
-    Raises UserNotFound (404) for an unknown handle, or an inactive user when adding.
+    keeps at least one active owner whose account is active (LastOwner 409 otherwise), and there is one
+    membership per user. actor: the owner asking, checked again under the lock (OwnerRequired 403 when a
+    parallel change demoted them); None for an operator. Raises UserNotFound (404) for an unknown handle, or
+    an inactive user when adding.
     """
-    locked = Project.objects.select_for_update().get(pk=project.pk)
+    locked = _lock_parent(project, actor)
     return _set_member(
         model=ProjectMembership,
         parent_field="project",
@@ -369,10 +397,10 @@ def set_project_member(
 
 @transaction.atomic
 def set_section_member(
-    *, section: Section, handle: str, role: str = UNSET, active: bool = True
+    *, section: Section, actor: User | None, handle: str, role: str = UNSET, active: bool = True
 ) -> tuple[SectionMembership, bool]:
     """As `set_project_member` for a section; role: "owner" | "poster" | "reader" (default "poster")."""
-    locked = Section.objects.select_for_update().get(pk=section.pk)
+    locked = _lock_parent(section, actor)
     return _set_member(
         model=SectionMembership,
         parent_field="section",

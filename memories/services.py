@@ -34,7 +34,7 @@ from memories.models import Claim, Entry, Summary
 from memories.selectors import pending_at
 from stores.errors import StoreArchived, StoreNotFound
 from stores.models import Store
-from stores.services import lock_store
+from stores.services import lock_store, recheck_owner
 
 NONCE_CONSTRAINT = "entry_store_author_nonce_unique"
 
@@ -365,9 +365,11 @@ def forget_range(*, store: Store, actor: User, block: tree.Block, generation: in
     block: an entry (``n``) or an aligned range inside the current entries (else 400). `generation` must
     be the store's (409 `stale_generation`). Archived → 409 `store_archived`. Entries are never touched.
     Always increments `generation`; `summary_count` drops by the number invalidated; every nap claim of
-    the store is deleted (the jobs handed out are stale now). The caller has checked the owner right.
+    the store is deleted (the jobs handed out are stale now). The caller has checked the owner right;
+    `actor`'s is checked again under the lock (`stores.services.recheck_owner`).
     """
     locked = lock_store(store)
+    recheck_owner(locked, actor)
     if locked.archived_at is not None:
         raise StoreArchived()
     if block.end >= locked.entry_count:
@@ -433,6 +435,7 @@ def redact_entry(*, store: Store, actor: User, seq: int, reason: object, request
     """
     reason = audit.clean_reason(reason)
     locked = lock_store(store)
+    recheck_owner(locked, actor)  # the owner right, checked by the caller before the lock, again
     if seq >= locked.entry_count:
         raise EntryNotFound(
             f"Entry {seq} not found; the store has {locked.entry_count} entries.",

@@ -34,7 +34,7 @@ from stores.errors import (
     SubjectNotFound,
 )
 from stores.models import CanonicalStore, ReaderGrant, Scope, Store
-from stores.selectors import canonical_store_id
+from stores.selectors import canonical_store_id, get_store_for
 
 UNSET: Any = object()
 logger = logging.getLogger(__name__)
@@ -196,24 +196,45 @@ def create_store(
     return store
 
 
+def recheck_owner(locked: Store, actor) -> None:
+    """Under the store lock, check again that `actor` (a User; None for an operator or a test) holds the owner
+    right on `locked` — the view checked it before the lock, and a project or section owner demoted (or
+    removed) meanwhile must not complete the change: a breaker's owner, demoted while her DELETE waited for
+    the store lock, still deleted the store. Raises what `get_store_for(need="owner")` raises: StoreNotFound
+    (404) once the store is unreadable, StoreOwnerRequired (403). No query for a user store's own owner (that
+    ownership never changes)."""
+    if actor is None or (locked.scope == Scope.USER and locked.owner_id == actor.pk):
+        return
+    get_store_for(actor, locked.pk, need="owner")
+
+
 @transaction.atomic
 def update_store(
     *,
     store: Store,
+    actor=None,
     name: object = UNSET,
     description: object = UNSET,
     metadata_patch: object = UNSET,
     visibility: object = UNSET,
     description_field: str = "description",
 ) -> Store:
-    """Update store metadata; the caller has checked the owner right (SPEC §3 / §5 update).
+    """Update store metadata; the caller has checked the owner right (SPEC §3 / §5 update), and `actor` is
+    checked again under the lock (`recheck_owner`).
 
     metadata_patch: ``{key: str | None}``; None deletes the key; the result must satisfy the metadata
     limits. visibility: user stores only (400 otherwise). `updated_at` moves only when something changes.
-    Raises StoreArchived (409), InvalidRequest (400).
+    An archived store is read-only (StoreArchived, 409) except for being made private: archiving is one-way,
+    and a public store must never be stuck public — a stranger's live session on it would otherwise keep its
+    owner from deleting it for good (the delete guard's way out is to make the store private first).
+    Raises InvalidRequest (400).
     """
     locked = lock_store(store)
-    if locked.archived_at is not None:
+    recheck_owner(locked, actor)
+    unpublishing = (
+        visibility == "private" and locked.scope == Scope.USER and {name, description, metadata_patch} <= {UNSET, None}
+    )
+    if locked.archived_at is not None and not unpublishing:
         raise StoreArchived()
     changed: list[str] = []
     if name is not UNSET and name is not None:
@@ -253,12 +274,14 @@ def update_store(
 
 
 @transaction.atomic
-def archive_store(*, store: Store) -> tuple[Store, bool]:
+def archive_store(*, store: Store, actor=None) -> tuple[Store, bool]:
     """Archive `store` (one-way). Returns ``(store, changed)``; an archived store is returned unchanged.
 
-    Locks the store row; bumps `updated_at` when it archives (SPEC §3, MEMORY_STORES_API §6.9).
+    Locks the store row (then `recheck_owner(actor)`); bumps `updated_at` when it archives (SPEC §3,
+    MEMORY_STORES_API §6.9).
     """
     locked = lock_store(store)
+    recheck_owner(locked, actor)
     if locked.archived_at is not None:
         return locked, False
     now = timezone.now()
@@ -281,13 +304,16 @@ def _check_not_attached(store: Store) -> None:
         raise StoreAttached()
 
 
-def delete_store(*, store: Store, expected_entry_count: int | None = None, generation: int | None = None) -> None:
+def delete_store(
+    *, store: Store, actor=None, expected_entry_count: int | None = None, generation: int | None = None
+) -> None:
     """Delete `store` with all entries, summaries, files and versions (SPEC §4 delete / §5 store delete).
 
     When `expected_entry_count`/`generation` are given (the Memories surface requires both), they must
     equal the locked store's values, else StaleConfirmation (409 `stale_confirmation`) and nothing is
     deleted. Archived stores may be deleted. Raises StoreAttached while a live session holds it, and
-    StoreNotFound when it is gone (or already deleted).
+    StoreNotFound when it is gone (or already deleted); `actor` is checked again under the lock
+    (`recheck_owner`).
 
     Two steps, so that a store of any size can be deleted within a request's budgets (docs/decisions.md
     "Deleting a store of any size"): one transaction, under the store's `FOR UPDATE` lock, checks the
@@ -300,6 +326,7 @@ def delete_store(*, store: Store, expected_entry_count: int | None = None, gener
     """
     with transaction.atomic():
         locked = lock_store(store, for_delete=True)
+        recheck_owner(locked, actor)
         confirming = expected_entry_count is not None or generation is not None
         if confirming and (expected_entry_count != locked.entry_count or generation != locked.generation):
             raise StaleConfirmation(details={"entry_count": locked.entry_count, "generation": locked.generation})

@@ -164,7 +164,9 @@ class ProjectDetailView(APIView):
     def patch(self, request, ref):
         project = selectors.get_project_for(request.user, ref, need="owner")
         reject_query(request)
-        project = services.update_project(project=project, **_validated(s.ProjectUpdateSerializer, request))
+        project = services.update_project(
+            project=project, actor=request.user, **_validated(s.ProjectUpdateSerializer, request)
+        )
         return envelope(s.ProjectSerializer(selectors.get_project_for(request.user, str(project.pk))).data)
 
 
@@ -204,7 +206,11 @@ class ProjectMembersView(APIView):
         reject_query(request)
         data = _validated(s.ProjectMemberRequestSerializer, request)
         membership, created = services.set_project_member(
-            project=project, handle=data["handle"], role=data.get("role", services.UNSET), active=data["active"]
+            project=project,
+            actor=request.user,
+            handle=data["handle"],
+            role=data.get("role", services.UNSET),
+            active=data["active"],
         )
         body = s.ProjectMemberSerializer(membership).data
         return envelope(body, {"created": created}, status=201 if created else 200)
@@ -269,7 +275,9 @@ class SectionDetailView(APIView):
     def patch(self, request, ref):
         section = selectors.get_section_for(request.user, ref, need="owner")
         reject_query(request)
-        section = services.update_section(section=section, **_validated(s.SectionUpdateSerializer, request))
+        section = services.update_section(
+            section=section, actor=request.user, **_validated(s.SectionUpdateSerializer, request)
+        )
         return envelope(s.SectionSerializer(selectors.get_section_for(request.user, str(section.pk))).data)
 
 
@@ -309,7 +317,11 @@ class SectionMembersView(APIView):
         reject_query(request)
         data = _validated(s.SectionMemberRequestSerializer, request)
         membership, created = services.set_section_member(
-            section=section, handle=data["handle"], role=data.get("role", services.UNSET), active=data["active"]
+            section=section,
+            actor=request.user,
+            handle=data["handle"],
+            role=data.get("role", services.UNSET),
+            active=data["active"],
         )
         body = s.SectionMemberSerializer(membership).data
         return envelope(body, {"created": created}, status=201 if created else 200)

@@ -129,7 +129,8 @@ class StoreDetailView(APIView):
         parameters=[STORE_ID],
         request=s.StoreUpdateSerializer,
         responses={200: s.StoreEnvelopeSerializer},
-        description="Owner only: `name`, `description_md`; `visibility` on user stores. Archived: 409.",
+        description="Owner only: `name`, `description_md`; `visibility` on user stores. Archived: 409, except "
+        "making a user store private (alone in the request).",
     )
     def patch(self, request, pk):
         store = selectors.get_store_for(request.user, pk, need="owner")
@@ -139,6 +140,7 @@ class StoreDetailView(APIView):
         data = incoming.validated_data
         services.update_store(
             store=store,
+            actor=request.user,
             name=data.get("name", services.UNSET),
             description=data.get("description_md", services.UNSET),
             visibility=data.get("visibility", services.UNSET),
@@ -161,6 +163,7 @@ class StoreDetailView(APIView):
         query.is_valid(raise_exception=True)
         services.delete_store(
             store=store,
+            actor=request.user,
             expected_entry_count=query.validated_data["expected_entry_count"],
             generation=query.validated_data["generation"],
         )

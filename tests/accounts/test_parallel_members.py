@@ -68,6 +68,69 @@ def test_two_owners_removing_each_other_at_once_leave_one_owner():
             ProjectMembership.objects.filter(project=project, user=user).update(active=True, role="owner")
 
 
+@pytest.mark.parametrize("kind", ["projects", "sections"])
+def test_two_owners_demoting_each_other_at_once_never_both_succeed(kind):
+    """With a third owner the last-owner rule never fires: both demotions passed their (pre-lock) owner check
+    and both committed in 29 of 30 of a breaker's runs. The second is judged under the parent's lock now."""
+    parent = ProjectFactory(slug="trio") if kind == "projects" else SectionFactory(slug="trio")
+    make = ProjectMembershipFactory if kind == "projects" else SectionMembershipFactory
+    field = "project" if kind == "projects" else "section"
+    model = ProjectMembership if kind == "projects" else SectionMembership
+    users = [UserFactory(handle=h) for h in ("dora", "cara", "bea")]
+    for user in users:
+        make(**{field: parent}, user=user, role="owner")
+    clients = {user.handle: _client(user) for user in users}
+    demoted = "member" if kind == "projects" else "poster"
+    for _ in range(5):
+        responses = _race(
+            [
+                lambda: clients["dora"].post(f"/api/v1/{kind}/trio/members", {"handle": "cara", "role": demoted}),
+                lambda: clients["cara"].post(f"/api/v1/{kind}/trio/members", {"handle": "dora", "role": demoted}),
+            ]
+        )
+        assert sorted(r.status_code for r in responses) == [200, 403], [r.content for r in responses]
+        owners = set(
+            model.objects.filter(**{field: parent}, active=True, role="owner").values_list("user__handle", flat=True)
+        )
+        assert len(owners & {"dora", "cara"}) == 1 and "bea" in owners
+        model.objects.filter(**{field: parent}).update(active=True, role="owner")
+
+
+def test_a_demoted_owner_cannot_finish_a_change_the_view_let_through():
+    """Deterministic: the caller's right was checked (the view's), then a demotion committed, then the
+    service runs: it refuses (403) and changes nothing."""
+    from accounts.errors import OwnerRequired
+
+    project = ProjectFactory(slug="late")
+    dora, cara = UserFactory(handle="dora"), UserFactory(handle="cara")
+    for user in (dora, cara):
+        ProjectMembershipFactory(project=project, user=user, role="owner")
+    services.set_project_member(project=project, actor=dora, handle="cara", role="member")
+    with pytest.raises(OwnerRequired):
+        services.set_project_member(project=project, actor=cara, handle="dora", role="member")
+    with pytest.raises(OwnerRequired):
+        services.update_project(project=project, actor=cara, name="taken over")
+    project.refresh_from_db()
+    assert project.name != "taken over"
+    assert ProjectMembership.objects.get(project=project, user=dora).role == "owner"
+
+
+def test_an_inactive_owner_does_not_count_as_the_project_keeping_an_owner():
+    """A breaker left a project whose only owner could not sign in: the other owner was deactivated, and the
+    last active one could still leave."""
+    from accounts.errors import LastOwner
+
+    project = ProjectFactory(slug="lone")
+    dora, gone = UserFactory(handle="dora"), UserFactory(handle="gone")
+    for user in (dora, gone):
+        ProjectMembershipFactory(project=project, user=user, role="owner")
+    type(gone).objects.filter(pk=gone.pk).update(is_active=False)
+    with pytest.raises(LastOwner):
+        services.set_project_member(project=project, actor=dora, handle="dora", active=False)
+    response = _client(dora).post("/api/v1/projects/lone/members", {"handle": "dora", "active": False})
+    assert response.status_code == 409 and response.json()["error"]["details"]["reason"] == "last_owner"
+
+
 def test_parallel_adds_of_the_same_user_make_one_membership():
     section = SectionFactory(slug="busy")
     owner = UserFactory(handle="olga")
@@ -93,7 +156,9 @@ def test_parallel_demotions_never_leave_a_project_without_an_active_owner():
             for user in owners
         ]
     )
-    assert sorted(r.status_code for r in responses) in ([200, 200, 409], [200, 403, 409], [200, 200, 403])
+    # Every outcome is a serial order's: owner0 demoting themselves first makes the other two 403 (no longer
+    # an owner, judged under the lock); after both others, their own demotion is the last owner's 409.
+    assert sorted(r.status_code for r in responses) in ([200, 200, 409], [200, 403, 403], [200, 200, 403])
     assert ProjectMembership.objects.filter(project=project, active=True, role="owner").count() >= 1
 
 

@@ -140,6 +140,7 @@ class MemoryStoreDetailView(APIView):
         incoming = validate(MemoryStoreUpdateRequestSerializer, request.data)
         store = store_services.update_store(
             store=store,
+            actor=request.user,
             name=incoming.get("name"),
             description=incoming.get("description"),
             metadata_patch=incoming.get("metadata"),
@@ -168,7 +169,7 @@ class MemoryStoreDetailView(APIView):
         store = store_for_request(request, store_id, need="owner")
         reject_query(request)
         reject_body(request)
-        store_services.delete_store(store=store)
+        store_services.delete_store(store=store, actor=request.user)
         return responses.store_deleted_body(store.pk)
 
 
@@ -191,7 +192,7 @@ class MemoryStoreArchiveView(APIView):
         store = store_for_request(request, store_id, need="owner")
         reject_query(request)
         reject_body(request)
-        store, _changed = store_services.archive_store(store=store)
+        store, _changed = store_services.archive_store(store=store, actor=request.user)
         return responses.store_body(store)
 
 
