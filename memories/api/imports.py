@@ -8,6 +8,8 @@ Views are thin: parse, check access, call one `memories.exchange.services` servi
 
 from __future__ import annotations
 
+import contextlib
+
 from django.urls import path
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiRequest, extend_schema
@@ -19,6 +21,7 @@ from config.api import StrictQuerySerializer, envelope, reject_body, reject_quer
 from memories.exchange import services as imports
 from memories.exchange.format import ACCEPTED_MEDIA_TYPES
 from stores.api.serializers import StoreSerializer, SubjectField
+from stores.errors import StoreNotFound
 from stores.models import Scope
 from stores.selectors import get_store_for, subject_for_import
 
@@ -100,7 +103,13 @@ class ImportAbortEnvelopeSerializer(serializers.Serializer):
 
 def _render(request, upload, *, status: int = 200):
     data = imports.upload_progress(upload)
-    data["store"] = get_store_for(request.user, upload.store_id) if upload.status == "committed" else None
+    data["store"] = None
+    if upload.status == "committed":
+        # The chunk that committed was judged under the caller's rights of that moment; a right lost since
+        # (a parallel removal) must not turn the committed import's answer into a 404 claiming nothing
+        # happened: the import is reported committed, its store null.
+        with contextlib.suppress(StoreNotFound):
+            data["store"] = get_store_for(request.user, upload.store_id)
     return envelope(ImportSerializer(data).data, status=status)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from config.errors import Conflict, InvalidRequest, NotFound
+from config.errors import Conflict, InvalidRequest, NotFound, PermissionError_
 
 
 class ImportInvalid(InvalidRequest):
@@ -29,6 +29,13 @@ class StoreNotEmpty(Conflict):
 
 class ImportNotFound(NotFound):
     message = "Import not found."
+
+
+class ImportForbidden(PermissionError_):
+    """The caller no longer holds the owner right on the subject its open import fills (403): a chunk is
+    refused and changes nothing; the import can still be aborted (or it expires when idle)."""
+
+    message = "You no longer own the subject this import fills; nothing was written. Abort the import."
 
 
 class ImportOffsetMismatch(Conflict):

@@ -26,6 +26,7 @@ from config.fields import canonical_uuid
 from memories.exchange import verify
 from memories.exchange.errors import (
     ImportCommitted,
+    ImportForbidden,
     ImportInvalid,
     ImportNotFound,
     ImportOffsetMismatch,
@@ -36,7 +37,7 @@ from memories.exchange.format import MAX_LINE_BYTES
 from memories.exchange.importer import BATCH_LINES, FUTURE_SLACK, UNVOUCHED, Importer
 from memories.exchange.verify import Header
 from memories.models import ImportStatus, StoreImport, Summary
-from stores.models import ReaderGrant, Scope, Store, read_right_q, write_q
+from stores.models import ReaderGrant, Scope, Store, owner_q, read_right_q, write_q
 from stores.selectors import Subject
 from stores.services import lock_store, mark_deleted, purge_after_deletion, purge_deleted_stores
 from versions.models import Version
@@ -354,16 +355,28 @@ def get_upload(*, actor: User, import_id: object, lock: bool = False) -> StoreIm
 def append_chunk(*, actor: User, import_id: object, from_line: int, body: bytes) -> StoreImport:
     """Verify and write the next chunk of whole lines, which must start at line `from_line`.
 
-    Locks the import (parallel chunks of one import are serialised). Raises ImportNotFound (404),
-    ImportCommitted (409, details.store_id), ImportOffsetMismatch (409, details.next_line: a retried chunk
-    that already landed, or a gap), ImportInvalid (400). A failed chunk changes nothing.
+    Locks the import (parallel chunks of one import are serialised). Rights are judged now, not when the
+    import started: the caller must still own the import's subject (ImportForbidden, 403, otherwise — a
+    project owner removed mid-import still committed a store into the project, found by a breaker), and the
+    authors, redactors and actors the chunk names must hold the write right on the target now (ImportInvalid,
+    docs/export-import.md "Who may be an author"). Raises ImportNotFound (404), ImportCommitted (409,
+    details.store_id), ImportOffsetMismatch (409, details.next_line: a retried chunk that already landed, or
+    a gap), ImportInvalid (400). A failed chunk changes nothing.
     """
     upload = get_upload(actor=actor, import_id=import_id, lock=True)
     if upload.status == ImportStatus.COMMITTED:
         raise ImportCommitted(details={"store_id": str(upload.store_id)})
     if from_line != upload.next_line:
         raise ImportOffsetMismatch(details={"next_line": upload.next_line})
-    importer = Importer(Store.objects.get(pk=upload.store_id), upload.state)
+    store = Store.objects.get(pk=upload.store_id)
+    if (
+        not actor.is_active
+        or not Store.objects.filter(pk=store.pk).filter(read_right_q(actor) & owner_q(actor)).exists()
+    ):
+        raise ImportForbidden()
+    if upload.state.get("vouched") is not None:  # an HTTP import: its authors are those who may write there now
+        upload.state["vouched"] = _writers(store, upload.state["users"])
+    importer = Importer(store, upload.state)
     importer.feed(split_chunk(body, from_line))
     upload.state = importer.state()
     upload.next_line = importer.next_line

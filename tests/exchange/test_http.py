@@ -215,6 +215,56 @@ def test_a_project_import_may_name_its_members_but_not_strangers(make_client, sa
     assert taken.status_code == 201, taken.json()
 
 
+def _project_import_started(make_client, sample, cast):
+    """A project with owners `boss` and `deputy` and member bob; boss has sent the header of a file naming
+    bob as an author. Returns (project, boss's client, the open import, the rest of the file from line 2)."""
+    project = ProjectFactory()
+    boss = ProjectMembershipFactory(project=project, role="owner").user
+    ProjectMembershipFactory(project=project, role="owner", user=cast["carol"])
+    ProjectMembershipFactory(project=project, user=cast["owner"])
+    ProjectMembershipFactory(project=project, user=cast["bob"])
+    without_readers = [obj for obj in sample if obj["type"] != "reader"]
+    without_readers[0]["counts"]["readers"] = 0
+    data = assemble(without_readers)
+    header, rest = data.split(b"\n", 1)
+    client = make_client(boss)
+    started = post_lines(client, IMPORTS, header + b"\n", scope="project", subject=project.slug)
+    assert started.status_code == 201, started.json()
+    return project, boss, client, started.json()["data"], rest
+
+
+def test_an_owner_removed_mid_import_can_send_no_more_lines(make_client, sample, cast):
+    """A breaker's owner started an import, was removed from the project, sent the rest: the chunk answered
+    404, yet the import had committed the store into the project. The right is judged on every chunk."""
+    from accounts.services import set_project_member
+
+    project, boss, client, upload, rest = _project_import_started(make_client, sample, cast)
+    set_project_member(project=project, actor=cast["carol"], handle=boss.handle, active=False)
+    before = census()
+    refused = post_lines(client, f"{IMPORTS}/{upload['id']}/lines", rest, from_line=2)
+    assert refused.status_code == 403 and refused.json()["error"]["type"] == "permission_error"
+    assert census() == before
+    assert StoreImport.objects.get(pk=upload["id"]).status == "open"
+    assert Store.objects.get(pk=upload["store_id"]).importing  # nothing became visible
+    assert client.delete(f"{IMPORTS}/{upload['id']}").status_code == 200  # it can still be abandoned
+
+
+def test_an_author_removed_mid_import_may_no_longer_be_named(make_client, sample, cast):
+    """docs/export-import.md: an author must hold the write right on the target *now* — at each chunk, not
+    only when the import started (the set used to be computed once and saved with the import)."""
+    from accounts.services import set_project_member
+
+    project, boss, client, upload, rest = _project_import_started(make_client, sample, cast)
+    set_project_member(project=project, actor=boss, handle="bob", active=False)
+    before = census()
+    refused = post_lines(client, f"{IMPORTS}/{upload['id']}/lines", rest, from_line=2)
+    assert refused.status_code == 400 and "'bob' may not write" in refused.json()["error"]["message"]
+    assert census() == before
+    set_project_member(project=project, actor=boss, handle="bob")
+    taken = post_lines(client, f"{IMPORTS}/{upload['id']}/lines", rest, from_line=2)
+    assert taken.status_code == 200 and taken.json()["data"]["status"] == "committed", taken.json()
+
+
 def test_a_version_actor_may_not_name_another_users_token(owner_client, own_sample, cast):
     from accounts.services import issue_token
 
