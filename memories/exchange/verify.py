@@ -13,6 +13,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from accounts.models import HANDLE_RE
@@ -39,6 +40,31 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 # many bytes as compact JSON.
 PROVENANCE_MAX_DEPTH = 8
 PROVENANCE_MAX_BYTES = 16 * 1024
+
+
+def as_exported(value: Any) -> Any:
+    """`value` (parsed JSON) as an export will write it after a trip through PostgreSQL's jsonb: numbers are
+    stored exactly as decimals and written out in full, so a float without a fractional part comes back an
+    integer of all its digits (``1e308`` → 309 digits) and others as the shortest float. Other values are
+    unchanged. What the provenance rules are checked on, so that every accepted file exports to one that
+    imports again (a tester's ``1e308`` was accepted, and its export refused: "more than 100 digits")."""
+    if isinstance(value, float):
+        return json.loads(format(Decimal(json.dumps(value, allow_nan=False)), "f"))
+    if isinstance(value, dict):
+        return {key: as_exported(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [as_exported(item) for item in value]
+    return value
+
+
+def _longest_integer(value: Any) -> int:
+    """Digits of the longest integer in `value` (0 when there is none)."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return len(str(abs(value)))
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return max((_longest_integer(item) for item in items), default=0)
 
 
 def _depth(value: Any) -> int:
@@ -152,9 +178,10 @@ class Fields:
     def provenance(self, key: str) -> dict[str, Any] | None:
         """An entry's provenance: null, or a JSON object of finite numbers, strings, booleans, nulls, arrays
         and objects, nested at most `PROVENANCE_MAX_DEPTH` deep and at most `PROVENANCE_MAX_BYTES` as
-        compact JSON. What this server writes (the 0041 import's flat record of scalars) fits with room to
-        spare; anything else would fail later — ±1e999 is infinity, which PostgreSQL's jsonb refuses, and
-        deep nesting overflows the JSON encoder on the way in or on every later export."""
+        compact JSON — as an export will write it (`as_exported`), integers of at most 100 digits included, so
+        the store's export imports again. What this server writes (the 0041 import's flat record of scalars)
+        fits with room to spare; anything else would fail later — ±1e999 is infinity, which PostgreSQL's
+        jsonb refuses, and deep nesting overflows the JSON encoder on the way in or on every later export."""
         value = self.obj[key]
         if value is None:
             return None
@@ -163,9 +190,12 @@ class Fields:
         if _depth(value) > PROVENANCE_MAX_DEPTH:
             raise self.fail(key, f"is nested more than {PROVENANCE_MAX_DEPTH} levels deep.")
         try:
-            size = len(json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode())
+            exported = as_exported(value)
         except ValueError:
             raise self.fail(key, "holds a number out of range (JSON numbers must be finite).") from None
+        if _longest_integer(exported) > 100:
+            raise self.fail(key, "holds a number of more than 100 digits as stored (write large values as strings).")
+        size = len(json.dumps(exported, ensure_ascii=False, separators=(",", ":")).encode())
         if size > PROVENANCE_MAX_BYTES:
             raise self.fail(key, f"is {size} bytes as JSON; the limit is {PROVENANCE_MAX_BYTES}.")
         return value

@@ -19,7 +19,7 @@ from memories.exchange.format import Chain, dump_line
 from memories.exchange.services import import_file
 from memories.models import Entry
 from stores.models import Store
-from tests.exchange.conftest import STAMP, assemble, census, import_bytes
+from tests.exchange.conftest import STAMP, assemble, census, export_bytes, import_bytes, without_export_time
 from tests.factories import ProjectFactory, StoreFactory, project_store
 
 pytestmark = pytest.mark.django_db
@@ -351,13 +351,31 @@ def with_provenance(sample, seq: int, raw: bytes) -> tuple[bytes, int]:
         (b'"a string"', "must be a JSON object or null"),
         (b"[1, 2]", "must be a JSON object or null"),
         (b'{"x":"' + b"y" * 17_000 + b'"}', "the limit is 16384"),
+        # jsonb keeps numbers exactly and writes them out in full: 1e308 came back as 309 digits, an export
+        # no import takes; two hundred 1e99 (1 KB here) exported as 20 KB, past the limit (found by a breaker)
+        (b'{"x":1e308}', "more than 100 digits as stored"),
+        (b'{"x":-1.5E+100}', "more than 100 digits as stored"),
+        (b'{"x":[' + b",".join([b"1e99"] * 200) + b"]}", "the limit is 16384"),
     ],
-    ids=["infinity", "minus-infinity", "deep", "nine-levels", "string", "array", "large"],
+    ids=["infinity", "minus-infinity", "deep", "nine-levels", "string", "array", "large", "1e308", "1.5e100", "wide"],
 )
 def test_a_provenance_the_server_could_not_store_or_export_is_refused(sample, raw, problem):
     data, number = with_provenance(sample, 5, raw)
     error = refuse(data)
     assert error.details["line"] == number and "entry.provenance" in error.message and problem in error.message
+
+
+def test_a_provenance_with_extreme_numbers_exports_to_a_file_that_imports_again(sample):
+    """Every number an import accepts survives the trip through jsonb as something the next import takes:
+    1e99 becomes its 100 digits, small and fractional values stay floats; the second export equals the first."""
+    entry(sample, 3)["provenance"] = {"big": 1e99, "small": 1.5e-7, "tiny": 1e-300, "two": 2.0, "minus": -0.0}
+    first = import_bytes(assemble(sample)).store
+    exported = export_bytes(first)
+    stored = Entry.objects.get(store=first, seq=3).provenance
+    assert stored["big"] == 10**99 and stored["small"] == 1.5e-7 and stored["tiny"] == 1e-300
+    first.delete()
+    second = import_bytes(exported).store
+    assert without_export_time(export_bytes(second)) == without_export_time(exported)
 
 
 def test_provenance_as_the_0041_import_writes_it_and_up_to_8_levels_deep_imports(sample):
