@@ -1,13 +1,97 @@
-"""Staff management of accounts, tokens, projects, sections and memberships (metadata only)."""
+"""Staff management of accounts, tokens, projects, sections and memberships (metadata only).
+
+The back office may take access away and repair ownership; it never grants read access (SPEC §2: `is_staff`
+gives no extra API access, private history is never exposed to admins). A staff member who could add
+themselves to a private project, re-activate a membership or make a private project public would read its
+history through the API the next minute (found by a breaker). So on these pages: memberships cannot be added
+or moved to another user or parent, and may only be deactivated, demoted or — for an active member — made
+owner (the repair of a project whose owners left); visibility only goes from public to private, posting only
+from open to members-only. New members join through the API, by an owner's request (`POST …/members`).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
 from accounts import services
-from accounts.models import ApiToken, Project, ProjectMembership, Section, SectionMembership, User
+from accounts.models import (
+    ApiToken,
+    Posting,
+    Project,
+    ProjectMembership,
+    Role,
+    Section,
+    SectionMembership,
+    User,
+    Visibility,
+)
+
+
+class NarrowingForm(forms.ModelForm):
+    """A change form that refuses any change widening who may read (or post): `widening` maps a field to a
+    predicate ``(before, after) -> bool`` that is True for a change the back office must not make."""
+
+    widening: dict[str, Any] = {}
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if self.instance.pk is None:
+            return cleaned
+        for field, widens in self.widening.items():
+            if field in cleaned and widens(getattr(self.instance, field), cleaned[field], cleaned, self.instance):
+                self.add_error(field, "The back office only takes access away; owners grant it through the API.")
+        return cleaned
+
+
+def _to_public(before, after, cleaned, instance) -> bool:
+    return before != Visibility.PUBLIC and after == Visibility.PUBLIC
+
+
+def _to_open(before, after, cleaned, instance) -> bool:
+    return before != Posting.OPEN and after == Posting.OPEN
+
+
+def _reactivated(before, after, cleaned, instance) -> bool:
+    return not before and after
+
+
+def _owner_of_inactive(before, after, cleaned, instance) -> bool:
+    return before != Role.OWNER and after == Role.OWNER and not (instance.active and cleaned.get("active", True))
+
+
+def _may_post_again(before, after, cleaned, instance) -> bool:
+    return not before and after
+
+
+class ProjectForm(NarrowingForm):
+    widening = {"visibility": _to_public}
+
+
+class SectionForm(NarrowingForm):
+    widening = {"visibility": _to_public, "posting": _to_open}
+
+
+class ProjectMembershipForm(NarrowingForm):
+    widening = {"active": _reactivated, "role": _owner_of_inactive}
+
+
+class SectionMembershipForm(NarrowingForm):
+    widening = {"active": _reactivated, "role": _owner_of_inactive, "can_post": _may_post_again}
+
+
+class MembershipAdminMixin:
+    """Memberships are never added or moved here (see the module docstring)."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["user", self.parent_field, "created_at"]
 
 
 @admin.register(User)
@@ -60,28 +144,39 @@ class ApiTokenAdmin(admin.ModelAdmin):
         self.message_user(request, f"Revoked {queryset.count()} token(s).", messages.SUCCESS)
 
 
-class ProjectMembershipInline(admin.TabularInline):
+class ProjectMembershipInline(MembershipAdminMixin, admin.TabularInline):
     model = ProjectMembership
+    form = ProjectMembershipForm
+    parent_field = "project"
     extra = 0
-    autocomplete_fields = ["user"]
 
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
+    """Projects are created through the API (any user); here staff rename them or make them private."""
+
+    form = ProjectForm
+    readonly_fields = ["created_at"]
     list_display = ["slug", "name", "visibility", "created_at"]
     list_filter = ["visibility"]
     search_fields = ["slug", "name", "id"]
     inlines = [ProjectMembershipInline]
 
+    def has_add_permission(self, request) -> bool:
+        return False  # a project made here would have no owner; `POST /api/v1/projects` makes its caller one
 
-class SectionMembershipInline(admin.TabularInline):
+
+class SectionMembershipInline(MembershipAdminMixin, admin.TabularInline):
     model = SectionMembership
+    form = SectionMembershipForm
+    parent_field = "section"
     extra = 0
-    autocomplete_fields = ["user"]
 
 
 @admin.register(Section)
 class SectionAdmin(admin.ModelAdmin):
+    form = SectionForm
+    readonly_fields = ["created_at"]
     list_display = ["slug", "name", "visibility", "posting", "created_at"]
     list_filter = ["visibility", "posting"]
     search_fields = ["slug", "name", "id"]
@@ -89,18 +184,20 @@ class SectionAdmin(admin.ModelAdmin):
 
 
 @admin.register(ProjectMembership)
-class ProjectMembershipAdmin(admin.ModelAdmin):
+class ProjectMembershipAdmin(MembershipAdminMixin, admin.ModelAdmin):
+    form = ProjectMembershipForm
+    parent_field = "project"
     list_display = ["project", "user", "role", "active"]
     list_select_related = ["project", "user"]
     list_filter = ["role", "active"]
     search_fields = ["project__slug", "user__handle"]
-    autocomplete_fields = ["user", "project"]
 
 
 @admin.register(SectionMembership)
-class SectionMembershipAdmin(admin.ModelAdmin):
+class SectionMembershipAdmin(MembershipAdminMixin, admin.ModelAdmin):
+    form = SectionMembershipForm
+    parent_field = "section"
     list_display = ["section", "user", "role", "can_post", "active"]
     list_select_related = ["section", "user"]
     list_filter = ["role", "can_post", "active"]
     search_fields = ["section__slug", "user__handle"]
-    autocomplete_fields = ["user", "section"]

@@ -218,3 +218,84 @@ def test_staff_cannot_move_a_token_to_another_user_or_widen_it(staff_client, sta
     assert after.name == "renamed"
     me = client.get("/api/v1/me", HTTP_AUTHORIZATION=f"Bearer {issued.secret}")
     assert me.json()["data"]["handle"] == staff.handle
+
+
+def _change_form_data(response) -> dict:
+    """The POST data of an admin change page as it was rendered (the object's and each inline's values)."""
+    from django.forms.models import model_to_dict
+
+    def values(form) -> dict:
+        raw = {**model_to_dict(form.instance), **form.initial} if form.instance.pk else dict(form.initial)
+        out = {}
+        for name in form.fields:
+            value = raw.get(name)
+            if value is None or value is False:
+                continue
+            out[form.add_prefix(name)] = "on" if value is True else getattr(value, "pk", value)
+        return out
+
+    data = values(response.context["adminform"].form)
+    for inline in response.context["inline_admin_formsets"]:
+        formset = inline.formset
+        management = formset.management_form
+        data.update({management.add_prefix(k): v for k, v in management.initial.items()})
+        for form in formset.forms:
+            data.update(values(form))
+    return data
+
+
+@pytest.fixture
+def private_project(owner):
+    from accounts.models import ProjectMembership
+    from tests.factories import ProjectFactory
+
+    project = ProjectFactory(slug="hush", visibility="private")
+    ProjectMembership.objects.create(project=project, user=owner, role="owner")
+    return project
+
+
+def test_the_back_office_never_makes_a_private_project_readable(staff_client, staff, private_project):
+    """A breaker's staff member added themselves to a private project in the back office and read its history
+    through the API. Staff may take access away, never grant it: no adding, no re-activating, no publishing."""
+    from accounts.models import ProjectMembership
+
+    assert staff_client.get(reverse("admin:accounts_projectmembership_add")).status_code == 403
+    assert staff_client.get(reverse("admin:accounts_project_add")).status_code == 403
+    url = reverse("admin:accounts_project_change", args=[private_project.pk])
+    data = _change_form_data(staff_client.get(url))
+    assert "projectmembership_set-0-user" not in data  # the row's user is read-only
+    refused = staff_client.post(url, {**data, "visibility": "public"})
+    assert refused.status_code == 200 and "only takes access away" in refused.content.decode()
+    private_project.refresh_from_db()
+    assert private_project.visibility == "private"
+    former = ProjectMembership.objects.create(project=private_project, user=staff, role="member", active=False)
+    member_url = reverse("admin:accounts_projectmembership_change", args=[former.pk])
+    member_data = _change_form_data(staff_client.get(member_url))
+    for change in ({"active": "on"}, {"active": "on", "role": "owner"}, {"role": "owner"}):
+        response = staff_client.post(member_url, {**member_data, **change})
+        assert response.status_code == 200 and "only takes access away" in response.content.decode(), change
+        former.refresh_from_db()
+        assert (former.active, former.role) == (False, "member"), change
+
+
+def test_the_back_office_may_narrow_access_and_repair_ownership(staff_client, owner, private_project):
+    from accounts.models import ProjectMembership
+    from tests.factories import UserFactory
+
+    private_project.visibility = "public"
+    private_project.save()
+    url = reverse("admin:accounts_project_change", args=[private_project.pk])
+    data = _change_form_data(staff_client.get(url))
+    assert staff_client.post(url, {**data, "visibility": "private"}).status_code == 302
+    private_project.refresh_from_db()
+    assert private_project.visibility == "private"
+    helper = ProjectMembership.objects.create(project=private_project, user=UserFactory(handle="helper"))
+    member_url = reverse("admin:accounts_projectmembership_change", args=[helper.pk])
+    member_data = _change_form_data(staff_client.get(member_url))
+    assert staff_client.post(member_url, {**member_data, "role": "owner"}).status_code == 302  # the repair
+    helper.refresh_from_db()
+    assert (helper.role, helper.active) == ("owner", True)
+    without_active = {k: v for k, v in member_data.items() if k != "active"}
+    assert staff_client.post(member_url, {**without_active, "role": "owner"}).status_code == 302  # removed
+    helper.refresh_from_db()
+    assert helper.active is False
