@@ -3,10 +3,18 @@
 The back office may take access away and repair ownership; it never grants read access (SPEC §2: `is_staff`
 gives no extra API access, private history is never exposed to admins). A staff member who could add
 themselves to a private project, re-activate a membership or make a private project public would read its
-history through the API the next minute (found by a breaker). So on these pages: memberships cannot be added
-or moved to another user or parent, and may only be deactivated, demoted or — for an active member — made
-owner (the repair of a project whose owners left); visibility only goes from public to private, posting only
-from open to members-only. New members join through the API, by an owner's request (`POST …/members`).
+history through the API the next minute (found by a breaker). So on these pages:
+
+- memberships are changed one at a time on their own page (the inlines only list them): never added,
+  deleted or moved to another user or parent, never re-activated or given back the right to post; they may
+  be deactivated or demoted — but never the last active owner's (the API's last-owner rule,
+  `services.keeps_an_owner`) — and an active member other than oneself may be made owner only where no
+  active owner is left (the repair of a project whose owners' accounts were closed);
+- projects and sections are not created here (the API makes the creator their owner); their slug cannot
+  change (a freed slug let staff create a project under it and receive its members' notes), visibility
+  only goes from public to private, posting only from open to members-only.
+
+New members join through the API, by an owner's request (`POST …/members`).
 """
 
 from __future__ import annotations
@@ -56,15 +64,7 @@ def _to_open(before, after, cleaned, instance) -> bool:
     return before != Posting.OPEN and after == Posting.OPEN
 
 
-def _reactivated(before, after, cleaned, instance) -> bool:
-    return not before and after
-
-
-def _owner_of_inactive(before, after, cleaned, instance) -> bool:
-    return before != Role.OWNER and after == Role.OWNER and not (instance.active and cleaned.get("active", True))
-
-
-def _may_post_again(before, after, cleaned, instance) -> bool:
+def _turned_on(before, after, cleaned, instance) -> bool:
     return not before and after
 
 
@@ -76,22 +76,80 @@ class SectionForm(NarrowingForm):
     widening = {"visibility": _to_public, "posting": _to_open}
 
 
-class ProjectMembershipForm(NarrowingForm):
-    widening = {"active": _reactivated, "role": _owner_of_inactive}
+class MembershipForm(NarrowingForm):
+    """One membership's change page (see the module docstring). `acting_user` is set per request."""
+
+    widening = {"active": _turned_on, "can_post": _turned_on}
+    acting_user: User | None = None
+    parent_field = ""
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        before = self.instance
+        active, role = cleaned.get("active", before.active), cleaned.get("role", before.role)
+        siblings = type(before).objects.filter(**{self.parent_field: getattr(before, self.parent_field)})
+        was_owner = before.active and before.role == Role.OWNER
+        if (
+            was_owner
+            and not (active and role == Role.OWNER)
+            and not services.keeps_an_owner(siblings, without=before.user)
+        ):
+            self.add_error(None, "This is the last active owner: a project or section always keeps one.")
+        if role == Role.OWNER and before.role != Role.OWNER:
+            if not (before.active and active):
+                self.add_error("role", "Only an active member can be made owner.")
+            elif self.acting_user is not None and before.user_id == self.acting_user.pk:
+                self.add_error("role", "Staff cannot make themselves owner here.")
+            elif services.keeps_an_owner(siblings):
+                self.add_error("role", "It has an active owner, who can do this through the API.")
+        return cleaned
 
 
-class SectionMembershipForm(NarrowingForm):
-    widening = {"active": _reactivated, "role": _owner_of_inactive, "can_post": _may_post_again}
+class ProjectMembershipForm(MembershipForm):
+    parent_field = "project"
+
+
+class SectionMembershipForm(MembershipForm):
+    parent_field = "section"
 
 
 class MembershipAdminMixin:
-    """Memberships are never added or moved here (see the module docstring)."""
+    """Memberships are never added, deleted or moved here (see the module docstring)."""
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
 
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
     def get_readonly_fields(self, request, obj=None):
         return ["user", self.parent_field, "created_at"]
+
+
+class MembershipInlineMixin(MembershipAdminMixin):
+    """The memberships on a project's or section's page: listed only; each is changed on its own page, so
+    every change is judged against the others as stored (two rows changed in one form could each leave the
+    other as the last owner)."""
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class MembershipChangeAdmin(MembershipAdminMixin, admin.ModelAdmin):
+    """A membership's own page: its form knows who is acting (staff never make themselves owner)."""
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        return type(form.__name__, (form,), {"acting_user": request.user})
+
+
+class ParentAdmin(admin.ModelAdmin):
+    """Projects and sections: not created here, slug fixed (see the module docstring)."""
+
+    readonly_fields = ["slug", "created_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
 
 
 @admin.register(User)
@@ -144,39 +202,34 @@ class ApiTokenAdmin(admin.ModelAdmin):
         self.message_user(request, f"Revoked {queryset.count()} token(s).", messages.SUCCESS)
 
 
-class ProjectMembershipInline(MembershipAdminMixin, admin.TabularInline):
+class ProjectMembershipInline(MembershipInlineMixin, admin.TabularInline):
     model = ProjectMembership
-    form = ProjectMembershipForm
     parent_field = "project"
     extra = 0
+    show_change_link = True
 
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(ParentAdmin):
     """Projects are created through the API (any user); here staff rename them or make them private."""
 
     form = ProjectForm
-    readonly_fields = ["created_at"]
     list_display = ["slug", "name", "visibility", "created_at"]
     list_filter = ["visibility"]
     search_fields = ["slug", "name", "id"]
     inlines = [ProjectMembershipInline]
 
-    def has_add_permission(self, request) -> bool:
-        return False  # a project made here would have no owner; `POST /api/v1/projects` makes its caller one
 
-
-class SectionMembershipInline(MembershipAdminMixin, admin.TabularInline):
+class SectionMembershipInline(MembershipInlineMixin, admin.TabularInline):
     model = SectionMembership
-    form = SectionMembershipForm
     parent_field = "section"
     extra = 0
+    show_change_link = True
 
 
 @admin.register(Section)
-class SectionAdmin(admin.ModelAdmin):
+class SectionAdmin(ParentAdmin):
     form = SectionForm
-    readonly_fields = ["created_at"]
     list_display = ["slug", "name", "visibility", "posting", "created_at"]
     list_filter = ["visibility", "posting"]
     search_fields = ["slug", "name", "id"]
@@ -184,7 +237,7 @@ class SectionAdmin(admin.ModelAdmin):
 
 
 @admin.register(ProjectMembership)
-class ProjectMembershipAdmin(MembershipAdminMixin, admin.ModelAdmin):
+class ProjectMembershipAdmin(MembershipChangeAdmin):
     form = ProjectMembershipForm
     parent_field = "project"
     list_display = ["project", "user", "role", "active"]
@@ -194,7 +247,7 @@ class ProjectMembershipAdmin(MembershipAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(SectionMembership)
-class SectionMembershipAdmin(MembershipAdminMixin, admin.ModelAdmin):
+class SectionMembershipAdmin(MembershipChangeAdmin):
     form = SectionMembershipForm
     parent_field = "section"
     list_display = ["section", "user", "role", "can_post", "active"]

@@ -14,10 +14,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Model
+from django.db.models import Model, QuerySet
 from django.utils import timezone
 
-from accounts.errors import LastOwner, OwnerRequired, SlugTaken, TokenPowerExceeded, UserNotFound
+from accounts import selectors
+from accounts.errors import LastOwner, SlugTaken, TokenPowerExceeded, UserNotFound
 from accounts.models import (
     ApiToken,
     Posting,
@@ -257,20 +258,16 @@ def create_section(
 
 def _lock_parent(parent: Model, actor: User | None) -> Model:
     """Lock `parent`'s row (a project or section) and return it; then `actor` must still be one of its active
-    owners, else OwnerRequired (403). The caller's right was checked before the lock (the view's
+    owners. The caller's right was checked before the lock (the view's
     `get_project_for(need="owner")`), but a demotion may have committed since: two owners demoting each
     other in parallel both succeeded (found by a breaker). Under the lock the memberships cannot change, so
-    every change is judged against the owners of the moment it happens. actor None: an operator's change
-    (admin, scripts), no owner needed."""
+    every change is judged against the owners of the moment it happens. Raises what the view's check raises:
+    ProjectNotFound / SectionNotFound (404) once the actor cannot see a private parent, OwnerRequired (403).
+    actor None: an operator's change (admin, scripts), no owner needed."""
     locked = type(parent).objects.select_for_update().get(pk=parent.pk)
-    if actor is not None:
-        memberships = ProjectMembership if isinstance(locked, Project) else SectionMembership
-        parent_field = "project" if isinstance(locked, Project) else "section"
-        still_owner = memberships.objects.filter(
-            **{parent_field: locked}, user=actor, active=True, role=Role.OWNER, user__is_active=True
-        ).exists()
-        if not still_owner:
-            raise OwnerRequired()
+    if actor is not None:  # the view's own check, again: 404 once unseen, 403 once not an owner
+        find = selectors.get_project_for if isinstance(locked, Project) else selectors.get_section_for
+        find(actor, str(locked.pk), need="owner")
     return locked
 
 
@@ -340,12 +337,7 @@ def _set_member(
     role_after = wanted.get("role", current.role if current is not None else None)
     was_owner = current is not None and current.active and current.role == Role.OWNER
     stays_owner = active and role_after == Role.OWNER
-    if (
-        was_owner
-        and not stays_owner
-        # an inactive (deactivated) user's ownership governs nothing: they cannot sign in (found by a breaker)
-        and not memberships.filter(active=True, role=Role.OWNER, user__is_active=True).exclude(user=user).exists()
-    ):
+    if was_owner and not stays_owner and not keeps_an_owner(memberships, without=user):
         raise LastOwner()
     if current is None:
         return model.objects.create(**{parent_field: parent}, user=user, **wanted), True
@@ -355,6 +347,15 @@ def _set_member(
     if changed:
         current.save(update_fields=changed)
     return current, False
+
+
+def keeps_an_owner(memberships: QuerySet, *, without: User | None = None) -> bool:
+    """Whether `memberships` (one project's or section's) hold an active owner whose account is active,
+    `without` left out — the last-owner rule (SPEC §3), for the API's membership changes and the back office
+    alike. An inactive (deactivated) user's ownership governs nothing: they cannot sign in (found by a
+    breaker: a project was left to a deactivated owner)."""
+    owners = memberships.filter(active=True, role=Role.OWNER, user__is_active=True)
+    return (owners.exclude(user=without) if without is not None else owners).exists()
 
 
 def find_member_user(handle: str, *, active: bool) -> User:

@@ -99,7 +99,7 @@ def test_two_owners_demoting_each_other_at_once_never_both_succeed(kind):
 def test_a_demoted_owner_cannot_finish_a_change_the_view_let_through():
     """Deterministic: the caller's right was checked (the view's), then a demotion committed, then the
     service runs: it refuses (403) and changes nothing."""
-    from accounts.errors import OwnerRequired
+    from accounts.errors import OwnerRequired, ProjectNotFound
 
     project = ProjectFactory(slug="late")
     dora, cara = UserFactory(handle="dora"), UserFactory(handle="cara")
@@ -113,6 +113,9 @@ def test_a_demoted_owner_cannot_finish_a_change_the_view_let_through():
     project.refresh_from_db()
     assert project.name != "taken over"
     assert ProjectMembership.objects.get(project=project, user=dora).role == "owner"
+    services.set_project_member(project=project, actor=dora, handle="cara", active=False)
+    with pytest.raises(ProjectNotFound):  # removed from the private project: the 404 a new request gets
+        services.set_project_member(project=project, actor=cara, handle="dora", role="member")
 
 
 def test_an_inactive_owner_does_not_count_as_the_project_keeping_an_owner():

@@ -256,46 +256,61 @@ def private_project(owner):
 
 def test_the_back_office_never_makes_a_private_project_readable(staff_client, staff, private_project):
     """A breaker's staff member added themselves to a private project in the back office and read its history
-    through the API. Staff may take access away, never grant it: no adding, no re-activating, no publishing."""
+    through the API; another made themselves owner of a project they were a member of, then opened it to
+    anyone; another renamed a project's slug and created a project of their own under it, which its members'
+    notes then went to. Staff may take access away, never grant it."""
     from accounts.models import ProjectMembership
 
     assert staff_client.get(reverse("admin:accounts_projectmembership_add")).status_code == 403
     assert staff_client.get(reverse("admin:accounts_project_add")).status_code == 403
+    assert staff_client.get(reverse("admin:accounts_section_add")).status_code == 403
     url = reverse("admin:accounts_project_change", args=[private_project.pk])
     data = _change_form_data(staff_client.get(url))
-    assert "projectmembership_set-0-user" not in data  # the row's user is read-only
-    refused = staff_client.post(url, {**data, "visibility": "public"})
+    assert "slug" not in data  # read-only; so are the membership rows listed on the page
+    refused = staff_client.post(url, {**data, "visibility": "public", "slug": "taken-over"})
     assert refused.status_code == 200 and "only takes access away" in refused.content.decode()
     private_project.refresh_from_db()
-    assert private_project.visibility == "private"
+    assert (private_project.visibility, private_project.slug) == ("private", "hush")
     former = ProjectMembership.objects.create(project=private_project, user=staff, role="member", active=False)
     member_url = reverse("admin:accounts_projectmembership_change", args=[former.pk])
     member_data = _change_form_data(staff_client.get(member_url))
     for change in ({"active": "on"}, {"active": "on", "role": "owner"}, {"role": "owner"}):
         response = staff_client.post(member_url, {**member_data, **change})
-        assert response.status_code == 200 and "only takes access away" in response.content.decode(), change
+        assert response.status_code == 200 and "errorlist" in response.content.decode(), change
         former.refresh_from_db()
         assert (former.active, former.role) == (False, "member"), change
+    ProjectMembership.objects.filter(pk=former.pk).update(active=True)  # an owner added staff as a member
+    response = staff_client.post(member_url, {**member_data, "active": "on", "role": "owner"})
+    assert "Staff cannot make themselves owner" in response.content.decode()
+    former.refresh_from_db()
+    assert former.role == "member"
+    assert staff_client.post(reverse("admin:accounts_projectmembership_delete", args=[former.pk])).status_code == 403
 
 
 def test_the_back_office_may_narrow_access_and_repair_ownership(staff_client, owner, private_project):
-    from accounts.models import ProjectMembership
+    from accounts.models import ProjectMembership, User
     from tests.factories import UserFactory
 
     private_project.visibility = "public"
     private_project.save()
     url = reverse("admin:accounts_project_change", args=[private_project.pk])
     data = _change_form_data(staff_client.get(url))
-    assert staff_client.post(url, {**data, "visibility": "private"}).status_code == 302
+    assert staff_client.post(url, {**data, "visibility": "private", "name": "Hush"}).status_code == 302
     private_project.refresh_from_db()
-    assert private_project.visibility == "private"
+    assert (private_project.visibility, private_project.name) == ("private", "Hush")
+    owners = ProjectMembership.objects.get(project=private_project, user=owner)
+    owner_url = reverse("admin:accounts_projectmembership_change", args=[owners.pk])
+    owner_data = _change_form_data(staff_client.get(owner_url))
+    last = staff_client.post(owner_url, {k: v for k, v in owner_data.items() if k != "active"})
+    assert "last active owner" in last.content.decode()  # the API's rule, here too
     helper = ProjectMembership.objects.create(project=private_project, user=UserFactory(handle="helper"))
     member_url = reverse("admin:accounts_projectmembership_change", args=[helper.pk])
     member_data = _change_form_data(staff_client.get(member_url))
-    assert staff_client.post(member_url, {**member_data, "role": "owner"}).status_code == 302  # the repair
+    busy = staff_client.post(member_url, {**member_data, "role": "owner"})
+    assert "It has an active owner" in busy.content.decode()  # the owner can do it through the API
+    User.objects.filter(pk=owner.pk).update(is_active=False)  # the owner's account was closed: the repair
+    assert staff_client.post(member_url, {**member_data, "role": "owner"}).status_code == 302
     helper.refresh_from_db()
     assert (helper.role, helper.active) == ("owner", True)
     without_active = {k: v for k, v in member_data.items() if k != "active"}
-    assert staff_client.post(member_url, {**without_active, "role": "owner"}).status_code == 302  # removed
-    helper.refresh_from_db()
-    assert helper.active is False
+    assert "last active owner" in staff_client.post(member_url, {**without_active, "role": "owner"}).content.decode()
