@@ -466,15 +466,26 @@ def delete_memory(
 
 
 @transaction.atomic
-def redact_version(*, store: Store, version_id: object, actor: Actor, fence: Fence | None = None) -> Version:
+def redact_version(
+    *,
+    store: Store,
+    version_id: object,
+    actor: Actor,
+    fence: Fence | None = None,
+    recheck: Callable[[], object] | None = None,
+) -> Version:
     """Redact a version for good: null its content, digest, size and path; record who and when (SPEC §5).
 
     Allowed on archived stores. An already-redacted version is returned unchanged (first
     `redacted_at`/`redacted_by` kept). Raises VersionNotFound (404), VersionIsCurrent (409) for the
     head version of a live memory. Locks the store row (so the head cannot move underneath the check), then
-    passes `fence`.
+    passes `fence`, then calls `recheck` (the view's access check again, raising its 404/403): a redaction
+    cannot be undone, so a writer removed while the request waited for the lock must not make one (found by
+    a breaker; ordinary writes in that window are docs/access.md's "Writes racing a removal").
     """
     locked, now = _lock_and_fence(store, fence)
+    if recheck is not None:
+        recheck()
     pk = parse_id(version_id, VersionNotFound)
     version = Version.objects.select_for_update(of=("self",)).filter(store=locked, pk=pk).first()
     if version is None:

@@ -435,6 +435,10 @@ class MemoryVersionRedactView(APIView):
         reject_query(request)
         reject_body(request)
         version = services.redact_version(
-            store=store, version_id=version_id, actor=actor_for_request(request), fence=fence_for_request(request)
+            store=store,
+            version_id=version_id,
+            actor=actor_for_request(request),
+            fence=fence_for_request(request),
+            recheck=lambda: store_for_request(request, store_id, need="write"),
         )
         return responses.version_body(version, view="basic")
