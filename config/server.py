@@ -141,13 +141,33 @@ def web_concurrency(environ, default: int) -> int:
     return count
 
 
+THREADS_ENV = "WEB_THREADS"
+MAX_THREADS = 256
+
+
+def web_threads(environ) -> int | None:
+    """`WEB_THREADS` in `environ` (Django threads per worker process), None when unset or empty (the
+    settings' default applies). Raises ValueError naming the variable for anything but ASCII digits giving
+    1 to `MAX_THREADS`: `0` passed the start check and then failed every worker's import with a traceback
+    (found by a breaker), a negative count made POLL_WAITERS negative."""
+    raw = environ.get(THREADS_ENV, "")
+    value = raw.strip(_ASCII_BLANK)
+    if not value:
+        return None
+    count = int(value) if value.isascii() and value.isdigit() else 0
+    if not 1 <= count <= MAX_THREADS:
+        raise ValueError(f"{THREADS_ENV} must be a whole number of threads, 1 to {MAX_THREADS}; got {raw!r}")
+    return count
+
+
 def startup_problem(environ=os.environ) -> str | None:
-    """What is wrong with the server's own variables (`WEB_CONCURRENCY`, `WEB_CPU_AFFINITY`) in `environ`,
-    as one line, or None. `python -m config.server` prints it and exits 1: `bin/serve` and the Docker
+    """What is wrong with the server's own variables (`WEB_CONCURRENCY`, `WEB_THREADS`, `WEB_CPU_AFFINITY`)
+    in `environ`, as one line, or None. `python -m config.server` prints it and exits 1: `bin/serve` and the Docker
     image run that before gunicorn, whose import reads `WEB_CONCURRENCY` with `int()` and would answer a
     bad value with a traceback before config/gunicorn.conf.py could say what is wrong."""
     try:
         web_concurrency(environ, 1)
+        web_threads(environ)
         cpu_affinity_mode(environ)
     except ValueError as exc:
         return str(exc)

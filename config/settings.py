@@ -161,7 +161,8 @@ WEB_THREADS = env.int("WEB_THREADS", default=8)
 # block's database work under DB_REQUEST_DEADLINE; a client that takes more than STREAM_SEND_TIMEOUT seconds
 # to accept one block (64 KiB), or a stream still running STREAM_SECONDS after it started, is cut (no end
 # line: clients see the export incomplete). At most STREAM_THREADS answers of a process stream at once
-# (default: half of WEB_THREADS), so streams never take every thread; one more is a 503 with Retry-After.
+# (default: half of WEB_THREADS, at least 1), so streams never take every thread — except with WEB_THREADS=1,
+# where an export needs the one thread while it reads the database; one more is a 503 with Retry-After.
 STREAM_SEND_TIMEOUT = env.float("STREAM_SEND_TIMEOUT", default=30.0)
 STREAM_SECONDS = env.float("STREAM_SECONDS", default=900.0)
 STREAM_THREADS = env.int("STREAM_THREADS", default=max(1, WEB_THREADS // 2))

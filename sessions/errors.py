@@ -114,6 +114,13 @@ class EnvironmentKeyRevoked(AuthenticationError):
     message = "This environment key has been revoked."
 
 
+class EnvironmentOwnerInactive(AuthenticationError):
+    """The environment's owner was deactivated while a blocking poll waited: the poll claims nothing and
+    answers the 401 a new request with the key gets."""
+
+    message = "This environment's owner is inactive."
+
+
 class EnvironmentKeyGone(AuthenticationError):
     """The environment key a blocking poll authenticated with was deleted (with its environment) while the
     poll waited: the poll claims nothing and answers the 401 of an unknown key, as any new request with it."""

@@ -21,6 +21,7 @@ from django.db.models import BooleanField, Count, ExpressionWrapper, F, Min, Q, 
 from django.db.models.functions import Now
 
 from accounts.models import User
+from config.fields import canonical_uuid
 from sessions.errors import (
     CredentialNotAccepted,
     EnvironmentKeyNotFound,
@@ -52,10 +53,9 @@ WORKERS_POLLING_WINDOW = timedelta(seconds=30)
 
 
 def _same_id(value: object, pk: uuid.UUID) -> bool:
-    try:
-        return uuid.UUID(str(value)) == pk
-    except ValueError:
-        return False
+    """Whether the URL's id `value` names `pk`: only in its canonical spelling (`config.fields.canonical_uuid`),
+    as every id in a URL (an uppercase or braced environment id polled the queue)."""
+    return canonical_uuid(value) == pk
 
 
 def _after(rows: QuerySet, after: tuple[datetime, uuid.UUID] | None, *, descending: bool = True) -> QuerySet:

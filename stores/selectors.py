@@ -192,11 +192,9 @@ def _me(user) -> User:
 
 
 def _by_uuid_or_slug(model, value: str):
-    """Find a project/section by UUID (preferred) or by slug, case-insensitively; None when absent."""
-    try:
-        pk = uuid.UUID(value)
-    except ValueError:
-        pk = None
+    """Find a project/section by UUID (preferred; canonical spelling only, as `accounts.selectors` finds
+    them for `/projects/{ref}`) or by slug, case-insensitively; None when absent."""
+    pk = canonical_uuid(value)
     if pk is not None:
         found = model.objects.filter(pk=pk).first()
         if found is not None:

@@ -32,11 +32,13 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.db.models.functions import Now
 
+from accounts.models import User
 from config.threads import Slots
 from sessions.errors import (
     EnvironmentKeyGone,
     EnvironmentKeyRevoked,
     EnvironmentNotFound,
+    EnvironmentOwnerInactive,
     HeartbeatPreconditionFailed,
     LeaseExpired,
     WorkAlreadyAcknowledged,
@@ -177,6 +179,8 @@ def _claim_next(
         # before the revoke, whose credential lives on (docs/agent-access.md).
         if key is not None and lock_row(key, EnvironmentKeyGone, strength="share").revoked_at is not None:
             raise EnvironmentKeyRevoked()
+        if key is not None and not User.objects.filter(pk=environment.owner_id, is_active=True).exists():
+            raise EnvironmentOwnerInactive()  # deactivated while the poll waited (found by a breaker)
         reclaim_before = Now() - timedelta(milliseconds=reclaim_older_than_ms)
         reclaimable = Q(polled_at__isnull=True) | Q(polled_at__lte=reclaim_before)
         work = (

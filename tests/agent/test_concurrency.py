@@ -405,6 +405,20 @@ def test_a_poll_by_a_key_deleted_after_it_authenticated_is_the_401_of_an_unknown
     assert not WorkClaim.objects.exists()
 
 
+def test_a_poll_whose_environment_owner_was_deactivated_claims_nothing(environment, env_key, make_session):
+    """A waiting poll re-read its key but not its owner: deactivated mid-poll, the poll still claimed an item
+    (and ended the item's previous claim). It answers the 401 a new request with the key gets now."""
+    from accounts.models import User
+    from sessions.errors import EnvironmentOwnerInactive
+
+    make_session()
+    authenticated = EnvironmentKey.objects.get(pk=env_key.key.pk)
+    User.objects.filter(pk=environment.owner_id).update(is_active=False)
+    with pytest.raises(EnvironmentOwnerInactive):
+        work_services.poll_work(environment=environment, block_ms=None, reclaim_older_than_ms=5000, key=authenticated)
+    assert not WorkClaim.objects.exists()
+
+
 def _archived_sessions(environment, make_session, n: int) -> list[Session]:
     """`n` archived sessions of `environment` in pk order, each work item claimed once (so with claims)."""
     sessions = [make_session() for _ in range(n)]

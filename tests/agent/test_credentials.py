@@ -259,3 +259,18 @@ def test_after_a_reclaim_the_old_credential_gets_412_on_heartbeat_and_cannot_sto
     work = Work.objects.get(pk=running.work.pk)
     assert (work.state, work.claim_id) == ("queued", new_claim)
     assert WorkClaim.objects.get(pk=new_claim).ended_at is None
+
+
+def test_an_environment_key_names_its_environment_only_in_the_canonical_spelling(key_api, environment, make_session):
+    """Every id in a URL is canonical (docs/decisions.md "One rule each"): an uppercase, braced, URN or
+    hyphen-less environment id with the environment's key polled the queue and claimed its item."""
+    from sessions.models import WorkClaim
+
+    make_session()
+    text = str(environment.pk)
+    for other in (text.upper(), "{" + text + "}", "urn:uuid:" + text, text.replace("-", "")):
+        for path in ("work/poll", "work", "work/stats"):
+            response = key_api.get(f"/api/v1/environments/{other}/{path}")
+            assert response.status_code == 401, (other, path, response.content)
+    assert not WorkClaim.objects.exists()
+    assert key_api.get(f"/api/v1/environments/{text}/work/stats").status_code == 200

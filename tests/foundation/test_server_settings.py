@@ -184,3 +184,26 @@ def test_waiting_polls_never_take_every_thread_by_default(threads, stream, poll)
         timeout=60,
     ).stdout.split()
     assert out == [str(stream), str(poll)]
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [("", None), (" 4 ", None), ("1", None), ("256", None), ("0", "WEB_THREADS must be"), ("-1", "WEB_THREADS must")]
+    + [(bad, "WEB_THREADS must be") for bad in ("abc", "2.5", "257", "٣")],
+)
+def test_web_threads_are_checked_before_the_server_starts(value, problem):
+    """`WEB_THREADS=0` passed `python -m config.server` and then failed every worker's import with a traceback
+    (ThreadPoolExecutor: max_workers must be at least 1); now it is the start check's one line, exit 1."""
+    from config.server import startup_problem
+
+    found = startup_problem({"WEB_THREADS": value})
+    assert (found is None) if problem is None else found.startswith(problem)
+    done = subprocess.run(
+        [sys.executable, "-m", "config.server"],
+        env={**os.environ, "WEB_THREADS": value},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == (0 if problem is None else 1), done.stderr
+    assert "Traceback" not in done.stderr
