@@ -192,9 +192,13 @@ def _me(user) -> User:
 
 
 def _by_uuid_or_slug(model, value: str):
-    """Find a project/section by UUID (preferred; canonical spelling only, as `accounts.selectors` finds
-    them for `/projects/{ref}`) or by slug, case-insensitively; None when absent."""
-    pk = canonical_uuid(value)
+    """Find a project/section by UUID (preferred) or by slug, case-insensitively; None when absent. A query's
+    `subject` takes a UUID in any spelling `uuid.UUID` reads (tests/stores/test_resolve.py); only ids in URL
+    paths must be canonical (docs/decisions.md "One rule each")."""
+    try:
+        pk = uuid.UUID(value)
+    except ValueError:
+        pk = None
     if pk is not None:
         found = model.objects.filter(pk=pk).first()
         if found is not None:
