@@ -52,12 +52,23 @@ def with_idempotency_key(request) -> Any:
     """The note's request data with the `Idempotency-Key` header as its `client_nonce` (SPEC §2).
 
     The header and a body `client_nonce` may both be sent only with the same value (400 otherwise); the
-    key is then validated exactly like a body nonce (≤128 characters, no NUL or lone surrogates).
+    key is then validated exactly like a body nonce (≤128 characters, no NUL or lone surrogates). The header's
+    bytes are read as UTF-8, as the body is (WSGI hands them over as Latin-1: `ключ` in the header and in the
+    body were two nonces, so one retried note was stored twice — found by a breaker); bytes that are not
+    UTF-8 are a 400.
     """
     key = request.META.get("HTTP_IDEMPOTENCY_KEY")  # what `request.headers` reads, without building all of it
     data = request.data
     if key is None or not isinstance(data, dict):
         return data
+    if not key.isascii():
+        try:
+            key = key.encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            raise InvalidRequest(
+                "The Idempotency-Key header is not valid UTF-8.",
+                details={"fields": {"client_nonce": "the Idempotency-Key header is not valid UTF-8"}},
+            ) from None
     body_nonce = data.get("client_nonce")
     if body_nonce is not None and body_nonce != key:
         raise InvalidRequest(
@@ -131,6 +142,9 @@ class NapView(APIView):
     store_kwarg = "pk"  # the store is fetched with the token (accounts.authentication)
 
     allow_anonymous_reads = True
+    # No HEAD: Django answers HEAD with `get`, and a writer's nap claims jobs — a link checker or a proxy's
+    # probe with a writer's token held them for NAP_CLAIM_SECONDS and showed nobody (found by a breaker).
+    http_method_names = ["get", "options"]
 
     @extend_schema(
         operation_id="nap_memories",

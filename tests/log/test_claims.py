@@ -80,6 +80,16 @@ def test_a_writers_nap_claims_the_job_and_another_writer_gets_the_next(two_agent
     assert claims == {0: f"user:{first.user.pk}", 2: f"user:{second.user.pk}"}
 
 
+def test_a_head_of_nap_claims_nothing(two_agents, shared_store):
+    """HEAD ran `get`, and a writer's nap claims: a probe with a writer's token held the job for
+    NAP_CLAIM_SECONDS and showed nobody (found by a breaker). Nap has no HEAD."""
+    first, second = two_agents
+    response = first.head(url(shared_store, "nap"))
+    assert response.status_code == 405 and "HEAD" not in response["Allow"]
+    assert not Claim.objects.exists()
+    assert nap(second, shared_store)["data"]["job"] is not None
+
+
 def test_the_claimants_repeated_nap_returns_its_own_job_again(two_agents, shared_store):
     first, second = two_agents
     job = nap(first, shared_store)["data"]["job"]

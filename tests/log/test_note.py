@@ -171,6 +171,23 @@ def test_note_takes_the_idempotency_key_header_as_its_nonce(owner_client, privat
     assert Entry.objects.filter(store=private_store).count() == 1
 
 
+def test_a_non_ascii_idempotency_key_is_the_same_nonce_as_in_the_body(owner_client, private_store):
+    """The header's bytes were read as Latin-1: `ключ-1` in the header and in the body were two nonces, and
+    one retried note was stored twice (found by a breaker). Header values are decoded as UTF-8."""
+    raw = "ключ-1".encode().decode("latin-1")  # how WSGI hands the header's UTF-8 bytes over
+    first = owner_client.post(url(private_store, "note"), {"body_md": "once"}, HTTP_IDEMPOTENCY_KEY=raw)
+    assert first.status_code == 201 and first.json()["data"]["client_nonce"] == "ключ-1"
+    again = owner_client.post(url(private_store, "note"), {"body_md": "once", "client_nonce": "ключ-1"})
+    assert again.status_code == 200 and again.json()["meta"]["replayed"] is True
+    both = owner_client.post(
+        url(private_store, "note"), {"body_md": "once", "client_nonce": "ключ-1"}, HTTP_IDEMPOTENCY_KEY=raw
+    )
+    assert both.status_code == 200
+    bad = owner_client.post(url(private_store, "note"), {"body_md": "x"}, HTTP_IDEMPOTENCY_KEY="\xff\xfe")
+    assert bad.status_code == 400 and "not valid UTF-8" in bad.json()["error"]["message"]
+    assert Entry.objects.filter(store=private_store).count() == 1
+
+
 def test_note_rejects_an_idempotency_key_that_differs_from_client_nonce_or_is_too_long(owner_client, private_store):
     differs = owner_client.post(
         url(private_store, "note"), {"body_md": "x", "client_nonce": "a"}, HTTP_IDEMPOTENCY_KEY="b"
