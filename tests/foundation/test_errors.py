@@ -23,6 +23,31 @@ def test_unknown_field_is_rejected_by_name(owner_client):
     assert "colour" in body["error"]["message"]
 
 
+def test_a_400_never_grows_with_what_the_client_sent(owner_client, private_store):
+    """10,000 unknown keys (650 KB) were answered with every name twice (3.1 MB), one 900 KB key with 1.8 MB
+    (found by a breaker): at most 20 problems are named, each name and message cut."""
+    from config.errors import MAX_FIELD_CHARS, MAX_LISTED_PROBLEMS
+
+    note = f"/api/v1/memories/{private_store.pk}/note"
+    many = {"body_md": "x", **{f"unknown_field_{n:05d}": 1 for n in range(10_000)}}
+    body = assert_error(owner_client.post(note, many, format="json"), 400, "invalid_request_error")
+    assert len(json.dumps(body)) < 8_000
+    assert body["error"]["message"].endswith("; and 9980 more")
+    assert len(body["error"]["details"]["fields"]) == MAX_LISTED_PROBLEMS
+    huge = {"body_md": "x", "k" * 900_000: 1}
+    body = assert_error(owner_client.post(note, huge, format="json"), 400, "invalid_request_error")
+    assert len(json.dumps(body)) < 2_000
+    assert [len(name) for name in body["error"]["details"]["fields"]] == [MAX_FIELD_CHARS]
+
+
+def test_a_field_with_two_problems_keeps_both_in_details(private_store, owner_client):
+    body = {"range": "0-1", "generation": 1, "source_digest": "Z", "summary_md": "s", "model": "m"}
+    response = owner_client.post(f"/api/v1/memories/{private_store.pk}/compact", body, format="json")
+    error = assert_error(response, 400, "invalid_request_error")["error"]
+    problems = error["details"]["fields"]["source_digest"].split("; ")
+    assert len(problems) == 2 and all(problem in error["message"] for problem in problems)
+
+
 def test_bad_json_is_400(owner_client):
     response = owner_client.generic("POST", "/probe", b'{"count": ', content_type="application/json")
     assert_error(response, 400, "invalid_request_error")
