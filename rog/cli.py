@@ -105,6 +105,8 @@ def main(ctx: click.Context, api_url: str, token: str | None, data_json: str | N
     `rog projects create apollo -q data.id`. Exit codes: 0 success, 2 usage error, 3 API refused (4xx),
     4 API failed (5xx), 5 network failure.
     """
+    if not 0 < timeout < float("inf"):  # nan, inf, 0 and negatives crashed httpx with a traceback
+        fail_usage(f"--timeout must be a positive number of seconds; got {timeout}.")
     ctx.obj = State(api_url=api_url, token=token, data_json=data_json, timeout=timeout)
 
 
@@ -160,10 +162,13 @@ def note(state: State, text, user, project, board, store, file_path, nonce) -> N
         fail_usage("Give the entry as TEXT or with --file BODY.md (exactly one).")
     body_md = read_text_file(file_path) if file_path else text
     sid = store_id(state, selection(user, project, board, store))
-    # The nonce travels as the Idempotency-Key header (a fresh one without --nonce), so the client's own
-    # retries after a lost answer never store the note twice.
+    # The nonce travels as the body's client_nonce — exactly as given, any text the server takes — and also
+    # as the Idempotency-Key header when it can (visible ASCII: `client.header_safe`; a fresh key without
+    # --nonce), so the client's own retries after a lost answer never store the note twice. (Sent as a
+    # header only, `é` crashed rog and " k " became "k": found by a breaker.)
     key = nonce if nonce is not None else new_idempotency_key()
-    emit(state.call("POST", f"memories/{sid}/note", json={"body_md": body_md}, idempotency_key=key))
+    body = {"body_md": body_md, "client_nonce": key}
+    emit(state.call("POST", f"memories/{sid}/note", json=body, idempotency_key=key))
 
 
 @memories.command()

@@ -32,6 +32,12 @@ class NetworkError(Exception):
     """The API could not be reached (connection refused, DNS, timeout)."""
 
 
+def header_safe(value: str) -> bool:
+    """Whether `value` can travel as an HTTP header value unchanged: visible ASCII only (no spaces, which
+    HTTP trims at the ends, no control characters, nothing httpx would refuse or re-encode)."""
+    return bool(value) and all("!" <= ch <= "~" for ch in value)
+
+
 def new_idempotency_key() -> str:
     """A fresh `Idempotency-Key` value (``rog-`` + 32 hex digits)."""
     return "rog-" + uuid.uuid4().hex
@@ -68,8 +74,15 @@ class Client:
     retries: int = 2
 
     def __post_init__(self) -> None:
+        """Raises ValueError — never naming the token — for a token with anything but visible ASCII (a
+        trailing CR or newline from a file, a space), and for a base URL httpx cannot parse."""
         headers = {"Accept": "application/json", "User-Agent": "rog/2.0.0"}
         if self.token:
+            if not header_safe(self.token):
+                raise ValueError(
+                    "the token holds a space, a line break or another character no token has "
+                    "(a trailing CR or newline from a file?)"
+                )
             headers["Authorization"] = f"Bearer {self.token}"
         self._http = httpx.Client(
             base_url=self.base_url.rstrip("/") + "/api/v1/", headers=headers, timeout=self.timeout
@@ -89,15 +102,19 @@ class Client:
         """Send one request (retried as the class docstring says); return the parsed JSON of a 2xx answer.
 
         `json` or `content` (raw bytes, with its Content-Type in `headers`) is the body.
-        `idempotency_key`: the write's key (a fresh one when None). Raises ApiError for 4xx/5xx answers
-        and NetworkError when the server cannot be reached.
+        `idempotency_key`: the write's key (a fresh one when None); one that cannot travel as a header
+        value (`header_safe`) is not sent as one — the caller puts it in the body (a note's
+        `client_nonce`). Raises ApiError for 4xx/5xx answers and NetworkError when the server cannot be
+        reached.
         """
         params = {k: v for k, v in (params or {}).items() if v is not None}
         method = method.upper()
         headers = dict(headers or {})
         repeatable = method in ("GET", "HEAD") or idempotency_key is not None
         if method not in ("GET", "HEAD"):
-            headers["Idempotency-Key"] = idempotency_key or new_idempotency_key()
+            key = idempotency_key or new_idempotency_key()
+            if header_safe(key):
+                headers["Idempotency-Key"] = key
         attempts = 1 + (self.retries if repeatable else 0)
         for attempt in range(attempts):
             last = attempt == attempts - 1
@@ -105,6 +122,11 @@ class Client:
                 response = self._http.request(
                     method, path.lstrip("/"), params=params, json=json, content=content, headers=headers
                 )
+            except httpx.LocalProtocolError:
+                # the request could not even be written; the exception's text holds the header values
+                raise NetworkError(
+                    "LocalProtocolError: the request could not be written (a header is invalid)"
+                ) from None
             except httpx.TransportError as exc:
                 if last:
                     raise NetworkError(f"{type(exc).__name__}: {exc}") from None

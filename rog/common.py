@@ -7,12 +7,14 @@ Exit codes: 0 success, 2 usage error, 3 the API refused the request (4xx), 4 the
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any, NoReturn
 from urllib.parse import quote
 
 import click
+import httpx
 import jmespath
 from jmespath.exceptions import JMESPathError
 
@@ -30,8 +32,15 @@ def _write(text: str, stream) -> None:
         stream.write(text)
 
 
+# Characters a terminal acts on or that reorder text, which the JSON encoder writes raw with
+# ensure_ascii=False: C1 controls (U+0080–U+009F: CSI, OSC…) and the bidirectional formatting characters.
+# Escaped as \uXXXX (still valid JSON: they can only occur inside strings).
+_TERMINAL_UNSAFE = re.compile("[\u0080-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def _json(payload: Any) -> str:
-    return json.dumps(payload, ensure_ascii=False, indent=2) + "\n"
+    text = json.dumps(payload, ensure_ascii=False, indent=2) + "\n"
+    return _TERMINAL_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def emit(payload: Any, *, stream=None) -> None:
@@ -87,8 +96,15 @@ class State:
 
     @property
     def client(self) -> Client:
+        """The API client, made on first use; a token or URL it cannot use is a usage error (exit 2) that
+        never prints the token."""
         if self._client is None:
-            self._client = Client(self.api_url, self.token, self.timeout)
+            try:
+                self._client = Client(self.api_url, self.token, self.timeout)
+            except httpx.InvalidURL as exc:
+                fail_usage(f"--api-url / ROG_API_URL is not a URL: {exc}.")
+            except ValueError as exc:
+                fail_usage(f"--token / ROG_TOKEN: {exc}.")
         return self._client
 
     def call(self, method: str, path: str, **kwargs) -> dict[str, Any]:
@@ -145,6 +161,14 @@ class RogGroup(click.Group):
     """A command group whose every command takes `--query` (and whose subgroups do the same)."""
 
     group_class = type  # subgroups made with `@group.group()` are RogGroups too
+
+    def invoke(self, ctx: click.Context):
+        """Run the command; an argument or variable holding bytes that are not UTF-8 (which the shell passes
+        through as lone surrogates) is a usage error, not a traceback (found by a breaker)."""
+        try:
+            return super().invoke(ctx)
+        except UnicodeEncodeError:
+            fail_usage("An argument, option or variable holds bytes that are not valid UTF-8.")
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         if not isinstance(cmd, click.Group) and not any(p.name == "query" for p in cmd.params):

@@ -1,0 +1,77 @@
+"""`rog` with hostile arguments and environment (found by a breaker): a token with a stray CR was printed
+whole in a network_error; a non-ASCII or padded --nonce crashed or was changed on the way (it travelled as a
+header only); bytes that are not UTF-8, a bad --timeout or URL were tracebacks; C1 controls and bidi
+overrides in stored text reached the terminal raw."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from accounts import services as account_services
+from memories.models import Entry
+from tests.cli.test_rog import ROG, Rog, me, rog  # noqa: F401 - the fixtures
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run(rog: Rog, *args, env: dict | None = None) -> subprocess.CompletedProcess:  # noqa: F811
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ROG_")}
+    base |= {"ROG_API_URL": rog.url, "ROG_TOKEN": rog.token, **(env or {})}
+    argv = [os.fsencode(ROG), *(a if isinstance(a, bytes) else a.encode() for a in args)]
+    return subprocess.run(argv, cwd=rog.cwd, env=base, capture_output=True, timeout=60)
+
+
+@pytest.mark.parametrize("suffix", ["\r", "\n", " ", "\r\n"])
+def test_a_token_with_a_stray_character_is_a_usage_error_that_never_prints_it(rog, suffix):  # noqa: F811
+    done = run(rog, "me", env={"ROG_TOKEN": rog.token + suffix})
+    assert done.returncode == 2, done.stderr
+    assert rog.token.encode() not in done.stderr and rog.token[8:].encode() not in done.stderr
+    assert b"usage_error" in done.stderr and b"Traceback" not in done.stderr
+
+
+def test_any_nonce_the_server_takes_round_trips_and_a_retry_replays(rog, me):  # noqa: F811
+    rog("memories", "init")
+    for nonce in ("é-nonce", " padded ", "two words", "ascii-1"):
+        first = rog("memories", "note", f"text for {nonce!r}", "--nonce", nonce)
+        again = rog("memories", "note", f"text for {nonce!r}", "--nonce", nonce)
+        assert first["data"]["client_nonce"] == nonce
+        assert again["meta"]["replayed"] is True and again["data"]["seq"] == first["data"]["seq"]
+    assert Entry.objects.count() == 4
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (("memories", "note", b"\xff\xfe bad bytes"), None),
+        (("memories", "recall", b"\xff"), None),
+        (("memories", "note", "x", "--nonce", b"\xc3"), None),
+        (("--timeout", "nan", "me"), None),
+        (("--timeout", "-1", "me"), None),
+        (("--timeout", "inf", "me"), None),
+        (("me",), {"ROG_API_URL": "http://[::1"}),
+    ],
+    ids=["note-bytes", "recall-bytes", "nonce-bytes", "timeout-nan", "timeout-negative", "timeout-inf", "url"],
+)
+def test_bad_bytes_timeouts_and_urls_are_usage_errors(rog, args, env):  # noqa: F811
+    rog("memories", "init")
+    done = run(rog, *args, env=env)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert b"usage_error" in done.stderr and b"Traceback" not in done.stderr
+    assert not Entry.objects.exists()
+
+
+def test_c1_controls_and_bidi_overrides_never_reach_the_terminal_raw(rog, me):  # noqa: F811
+    text = "csi \u009b31m osc \u009d0;x\u009c rlo \u202eevil"
+    rog("memories", "init")
+    rog("memories", "note", text)
+    for query in ((), ("-q", "data.line.text")):
+        done = run(rog, "memories", "zoom", "0", *query)
+        assert done.returncode == 0, done.stderr
+        out = done.stdout.decode()
+        assert not any(ch in out for ch in "\u009b\u009d\u009c\u202e"), out
+        assert "\\u009b" in out and "\\u202e" in out
+    token = account_services.issue_token(user=me).secret
+    assert token  # (the fixture's user can still mint: nothing above changed the account)
