@@ -148,6 +148,9 @@ UNION ALL
 SELECT 'entry', e.seq, e.seq, e.body_md, NULL, u.handle, e.created_at, NULL, e.redacted_at, NULL
 FROM {entry} e JOIN {user} u ON u.id = e.author_id
 WHERE e.store_id = %(store)s AND e.seq = ANY(%(seqs)s::bigint[])
+UNION ALL
+SELECT 'store', st.entry_count, st.summary_count, NULL, NULL, NULL, NULL, st.generation, NULL, NULL
+FROM {store} st WHERE st.id = %(store)s AND st.deleted_at IS NULL
 """
 
 
@@ -159,8 +162,13 @@ def render_lines(store: Store, blocks: list[tree.Block]) -> list[dict[str, Any]]
     Summary line: ``{range, kind: "summary", text, model, author, created_at, generation, first_at,
     last_at}``. A block of size ≥ 2 without a live summary: ``{range, kind: "missing", text: None}``.
     Raises StoreNotFound (404) when the store was deleted after the caller read it (its entries went with it).
+
+    The same statement reads the store's counters, and leaves them on `store.lines_counters` as
+    ``(entry_count, summary_count, generation)``: what the lines' own snapshot saw, which `wake` compares
+    with the counters it was given (read by an earlier statement).
     """
     if not blocks:
+        store.lines_counters = (store.entry_count, store.summary_count, store.generation)
         return []
     ranged = [block for block in blocks if not block.is_entry]
     params = {
@@ -169,16 +177,21 @@ def render_lines(store: Store, blocks: list[tree.Block]) -> list[dict[str, Any]]
         "ends": [block.end for block in ranged],
         "seqs": [block.start for block in blocks if block.is_entry],
     }
-    sql = _LINES_SQL.format(entry=Entry._meta.db_table, summary=Summary._meta.db_table, user=User._meta.db_table)
+    sql = _LINES_SQL.format(
+        entry=Entry._meta.db_table,
+        summary=Summary._meta.db_table,
+        user=User._meta.db_table,
+        store=Store._meta.db_table,
+    )
     with prepared_cursor() as cursor:  # planned once per connection (config/compiled.py)
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     summaries = {(row[1], row[2]): row for row in rows if row[0] == "summary"}
     entries = {row[1]: row for row in rows if row[0] == "entry"}
-    missing = any(block.is_entry and block.start not in entries for block in blocks)
-    # Entries go only with their store: one missing means the store was deleted after it was read.
-    if missing and not Store.objects.filter(pk=store.pk, deleted_at__isnull=True).exists():
+    counters = next(((row[1], row[2], row[7]) for row in rows if row[0] == "store"), None)
+    if counters is None:  # deleted after the caller read it (its entries go with it)
         raise StoreNotFound()
+    store.lines_counters = counters
     lines = []
     for block, kind in tree.classify(blocks, set(summaries)):
         if kind == "entry":
@@ -219,16 +232,32 @@ def _compaction(pending: int) -> dict[str, Any] | None:
     }
 
 
+WAKE_ATTEMPTS = 3
+
+
 def wake(*, store: Store, budget: int, snapshot: int | None = None) -> dict[str, Any]:
     """SPEC §4 wake: the cover of ``[0, N)`` in at most `budget` lines (32..128) as rendered lines.
 
     Returns ``{snapshot, budget, generation, entry_count, complete, lines, compaction}``; `complete` is
     true when the snapshot needs no summary (no line is then `missing`); otherwise `compaction` holds
     ``{pending, message}``. Raises SnapshotTooLarge. Two or three queries whatever N.
+
+    The counters `store` came with were read by an earlier statement (the access check); the lines by a
+    later one. When the lines' snapshot saw other counters (a forget, a compaction or a note in between),
+    the wake is made again from those, at most `WAKE_ATTEMPTS` times: a breaker's wakes racing forget +
+    recompact answered `complete: true` beside a `missing` line with the old generation. If the counters
+    still moved every time, the answer keeps the lines' generation and is never complete with a line missing.
     """
-    n = resolve_snapshot(store, snapshot)
-    lines = render_lines(store, tree.cover(n, budget))
+    for _ in range(WAKE_ATTEMPTS):
+        n = resolve_snapshot(store, snapshot)
+        lines = render_lines(store, tree.cover(n, budget))
+        seen = store.lines_counters
+        if seen == (store.entry_count, store.summary_count, store.generation):
+            break
+        store.entry_count, store.summary_count, store.generation = seen
     pending = pending_at(store=store, snapshot=n)
+    if pending == 0 and any(line["kind"] == "missing" for line in lines):
+        pending = sum(line["kind"] == "missing" for line in lines)
     return {
         "snapshot": n,
         "budget": budget,

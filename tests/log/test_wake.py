@@ -159,3 +159,27 @@ def test_wake_query_count_is_the_same_at_ten_and_a_hundred_thousand_entries(owne
     lines = owner_client.get(url(big, "wake"), {"budget": 128}).json()["data"]["lines"]
     assert [line["kind"] for line in lines[:3]] == ["summary"] * 3
     assert len(lines) == 128
+
+
+def test_a_wake_whose_store_counters_went_stale_is_never_complete_beside_a_missing_line(owner_client, private_store):
+    """The access check reads the store's counters, the lines come from a later statement: a forget between
+    them made a breaker's wake answer `complete: true`, `compaction: null` and the old generation beside a
+    `missing` line (69 of 13,409 wakes racing forget + recompact). Here the race is made deterministic: the
+    counters are read, then the forget commits, then the wake runs with what was read."""
+    from memories import selectors, tree
+    from memories.services import forget_range
+    from stores.models import Store
+
+    fill(private_store, 64)
+    compact_all(owner_client, private_store)
+    stale = Store.objects.get(pk=private_store.pk)  # what the access check read: complete, generation 1
+    assert stale.summary_count == tree.needed_count(64)
+    forget_range(store=stale, actor=private_store.owner, block=tree.Block(0, 1), generation=stale.generation)
+    read_before = Store.objects.get(pk=private_store.pk)
+    stale.entry_count, stale.summary_count, stale.generation = 64, tree.needed_count(64), 1
+    woken = selectors.wake(store=stale, budget=32)
+    assert any(line["kind"] == "missing" for line in woken["lines"])
+    assert woken["complete"] is False and woken["compaction"]["pending"] > 0
+    assert woken["generation"] == read_before.generation == 2
+    fresh = owner_client.get(url(private_store, "wake")).json()["data"]
+    assert (fresh["complete"], fresh["compaction"]["pending"]) == (False, woken["compaction"]["pending"])
