@@ -249,6 +249,30 @@ def test_an_owner_removed_mid_import_can_send_no_more_lines(make_client, sample,
     assert client.delete(f"{IMPORTS}/{upload['id']}").status_code == 200  # it can still be abandoned
 
 
+def test_a_committed_import_whose_store_the_caller_lost_meanwhile_is_committed_not_404(
+    make_client, sample, cast, monkeypatch
+):
+    """The last chunk commits; the caller is removed from the project before the answer reads the store.
+    The answer said 404 "Store not found." although the import had committed (found by a breaker): it is
+    `committed` with `store: null`."""
+    from accounts.services import set_project_member
+    from memories.api import imports as imports_api
+
+    project, boss, client, upload, rest = _project_import_started(make_client, sample, cast)
+    real = imports_api.imports.append_chunk
+
+    def append_then_lose_the_project(**kwargs):
+        done = real(**kwargs)
+        set_project_member(project=project, actor=None, handle=boss.handle, active=False)  # a parallel removal
+        return done
+
+    monkeypatch.setattr(imports_api.imports, "append_chunk", append_then_lose_the_project)
+    answer = post_lines(client, f"{IMPORTS}/{upload['id']}/lines", rest, from_line=2)
+    assert answer.status_code == 200, answer.json()
+    assert (answer.json()["data"]["status"], answer.json()["data"]["store"]) == ("committed", None)
+    assert not Store.objects.get(pk=upload["store_id"]).importing
+
+
 def test_an_author_removed_mid_import_may_no_longer_be_named(make_client, sample, cast):
     """docs/export-import.md: an author must hold the write right on the target *now* — at each chunk, not
     only when the import started (the set used to be computed once and saved with the import)."""
