@@ -166,6 +166,8 @@ def note(state: State, text, user, project, board, store, file_path, nonce) -> N
     # as the Idempotency-Key header when it can (visible ASCII: `client.header_safe`; a fresh key without
     # --nonce), so the client's own retries after a lost answer never store the note twice. (Sent as a
     # header only, `é` crashed rog and " k " became "k": found by a breaker.)
+    if nonce == "":
+        fail_usage("--nonce must not be empty (leave it out for a fresh one).")
     key = nonce if nonce is not None else new_idempotency_key()
     body = {"body_md": body_md, "client_nonce": key}
     emit(state.call("POST", f"memories/{sid}/note", json=body, idempotency_key=key))

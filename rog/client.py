@@ -112,7 +112,7 @@ class Client:
         headers = dict(headers or {})
         repeatable = method in ("GET", "HEAD") or idempotency_key is not None
         if method not in ("GET", "HEAD"):
-            key = idempotency_key or new_idempotency_key()
+            key = idempotency_key if idempotency_key is not None else new_idempotency_key()
             if header_safe(key):
                 headers["Idempotency-Key"] = key
         attempts = 1 + (self.retries if repeatable else 0)

@@ -11,7 +11,7 @@ import re
 import sys
 from dataclasses import dataclass
 from typing import Any, NoReturn
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import click
 import httpx
@@ -32,10 +32,11 @@ def _write(text: str, stream) -> None:
         stream.write(text)
 
 
-# Characters a terminal acts on or that reorder text, which the JSON encoder writes raw with
-# ensure_ascii=False: C1 controls (U+0080–U+009F: CSI, OSC…) and the bidirectional formatting characters.
-# Escaped as \uXXXX (still valid JSON: they can only occur inside strings).
-_TERMINAL_UNSAFE = re.compile("[\u0080-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Characters a terminal acts on, breaks lines at or that reorder text, which the JSON encoder writes raw with
+# ensure_ascii=False: DEL, the C1 controls (U+0080–U+009F: CSI, OSC…), the line and paragraph separators
+# and the bidirectional formatting characters. Escaped as \uXXXX (still valid JSON: they can only occur
+# inside strings). C0 controls are the encoder's own escapes.
+_TERMINAL_UNSAFE = re.compile("[\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
 
 def _json(payload: Any) -> str:
@@ -115,10 +116,8 @@ class State:
             emit(exc.body, stream=sys.stderr)
             sys.exit(EXIT_API_4XX if exc.status < 500 else EXIT_API_5XX)
         except NetworkError as exc:
-            emit(
-                {"type": "error", "error": {"type": "network_error", "message": str(exc)}, "api_url": self.api_url},
-                stream=sys.stderr,
-            )
+            error = {"type": "network_error", "message": str(exc)}
+            emit({"type": "error", "error": error, "api_url": _without_password(self.api_url)}, stream=sys.stderr)
             sys.exit(EXIT_NETWORK)
 
     def call_all(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -134,6 +133,15 @@ class State:
             if not cursor:
                 return {"data": rows, "meta": {"count": len(rows), "pages": pages}}
             params["cursor"] = cursor
+
+
+def _without_password(url: str) -> str:
+    """`url` with the password of its userinfo (``http://user:secret@host``) replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
 def _current_state() -> State | None:

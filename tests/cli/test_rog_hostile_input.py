@@ -52,8 +52,18 @@ def test_any_nonce_the_server_takes_round_trips_and_a_retry_replays(rog, me):  #
         (("--timeout", "-1", "me"), None),
         (("--timeout", "inf", "me"), None),
         (("me",), {"ROG_API_URL": "http://[::1"}),
+        (("memories", "note", "hi", "--nonce", ""), None),  # was two nonces: "" in the body, a fresh header
     ],
-    ids=["note-bytes", "recall-bytes", "nonce-bytes", "timeout-nan", "timeout-negative", "timeout-inf", "url"],
+    ids=[
+        "note-bytes",
+        "recall-bytes",
+        "nonce-bytes",
+        "timeout-nan",
+        "timeout-negative",
+        "timeout-inf",
+        "url",
+        "empty-nonce",
+    ],
 )
 def test_bad_bytes_timeouts_and_urls_are_usage_errors(rog, args, env):  # noqa: F811
     rog("memories", "init")
@@ -64,14 +74,20 @@ def test_bad_bytes_timeouts_and_urls_are_usage_errors(rog, args, env):  # noqa: 
 
 
 def test_c1_controls_and_bidi_overrides_never_reach_the_terminal_raw(rog, me):  # noqa: F811
-    text = "csi \u009b31m osc \u009d0;x\u009c rlo \u202eevil"
+    text = "csi \u009b31m osc \u009d0;x\u009c rlo \u202eevil del \u007f ls \u2028 ps \u2029"
     rog("memories", "init")
     rog("memories", "note", text)
     for query in ((), ("-q", "data.line.text")):
         done = run(rog, "memories", "zoom", "0", *query)
         assert done.returncode == 0, done.stderr
         out = done.stdout.decode()
-        assert not any(ch in out for ch in "\u009b\u009d\u009c\u202e"), out
-        assert "\\u009b" in out and "\\u202e" in out
+        assert not any(ch in out for ch in "\u009b\u009d\u009c\u202e\u007f\u2028\u2029"), out
+        assert all(escape in out for escape in ("\\u009b", "\\u202e", "\\u007f", "\\u2028")), out
     token = account_services.issue_token(user=me).secret
     assert token  # (the fixture's user can still mint: nothing above changed the account)
+
+
+def test_a_network_error_never_prints_the_urls_password(rog):  # noqa: F811
+    done = run(rog, "me", env={"ROG_API_URL": "http://agent:SECRETPW@127.0.0.1:1"})
+    assert done.returncode == 5, done.stderr
+    assert b"SECRETPW" not in done.stderr and b"agent:***@127.0.0.1:1" in done.stderr
