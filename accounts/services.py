@@ -18,7 +18,7 @@ from django.db.models import Model, QuerySet
 from django.utils import timezone
 
 from accounts import selectors
-from accounts.errors import LastOwner, SlugTaken, TokenPowerExceeded, UserNotFound
+from accounts.errors import LastOwner, ProjectNotFound, SectionNotFound, SlugTaken, TokenPowerExceeded, UserNotFound
 from accounts.models import (
     ApiToken,
     Posting,
@@ -264,7 +264,9 @@ def _lock_parent(parent: Model, actor: User | None) -> Model:
     every change is judged against the owners of the moment it happens. Raises what the view's check raises:
     ProjectNotFound / SectionNotFound (404) once the actor cannot see a private parent, OwnerRequired (403).
     actor None: an operator's change (admin, scripts), no owner needed."""
-    locked = type(parent).objects.select_for_update().get(pk=parent.pk)
+    locked = type(parent).objects.select_for_update().filter(pk=parent.pk).first()
+    if locked is None:  # deleted (the back office) between the caller's lookup and this lock: a 404, not a 500
+        raise ProjectNotFound() if isinstance(parent, Project) else SectionNotFound()
     if actor is not None:  # the view's own check, again: 404 once unseen, 403 once not an owner
         find = selectors.get_project_for if isinstance(locked, Project) else selectors.get_section_for
         find(actor, str(locked.pk), need="owner")
@@ -292,7 +294,8 @@ def update_project(
     """Update a project's slug, name or visibility; returns the row. actor: the owner asking (checked again
     under the lock), None for an operator.
 
-    Locks the project row. Raises OwnerRequired (403), SlugTaken (409), InvalidRequest.
+    Locks the project row. Raises ProjectNotFound (404) / OwnerRequired (403) as `_lock_parent` says,
+    SlugTaken (409), InvalidRequest.
     """
     changes = {k: v for k, v in (("slug", slug), ("name", name), ("visibility", visibility)) if v is not UNSET}
     return _update_parent(project, changes, actor)
@@ -381,7 +384,8 @@ def set_project_member(
     unsaved inactive membership. Locks the project row, so parallel changes serialise: a project always
     keeps at least one active owner whose account is active (LastOwner 409 otherwise), and there is one
     membership per user. actor: the owner asking, checked again under the lock (OwnerRequired 403 when a
-    parallel change demoted them); None for an operator. Raises UserNotFound (404) for an unknown handle, or
+    parallel change demoted them, ProjectNotFound 404 when it removed them from a private project); None
+    for an operator. Raises UserNotFound (404) for an unknown handle, or
     an inactive user when adding.
     """
     locked = _lock_parent(project, actor)

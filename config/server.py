@@ -129,15 +129,21 @@ def web_concurrency(environ, default: int) -> int:
     `2.5`, `1_000` or other scripts' digits are typos, and a huge count kept the master forking so long
     that it did not stop on TERM.
     """
-    raw = environ.get(CONCURRENCY_ENV, "")
+    count = _count(environ, CONCURRENCY_ENV, MAX_WORKERS, "worker processes")
+    return default if count is None else count
+
+
+def _count(environ, name: str, maximum: int, noun: str) -> int | None:
+    """The whole number 1..`maximum` the variable `name` of `environ` gives (surrounding ASCII blanks
+    ignored), None when it is unset or blank; ValueError naming the variable and `noun` for anything else
+    (only ASCII digits: `2.5`, `1_000` or other scripts' digits are typos)."""
+    raw = environ.get(name, "")
     value = raw.strip(_ASCII_BLANK)
     if not value:
-        return default
+        return None
     count = int(value) if value.isascii() and value.isdigit() else 0
-    if not 1 <= count <= MAX_WORKERS:
-        raise ValueError(
-            f"{CONCURRENCY_ENV} must be a whole number of worker processes, 1 to {MAX_WORKERS}; got {raw!r}"
-        )
+    if not 1 <= count <= maximum:
+        raise ValueError(f"{name} must be a whole number of {noun}, 1 to {maximum}; got {raw!r}")
     return count
 
 
@@ -150,20 +156,13 @@ def web_threads(environ) -> int | None:
     settings' default applies). Raises ValueError naming the variable for anything but ASCII digits giving
     1 to `MAX_THREADS`: `0` passed the start check and then failed every worker's import with a traceback
     (found by a breaker), a negative count made POLL_WAITERS negative."""
-    raw = environ.get(THREADS_ENV, "")
-    value = raw.strip(_ASCII_BLANK)
-    if not value:
-        return None
-    count = int(value) if value.isascii() and value.isdigit() else 0
-    if not 1 <= count <= MAX_THREADS:
-        raise ValueError(f"{THREADS_ENV} must be a whole number of threads, 1 to {MAX_THREADS}; got {raw!r}")
-    return count
+    return _count(environ, THREADS_ENV, MAX_THREADS, "threads")
 
 
 def startup_problem(environ=os.environ) -> str | None:
     """What is wrong with the server's own variables (`WEB_CONCURRENCY`, `WEB_THREADS`, `WEB_CPU_AFFINITY`)
-    in `environ`, as one line, or None. `python -m config.server` prints it and exits 1: `bin/serve` and the Docker
-    image run that before gunicorn, whose import reads `WEB_CONCURRENCY` with `int()` and would answer a
+    in `environ`, as one line, or None. `python -m config.server` prints it and exits 1: `bin/serve` and the
+    Docker image run that before gunicorn, whose import reads `WEB_CONCURRENCY` with `int()` and would answer a
     bad value with a traceback before config/gunicorn.conf.py could say what is wrong."""
     try:
         web_concurrency(environ, 1)

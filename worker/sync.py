@@ -2,7 +2,7 @@
 
 SPEC §5 "The self-hosted worker". The engine is `anthropic.lib.tools._memories.SessionMemoryStores` from
 `anthropic==2.10.0` (pinned exactly: it is not public API; tests/worker proves it still behaves as relied
-on here). Two extensions, both at the engine's own decision points:
+on here). Three extensions, each at one of the engine's own decision points:
 
 - **Conflicts keep the local text.** Whenever the engine is about to overwrite a local file with the server's
   text (a pull, the remote side of a both-sides change, a read-only root's update) `_write` first reads the

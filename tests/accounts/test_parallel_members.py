@@ -171,3 +171,22 @@ def test_parallel_creates_of_one_slug_make_one_project_and_one_owner():
     responses = _race([(lambda c=c: c.post("/api/v1/projects", {"slug": "Same-Slug"})) for c in clients])
     assert sorted(r.status_code for r in responses) == [201] + [409] * 4
     assert ProjectMembership.objects.filter(project__slug__iexact="same-slug").count() == 1
+
+
+def test_a_parent_deleted_between_the_lookup_and_the_lock_is_a_404_not_a_500():
+    """The view looked the project up, then the back office deleted it, then the service locked: the lock's
+    `.get()` raised DoesNotExist (a 500)."""
+    from accounts.errors import ProjectNotFound, SectionNotFound
+
+    project, section = ProjectFactory(slug="gone-p"), SectionFactory(slug="gone-s")
+    dora = UserFactory(handle="dora")
+    ProjectMembershipFactory(project=project, user=dora, role="owner")
+    SectionMembershipFactory(section=section, user=dora, role="owner")
+    type(project).objects.filter(pk=project.pk).delete()
+    type(section).objects.filter(pk=section.pk).delete()
+    with pytest.raises(ProjectNotFound):
+        services.set_project_member(project=project, actor=dora, handle="dora", role="member")
+    with pytest.raises(ProjectNotFound):
+        services.update_project(project=project, actor=None, name="x")
+    with pytest.raises(SectionNotFound):
+        services.set_section_member(section=section, actor=None, handle="dora", active=False)
