@@ -9,18 +9,12 @@ still deleted the store; a removed member still redacted a version for good).
 
 from __future__ import annotations
 
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
-
-import httpx
 import pytest
-from django.db import connections, transaction
 
 from accounts import services as account_services
 from memories.models import Entry
 from stores.models import Store
-from tests.contract.test_write_races_delete import waiting_on_locks
+from tests.contract.test_write_races_delete import queued_on_a_held_lock
 from tests.factories import ProjectFactory, UserFactory, project_store
 from tests.log.conftest import fill
 from versions import services as version_services
@@ -50,35 +44,15 @@ def test_changes_queued_on_the_store_lock_by_an_owner_removed_meanwhile_change_n
         "redact_entry": ("POST", f"{log}/entries/1/redact", {"reason": "gone"}),
         "redact_version": ("POST", f"{files}/memory_versions/{old_version.pk}/redact", None),
     }
-    holding, release = threading.Event(), threading.Event()
-
-    def hold_the_store_row() -> None:
-        try:
-            with transaction.atomic():
-                Store.objects.select_for_update(no_key=True).get(pk=store.pk)
-                holding.set()
-                release.wait(60)
-        finally:
-            connections.close_all()
-
-    def send(item):
-        name, (method, path, body) = item
-        with httpx.Client(base_url=live_server.url, timeout=60) as http:
-            response = http.request(method, path, json=body, headers={"Authorization": f"Bearer {secret}"})
-        return name, response.status_code, response.json()
-
-    with ThreadPoolExecutor(len(requests) + 1) as pool:
-        holder = pool.submit(hold_the_store_row)
-        assert holding.wait(30)
-        answers = [pool.submit(send, item) for item in requests.items()]
-        deadline = time.monotonic() + 60
-        while waiting_on_locks() < len(requests) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        blocked = waiting_on_locks()
-        account_services.set_project_member(project=project, actor=boss, handle="carol", active=False)
-        release.set()
-        holder.result()
-        results = [answer.result() for answer in answers]
+    blocked, results = queued_on_a_held_lock(
+        live_server,
+        secret,
+        requests,
+        lambda: Store.objects.select_for_update(no_key=True).get(pk=store.pk),
+        while_queued=lambda: account_services.set_project_member(
+            project=project, actor=boss, handle="carol", active=False
+        ),
+    )
 
     assert blocked >= len(requests), f"only {blocked} of {len(requests)} changes queued on the store lock"
     for name, status, body in results:

@@ -58,6 +58,43 @@ def waiting_on_locks() -> int:
         return cursor.fetchone()[0]
 
 
+def queued_on_a_held_lock(live_server, secret: str, requests: dict, hold, *, while_queued=None) -> tuple[int, list]:
+    """Send every request of `requests` (name → (method, path, json body)) over HTTP with `secret` while
+    `hold()` runs in a transaction of its own thread (it takes the lock); once all of them wait on a lock in
+    `pg_stat_activity` (at most 60 s), run `while_queued()`, then let the holder commit. Returns (how many
+    were seen waiting, [(name, status, body), …] in order)."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_then_wait() -> None:
+        try:
+            with transaction.atomic():
+                hold()
+                holding.set()
+                release.wait(60)
+        finally:
+            connections.close_all()
+
+    def send(item):
+        name, (method, path, body) = item
+        with httpx.Client(base_url=live_server.url, timeout=60) as http:
+            response = http.request(method, path, json=body, headers={"Authorization": f"Bearer {secret}"})
+        return name, response.status_code, response.json()
+
+    with ThreadPoolExecutor(len(requests) + 1) as pool:
+        holder = pool.submit(hold_then_wait)
+        assert holding.wait(30)
+        answers = [pool.submit(send, item) for item in requests.items()]
+        deadline = time.monotonic() + 60
+        while waiting_on_locks() < len(requests) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        blocked = waiting_on_locks()
+        if while_queued is not None:
+            while_queued()
+        release.set()
+        holder.result()
+        return blocked, [answer.result() for answer in answers]
+
+
 def test_every_write_racing_the_deletion_of_its_store_is_a_404(live_server):
     owner = UserFactory(handle="race-owner")
     UserFactory(handle="race-reader")
@@ -70,35 +107,9 @@ def test_every_write_racing_the_deletion_of_its_store_is_a_404(live_server):
     version_services.update_memory(store=store, memory_id=memory.pk, actor=actor, content="two")
     secret = account_services.issue_token(user=owner, scopes=account_services.ALL_SCOPES).secret
     requests = writes(store, memory, old_version)
-
-    deleting, release = threading.Event(), threading.Event()
-
-    def delete_and_hold() -> None:
-        try:
-            with transaction.atomic():
-                Store.objects.get(pk=store.pk).delete()
-                deleting.set()
-                release.wait(60)
-        finally:
-            connections.close_all()
-
-    def send(item):
-        name, (method, path, body) = item
-        with httpx.Client(base_url=live_server.url, timeout=60) as http:
-            response = http.request(method, path, json=body, headers={"Authorization": f"Bearer {secret}"})
-        return name, response.status_code, response.json()
-
-    with ThreadPoolExecutor(len(requests) + 1) as pool:
-        deleter = pool.submit(delete_and_hold)
-        assert deleting.wait(30)
-        answers = [pool.submit(send, item) for item in requests.items()]
-        deadline = time.monotonic() + 60
-        while waiting_on_locks() < len(requests) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        blocked = waiting_on_locks()
-        release.set()
-        deleter.result()
-        results = [answer.result() for answer in answers]
+    blocked, results = queued_on_a_held_lock(
+        live_server, secret, requests, lambda: Store.objects.get(pk=store.pk).delete()
+    )
 
     assert blocked >= len(requests), f"only {blocked} of {len(requests)} writes queued on the store lock"
     for name, status, body in results:
