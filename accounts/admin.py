@@ -136,20 +136,35 @@ class MembershipInlineMixin(MembershipAdminMixin):
 
 
 class MembershipChangeAdmin(MembershipAdminMixin, admin.ModelAdmin):
-    """A membership's own page: its form knows who is acting (staff never make themselves owner)."""
+    """A membership's own page: its form knows who is acting (staff never make themselves owner). A saved
+    change has the parent's stores judge in-flight writes again (`services.parent_rights_changed`)."""
 
     def get_form(self, request, obj=None, **kwargs):
         form = super().get_form(request, obj, **kwargs)
         return type(form.__name__, (form,), {"acting_user": request.user})
 
+    def save_model(self, request, obj, form, change) -> None:
+        parent = getattr(obj, self.parent_field)
+        type(parent).objects.select_for_update().filter(pk=parent.pk).first()  # as the API's changes lock it
+        super().save_model(request, obj, form, change)
+        if change and form.changed_data:
+            services.parent_rights_changed(parent)
+
 
 class ParentAdmin(admin.ModelAdmin):
-    """Projects and sections: not created here, slug fixed (see the module docstring)."""
+    """Projects and sections: not created here, slug fixed (see the module docstring). Making one private
+    or closing its posting has its stores judge in-flight writes again (`services.parent_rights_changed`)."""
 
     readonly_fields = ["slug", "created_at"]
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    def save_model(self, request, obj, form, change) -> None:
+        type(obj).objects.select_for_update().filter(pk=obj.pk).first()  # as the API's changes lock it
+        super().save_model(request, obj, form, change)
+        if change and {"visibility", "posting"} & set(form.changed_data):
+            services.parent_rights_changed(obj)
 
 
 @admin.register(User)

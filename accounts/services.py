@@ -32,6 +32,7 @@ from accounts.models import (
     Visibility,
 )
 from config.errors import InvalidRequest
+from stores.services import rights_changed
 
 TOKEN_PREFIX = "mem_"  # noqa: S105 (a public prefix, not a secret)
 ALL_SCOPES = (TokenScope.AGENT_READ.value, TokenScope.MEMORIES_WRITE.value)
@@ -284,7 +285,20 @@ def _update_parent(parent: Model, changes: dict[str, Any], actor: User | None) -
         check_slug(locked.slug)
     if changed:
         _save_parent(locked)
+    if {"visibility", "posting"} & set(changed):  # who may read or post may have narrowed
+        parent_rights_changed(locked)
     return locked
+
+
+def parent_rights_changed(parent: Model) -> None:
+    """Bump the `rights_version` of the stores of `parent` (a Project or Section whose row the caller has
+    locked, inside its transaction), so that a write judged before a change of its memberships, visibility
+    or posting rule is judged again before it lands (`stores.services.rights_changed`). For the API's
+    changes here and the back office's alike."""
+    if isinstance(parent, Project):
+        rights_changed(project=parent)
+    else:
+        rights_changed(section=parent)
 
 
 @transaction.atomic
@@ -349,6 +363,7 @@ def _set_member(
         setattr(current, field, wanted[field])
     if changed:
         current.save(update_fields=changed)
+        parent_rights_changed(parent)  # a deactivation, a demotion, the right to post taken away…
     return current, False
 
 

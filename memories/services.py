@@ -75,10 +75,14 @@ class Forgotten:
 # read after the lock is taken, so created_at never decreases along seq. `prior` serves a sequential
 # nonce replay without touching the counter; concurrent retries of one nonce fall through to the
 # UNIQUE (store, author, client_nonce) violation, which aborts the whole statement (counter included).
+# `rights_version` is the one the caller's access check read: the UPDATE re-reads the row it locks, so a
+# membership change (or any narrowing of the store's rights, `stores.services.rights_changed`) that
+# committed after that check — also while this statement waited for the lock — leaves no row to update, and
+# `append_entry` judges the author again under the store lock before it appends.
 _APPEND_SQL = """
 WITH {prior}bump AS (
     UPDATE {store_table} SET entry_count = entry_count + 1
-    WHERE id = %(store)s AND archived_at IS NULL AND deleted_at IS NULL{no_prior}
+    WHERE id = %(store)s AND archived_at IS NULL AND deleted_at IS NULL AND rights_version = %(rights)s{no_prior}
     RETURNING entry_count - 1 AS seq
 ), ins AS (
     INSERT INTO {entry_table} (store_id, seq, author_id, body_md, size_bytes, client_nonce, created_at)
@@ -114,6 +118,22 @@ def _run_append(params: dict) -> tuple | None:
         return cursor.fetchone()
 
 
+def _append_judged_again(store: Store, params: dict) -> tuple | None:
+    """The append found no row to update: the store is archived or deleted, or its rights changed since the
+    caller's access check. Lock the store (`lock_store` judges the caller again when its `rights_version`
+    moved: StoreNotFound 404 / StoreWriteForbidden 403) and append under that lock, with the version it holds
+    — which cannot move before this transaction ends. None when archived or deleted (the caller says which).
+    """
+    with transaction.atomic():
+        try:
+            locked = lock_store(store)
+        except StoreNotFound:
+            return None
+        if locked.rights_version == params["rights"]:
+            return None  # not a change of rights: archived (or deleted since)
+        return _run_append({**params, "rights": locked.rights_version})
+
+
 def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str | None = None) -> Appended:
     """Append one entry to `store`'s log (SPEC §4 Entries); one SQL statement in autocommit mode.
 
@@ -123,7 +143,9 @@ def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str 
     created=False. Raises EntryRedacted (409 `entry_redacted`) when the original has been redacted
     (whatever the body), NonceConflict (409 `nonce_conflict`) for the nonce with a different body,
     StoreArchived (409) for an archived store, StoreNotFound if the store vanished or was deleted (a
-    replay too: one more query, on replays only).
+    replay too: one more query, on replays only). When the store's rights changed after `store` was judged
+    for the author (`rights_version`), the author is judged again under the store lock first: StoreNotFound
+    (404) / StoreWriteForbidden (403) for an author removed meanwhile (docs/access.md).
     """
     params = {
         "store": store.pk,
@@ -131,6 +153,7 @@ def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str 
         "body": body_md,
         "size": len(body_md.encode("utf-8")),
         "nonce": client_nonce,
+        "rights": store.rights_version,
     }
     row = None
     for _attempt in range(3):
@@ -140,6 +163,8 @@ def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str 
                     row = _run_append(params)
             else:
                 row = _run_append(params)
+            if row is None:
+                row = _append_judged_again(store, params)
             break
         except IntegrityError as exc:
             if client_nonce is None or not violates(exc, NONCE_CONSTRAINT):

@@ -45,7 +45,7 @@ from sessions.models import (
 )
 from stores.errors import StoreNotFound, StoreOwnerRequired, StoreWriteForbidden
 from stores.models import Store
-from stores.selectors import Need, get_store_for, parse_store_id
+from stores.selectors import Need, get_store_for, judged, parse_store_id
 from versions.selectors import parse_id
 
 # `workers_polling` counts workers seen this recently (the SDK's documented window).
@@ -308,7 +308,7 @@ def attached_store_for(claim: WorkClaim, store_id: object, *, need: Need = "read
         raise StoreWriteForbidden("This store is attached to the session read-only.")
     if need == "write" and not store.can_write:
         raise StoreWriteForbidden("The session's owner can no longer write to this store.")
-    return store
+    return judged(store, claim.work.session.owner, need)  # a write is judged again if the rights change
 
 
 def store_for_request(request: Any, store_id: object, *, need: Need = "read") -> Store:

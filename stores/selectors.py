@@ -106,6 +106,8 @@ _STORE_FOR_ANONYMOUS = CompiledQuery(lambda pk: _store_for(None, pk), pk=_SENTIN
 # `accounts.authentication`, one round trip for token and store).
 STORE_FOR_USER = _STORE_FOR_USER
 _PREFETCHED = "_prefetched_store"
+# Who a store instance was judged for, and the right asked: ``(user, need)`` (`get_store_for`, `judge_again`).
+_JUDGED = "_judged_for"
 
 
 def prefetch_store(user, store_id: uuid.UUID, store: Store | None) -> None:
@@ -136,7 +138,16 @@ def get_store_for(user, store_id: object, *, need: Need = "read") -> Store:
         store = _STORE_FOR_ANONYMOUS.first(pk=pk)
     if store is None:
         raise StoreNotFound()
-    return _require(store, need)
+    return judged(_require(store, need), user, need)
+
+
+def judged(store: Store, user, need: Need) -> Store:
+    """Record on `store` that it was judged for `user` with `need` ("read" | "write" | "owner") and return it:
+    `judge_again` re-runs that judgement when the store's rights change before a write lands. Set by
+    `get_store_for`; a caller that checks a right itself on top of a weaker `get_store_for` (a per-work
+    credential's write) records the right it checked."""
+    store.__dict__[_JUDGED] = (user, need)
+    return store
 
 
 def _require(store: Store, need: Need) -> Store:
@@ -145,6 +156,28 @@ def _require(store: Store, need: Need) -> Store:
     if need == "owner" and not store.is_owner:
         raise StoreOwnerRequired()
     return store
+
+
+def judge_again(locked: Store, judged: Store) -> None:
+    """Judge the caller's right on a store again when its rights changed since it was judged (docs/access.md
+    "Writes racing a removal").
+
+    locked: the store row as a lock returned it (newest version, inside the caller's transaction); judged:
+    the store `get_store_for` returned to this request. When their `rights_version` differ — a membership,
+    visibility, posting rule or reader grant changed after the request's access check and before its write
+    took the store lock — the access query runs again now, for the same user and need, and sees every
+    change committed before the lock was granted. Raises what `get_store_for` raises: StoreNotFound (404)
+    once unreadable, StoreWriteForbidden / StoreOwnerRequired (403). No query when the versions agree, or
+    when `judged` was not judged for a caller (an operator's or a test's store instance).
+    """
+    if locked.rights_version == judged.rights_version:
+        return
+    judgement = judged.__dict__.get(_JUDGED)
+    if judgement is None:
+        return
+    user, need = judgement
+    getattr(user, "__dict__", {}).pop(_PREFETCHED, None)  # never the answer fetched with the credential
+    get_store_for(user, locked.pk, need=need)
 
 
 def permissions_of(store: Store) -> dict[str, bool]:

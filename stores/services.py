@@ -17,6 +17,7 @@ from typing import Any
 from django.apps import apps
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db.models import F
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -34,7 +35,7 @@ from stores.errors import (
     SubjectNotFound,
 )
 from stores.models import CanonicalStore, ReaderGrant, Scope, Store
-from stores.selectors import canonical_store_id, get_store_for
+from stores.selectors import canonical_store_id, get_store_for, judge_again
 
 UNSET: Any = object()
 logger = logging.getLogger(__name__)
@@ -57,11 +58,14 @@ def lock_store(store: Store, *, for_delete: bool = False) -> Store:
 
     A store deleted after the caller's access check (a write racing `DELETE`) raises `StoreNotFound` (404,
     SPEC §2), never a 500 — also while its rows are still being purged (`deleted_at` set): the lock returns
-    the row's newest version, so a writer that waited for the deleting transaction sees the deletion.
+    the row's newest version, so a writer that waited for the deleting transaction sees the deletion. When
+    the store's rights changed since `store` was judged for the caller (`rights_version`), the caller's right
+    is judged again under the lock (`judge_again`: 404 / 403 for a member removed meanwhile).
     """
     locked = (_LOCK_STORE_FOR_DELETE if for_delete else _LOCK_STORE).first(pk=store.pk)
     if locked is None or locked.deleted_at is not None:
         raise StoreNotFound()
+    judge_again(locked, store)
     return locked
 
 
@@ -266,7 +270,8 @@ def update_store(
             raise InvalidRequest("visibility: project and board stores inherit their parent's visibility.")
         if new != locked.visibility:
             locked.visibility = new
-            changed.append("visibility")
+            locked.rights_version += 1  # who may read (and so write) changed: see `rights_changed`
+            changed.extend(["visibility", "rights_version"])
     if changed:
         locked.updated_at = timezone.now()
         locked.save(update_fields=[*changed, "updated_at"])
@@ -498,7 +503,29 @@ def set_reader(*, store: Store, handle: object, active: bool, granted_by: User) 
         grant.granted_by = granted_by
         grant.updated_at = timezone.now()
         grant.save(update_fields=["active", "granted_by", "updated_at"])
+        if not active:  # a reader's attachments and reads are judged again (see `rights_changed`)
+            Store.objects.filter(pk=locked.pk).update(rights_version=F("rights_version") + 1)
     return grant
+
+
+def rights_changed(*, project: Project | None = None, section: Section | None = None) -> int:
+    """Bump `rights_version` of every store of `project` or `section` (one of them), inside the caller's
+    transaction, after a change that may narrow who reads, writes or owns them (a membership deactivated or
+    changed, the parent made private, its posting closed). Returns how many stores it bumped.
+
+    The caller holds the parent's row lock (`accounts.services._lock_parent`), so no store of the parent can
+    be created before it commits (the new row's foreign-key check waits for that lock). The stores are locked
+    in id order (`lock_stores_in_order`, as every multi-store writer does) and hold their locks until the
+    caller commits, so a write that was judged before the change either committed before it, or finds another
+    `rights_version` under its store lock and is judged again (`stores.selectors.judge_again`): a removed
+    member's queued note or file write is a 404/403, never a late success (docs/access.md "Writes racing a
+    removal"). Cost: one pipelined round trip to lock, one UPDATE; membership changes are rare.
+    """
+    owned = Store.objects.filter(project=project) if project is not None else Store.objects.filter(section=section)
+    locked = lock_stores_in_order(owned.filter(deleted_at__isnull=True).values_list("pk", flat=True))
+    if not locked:
+        return 0
+    return Store.objects.filter(pk__in=list(locked)).update(rights_version=F("rights_version") + 1)
 
 
 def lock_stores_in_order(store_ids) -> dict:

@@ -78,6 +78,9 @@ def _ancestors(path: str) -> list[str]:
 # taken — every file write updates the store row in its transaction (create/delete move memory_count,
 # update rewrites it unchanged), so a newer committed write would have left a newer row version — and the
 # checks below (archived, cap, path clashes, preconditions) are against committed state, under the lock.
+# It also compares the locked row's `rights_version` with the one the caller's access check read: a change
+# of the store's rights since then (a member removed, `stores.services.rights_changed`) makes it stale too,
+# and `lock_store` judges the caller again before the re-run.
 # Unequal ("stale") means the statement waited for a writer: it writes nothing, and the service runs the
 # same statement again inside a transaction after `lock_store` (and the fence), where its snapshot is taken
 # with the lock held, so it cannot be stale. Writes with a fence always take that path. Time stamps:
@@ -86,11 +89,12 @@ def _ancestors(path: str) -> list[str]:
 
 _LOCKED_CTES = """
 WITH locked AS (
-    SELECT s.ctid AS row_version, s.archived_at, s.memory_count FROM {store} s
+    SELECT s.ctid AS row_version, s.rights_version, s.archived_at, s.memory_count FROM {store} s
     WHERE s.id = %(store)s AND s.deleted_at IS NULL FOR NO KEY UPDATE
 ), fresh AS (
     SELECT locked.archived_at, locked.memory_count,
-           locked.row_version = (SELECT s.ctid FROM {store} s WHERE s.id = %(store)s) AS fresh,
+           locked.row_version = (SELECT s.ctid FROM {store} s WHERE s.id = %(store)s)
+           AND locked.rights_version = %(rights)s::bigint AS fresh,
            COALESCE(%(now)s::timestamptz, clock_timestamp()) AS at
     FROM locked
 )"""
@@ -240,10 +244,13 @@ def _write(store: Store, sql: str, params: dict, fence: Fence | None) -> tuple:
 
     Without a fence: once alone, in autocommit (inside a savepoint when the caller holds a transaction).
     When that run waited for another writer (stale: it wrote nothing), found no store, or hit the
-    (store, path) unique key — the backstop of the path rule, never expected under the lock — the same
-    statement runs again in a transaction after `lock_store` and `fence`, with the fence's time.
-    Raises StoreNotFound (404) when the store is gone, LeaseExpired (409) from the fence.
+    (store, path) unique key — the backstop of the path rule, never expected under the lock — or found the
+    store's rights changed since `store` was judged (`rights_version`), the same statement runs again in a
+    transaction after `lock_store` (which judges the caller again) and `fence`, with the fence's time.
+    Raises StoreNotFound (404) when the store is gone or no longer readable, StoreWriteForbidden (403),
+    LeaseExpired (409) from the fence.
     """
+    params = {**params, "rights": store.rights_version}
     if fence is None:
         try:
             if connection.in_atomic_block:  # tests and callers inside a transaction: keep it usable
@@ -258,8 +265,8 @@ def _write(store: Store, sql: str, params: dict, fence: Fence | None) -> tuple:
         if row is not None and row[0]:
             return row
     with transaction.atomic():
-        _, now = _lock_and_fence(store, fence)
-        row = _execute(sql, {**params, "now": now if fence is not None else None})
+        locked, now = _lock_and_fence(store, fence)  # judges the caller again if the store's rights changed
+        row = _execute(sql, {**params, "rights": locked.rights_version, "now": now if fence is not None else None})
     if row is None or not row[0]:  # pragma: no cover - the lock is held before the statement's snapshot
         raise RuntimeError("file write: stale snapshot under the store lock")
     return row

@@ -17,6 +17,7 @@ from sessions.services.work import stop_for_good
 from sessions.validation import clean_environment_id, clean_title, mount_paths
 from stores import services as stores_services
 from stores.errors import StoreArchived, StoreNotFound
+from stores.selectors import judge_again
 
 
 @transaction.atomic
@@ -37,8 +38,10 @@ def create_session(
 
     environment_id: the body's raw value — a UUID string, else InvalidRequest (400 naming the field).
     Raises EnvironmentNotFound (404: missing or not `owner`'s), EnvironmentArchived (400), StoreNotFound
-    (404: deleted since the access check), StoreArchived (409). Locks the environment row, then every
-    store row in pk order — so a store cannot be deleted or archived between the check and the attach.
+    (404: deleted since the access check, or unreadable since: its rights changed and the owner is judged
+    again, `stores.selectors.judge_again`), StoreArchived (409). Locks the environment row, then every
+    store row in pk order — so a store cannot be deleted, archived or closed to the owner between the check
+    and the attach.
     """
     environment = (
         Environment.objects.select_for_update(of=("self",))
@@ -51,9 +54,11 @@ def create_session(
         raise EnvironmentArchived()
     ids = [item.store.pk for item in attach]
     locked = stores_services.lock_stores_in_order(ids)
-    for pk in ids:
+    for item in attach:
+        pk = item.store.pk
         if pk not in locked:
             raise StoreNotFound()
+        judge_again(locked[pk], item.store)  # the owner's right again, if the store's rights changed meanwhile
         if locked[pk].archived_at is not None:
             raise StoreArchived("An archived store cannot be attached to a new session.")
     stores = [locked[pk] for pk in ids]

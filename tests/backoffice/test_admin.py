@@ -314,3 +314,37 @@ def test_the_back_office_may_narrow_access_and_repair_ownership(staff_client, ow
     assert (helper.role, helper.active) == ("owner", True)
     without_active = {k: v for k, v in member_data.items() if k != "active"}
     assert "last active owner" in staff_client.post(member_url, {**without_active, "role": "owner"}).content.decode()
+
+
+def test_a_write_judged_before_a_back_office_narrowing_is_judged_again(staff_client, owner, private_project):
+    """The back office's changes bump the stores' `rights_version` as the API's do (docs/access.md "Writes
+    racing a removal"): a note or file write whose access check ran before staff deactivated its author is
+    refused, not stored; one whose author keeps the right is stored; making a project private bumps too."""
+    from accounts.models import ProjectMembership
+    from memories.services import append_entry
+    from stores.errors import StoreNotFound
+    from stores.selectors import get_store_for
+    from versions import services as version_services
+    from versions.actors import Actor
+
+    store = project_store(private_project, name="Team log")
+    dave = UserFactory(handle="dave")
+    membership = ProjectMembership.objects.create(project=private_project, user=dave, role="member")
+    judged, still = get_store_for(dave, store.pk, need="write"), get_store_for(owner, store.pk, need="write")
+    member_url = reverse("admin:accounts_projectmembership_change", args=[membership.pk])
+    data = _change_form_data(staff_client.get(member_url))
+    assert staff_client.post(member_url, {k: v for k, v in data.items() if k != "active"}).status_code == 302
+    with pytest.raises(StoreNotFound):
+        append_entry(store=judged, author=dave, body_md="late")
+    with pytest.raises(StoreNotFound):
+        version_services.create_memory(store=judged, actor=Actor.user(dave.pk), path="/late.md", content="late")
+    assert append_entry(store=still, author=owner, body_md="mine").created
+    store.refresh_from_db()
+    assert (store.entry_count, store.memory_count, store.rights_version) == (1, 0, 1)
+    type(private_project).objects.filter(pk=private_project.pk).update(visibility="public")
+    url = reverse("admin:accounts_project_change", args=[private_project.pk])
+    assert (
+        staff_client.post(url, {**_change_form_data(staff_client.get(url)), "visibility": "private"}).status_code == 302
+    )
+    store.refresh_from_db()
+    assert store.rights_version == 2

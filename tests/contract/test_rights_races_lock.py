@@ -1,10 +1,12 @@
-"""Owner-only changes and irreversible redactions are judged against the rights of the moment they hold the
-store lock (docs/access.md "Owner rights are judged under the lock"), with real parallel clients.
+"""Changes and writes are judged against the rights of the moment they hold the store lock (docs/access.md
+"Owner rights are judged under the lock", "Writes racing a removal"), with real parallel clients.
 
-A transaction holds the project store's row lock; a project owner sends each change over HTTP, passes the
-view's check and queues on the lock; she is then removed from the (private) project; the lock is released.
-Each change must answer the 404 a new request of hers gets and change nothing (a breaker's removed owner
-still deleted the store; a removed member still redacted a version for good).
+A transaction holds the store's row lock and, in it, removes a member (or takes a right away): the change
+bumps the store's `rights_version`, which needs that very lock. The member's requests are sent over HTTP
+meanwhile: each passes its access check (the removal has not committed) and queues on the store lock. Once
+all wait, the removal commits. Each request must then answer what a new request of theirs gets — 404 for a
+private project, 403 on a board they can read — and change nothing (a breaker's removed owner still deleted
+the store; a removed member's note landed after the removal had answered 200).
 """
 
 from __future__ import annotations
@@ -13,15 +15,37 @@ import pytest
 
 from accounts import services as account_services
 from memories.models import Entry
+from memories.tree import parse_range, source_digest
+from sessions import selectors as session_selectors
+from sessions.models import Session
+from sessions.services import environments as environment_services
+from sessions.services import sessions as session_services
+from sessions.services import work as work_services
+from sessions.validation import clean_resources
 from stores.models import Store
+from tests.agent.conftest import sessions_token
 from tests.contract.test_write_races_delete import queued_on_a_held_lock
-from tests.factories import ProjectFactory, UserFactory, project_store
+from tests.factories import ProjectFactory, SectionFactory, UserFactory, board_store, project_store
 from tests.log.conftest import fill
 from versions import services as version_services
 from versions.actors import Actor
-from versions.models import Version
+from versions.models import Memory, Version
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def removing(store, *, project=None, section=None, role=None, **change):
+    """The holder's work: lock `store`'s row, then take a member's right away in the same transaction —
+    `active=False`, or a `role` on a section — through the API's service (`change`: actor, handle)."""
+
+    def hold() -> None:
+        Store.objects.select_for_update(no_key=True).get(pk=store.pk)
+        if project is not None:
+            account_services.set_project_member(project=project, active=False, **change)
+        else:
+            account_services.set_section_member(section=section, role=role, **change)
+
+    return hold
 
 
 def test_changes_queued_on_the_store_lock_by_an_owner_removed_meanwhile_change_nothing(live_server):
@@ -45,13 +69,7 @@ def test_changes_queued_on_the_store_lock_by_an_owner_removed_meanwhile_change_n
         "redact_version": ("POST", f"{files}/memory_versions/{old_version.pk}/redact", None),
     }
     blocked, results = queued_on_a_held_lock(
-        live_server,
-        secret,
-        requests,
-        lambda: Store.objects.select_for_update(no_key=True).get(pk=store.pk),
-        while_queued=lambda: account_services.set_project_member(
-            project=project, actor=boss, handle="carol", active=False
-        ),
+        live_server, secret, requests, removing(store, project=project, actor=boss, handle="carol")
     )
 
     assert blocked >= len(requests), f"only {blocked} of {len(requests)} changes queued on the store lock"
@@ -61,3 +79,144 @@ def test_changes_queued_on_the_store_lock_by_an_owner_removed_meanwhile_change_n
     assert (store.name, store.archived_at, store.deleted_at, store.generation) == ("Shared", None, None, 1)
     assert not Entry.objects.filter(store=store, redacted_at__isnull=False).exists()
     assert Version.objects.get(pk=old_version.pk).redacted_at is None
+
+
+def compaction(store, label: str) -> dict:
+    """A valid compaction of `label` (two entries) of `store`: it would be stored (201) by any member."""
+    block = parse_range(label, allow_entry=False)
+    left, right = block.halves()
+    texts = dict(Entry.objects.filter(store=store, seq__in=[left.start, right.start]).values_list("seq", "body_md"))
+    digest = source_digest(left, texts[left.start], right, texts[right.start])
+    return {"range": label, "generation": 1, "source_digest": digest, "summary_md": "late", "model": "m"}
+
+
+def two_memories(store, author) -> tuple:
+    """/a.md (to be updated) and /b.md (to be deleted), written by `author`."""
+    actor = Actor.user(author.pk)
+    return tuple(
+        version_services.create_memory(store=store, actor=actor, path=path, content="one").memory
+        for path in ("/a.md", "/b.md")
+    )
+
+
+def member_writes(store, memories) -> dict:
+    log, files = f"/api/v1/memories/{store.pk}", f"/api/v1/memory_stores/{store.pk}"
+    updated, deleted = memories
+    return {
+        "note": ("POST", f"{log}/note", {"body_md": "written after my removal"}),
+        "note with a nonce": ("POST", f"{log}/note", {"body_md": "retried", "client_nonce": "n-1"}),
+        "compact_range": ("POST", f"{log}/compact", compaction(store, "0-1")),
+        "create_memory": ("POST", f"{files}/memories", {"path": "/late.md", "content": "late"}),
+        "update_memory": ("POST", f"{files}/memories/{updated.pk}", {"content": "late"}),
+        "delete_memory": ("DELETE", f"{files}/memories/{deleted.pk}", None),
+    }
+
+
+def work_credential(owner, store) -> str:
+    """The per-work credential of a running session of `owner` that attaches `store` read-write."""
+    environment = environment_services.create_environment(owner=owner, name="farm")
+    resources = [{"type": "memory_store", "memory_store_id": str(store.pk), "access": "read_write"}]
+    session_services.create_session(
+        owner=owner,
+        environment_id=environment.pk,
+        agent={"id": "agent_test", "version": 1},
+        attach=session_selectors.stores_to_attach(owner, clean_resources(resources)),
+        metadata={},
+        title=None,
+    )
+    claimed = work_services.poll_work(environment=environment, block_ms=None, reclaim_older_than_ms=5000)
+    work_services.heartbeat_work(work=work_services.acknowledge_work(work=claimed.work), expected_last_heartbeat=None)
+    return sessions_token(claimed.secret)
+
+
+def assert_nothing_written(store) -> None:
+    fresh = Store.objects.get(pk=store.pk)
+    assert (fresh.entry_count, fresh.summary_count, fresh.memory_count) == (4, 0, 2)
+    contents = set(Memory.objects.filter(store=store).values_list("path", "content"))
+    assert contents == {("/a.md", "one"), ("/b.md", "one")}
+    assert Version.objects.filter(store=store).count() == 2
+    assert fresh.rights_version == 1
+
+
+def test_writes_queued_on_the_store_lock_by_a_member_removed_meanwhile_are_404(live_server):
+    project = ProjectFactory(slug="late-writes")
+    boss, dave = UserFactory(handle="boss"), UserFactory(handle="dave")
+    account_services.ensure_project_membership(project=project, user=boss, role="owner")
+    account_services.ensure_project_membership(project=project, user=dave, role="member")
+    store = fill(project_store(project, name="Shared"), 4, author=boss)
+    environment = environment_services.create_environment(owner=dave, name="farm")
+    requests = member_writes(store, two_memories(store, boss))
+    requests["attach to a session"] = (
+        "POST",
+        "/api/v1/sessions",
+        {
+            "agent": "agent_1",
+            "environment_id": str(environment.pk),
+            "resources": [{"type": "memory_store", "memory_store_id": str(store.pk), "access": "read_write"}],
+        },
+    )
+    secret = account_services.issue_token(user=dave).secret
+
+    blocked, results = queued_on_a_held_lock(
+        live_server, secret, requests, removing(store, project=project, actor=boss, handle="dave")
+    )
+
+    assert blocked >= len(requests), f"only {blocked} of {len(requests)} writes queued on the store lock"
+    for name, status, body in results:
+        assert status == 404 and body["error"]["type"] == "not_found_error", (name, status, body)
+    assert_nothing_written(store)
+    assert not Session.objects.filter(owner=dave).exists()
+
+
+def test_writes_queued_by_a_poster_made_reader_meanwhile_are_403(live_server):
+    section = SectionFactory(slug="late-posts")  # public, members post
+    boss, erin = UserFactory(handle="boss"), UserFactory(handle="erin")
+    account_services.set_section_member(section=section, actor=None, handle="boss", role="owner")
+    account_services.set_section_member(section=section, actor=None, handle="erin", role="poster")
+    store = fill(board_store(section, name="Board"), 4, author=boss)
+    requests = member_writes(store, two_memories(store, boss))
+    requests["create_memory (per-work credential)"] = (
+        "POST",
+        f"/api/v1/memory_stores/{store.pk}/memories",
+        {"path": "/agent.md", "content": "late"},
+        work_credential(erin, store),
+    )
+    secret = account_services.issue_token(user=erin).secret
+
+    blocked, results = queued_on_a_held_lock(
+        live_server, secret, requests, removing(store, section=section, role="reader", actor=boss, handle="erin")
+    )
+
+    assert blocked >= len(requests), f"only {blocked} of {len(requests)} writes queued on the store lock"
+    for name, status, body in results:
+        assert status == 403 and body["error"]["type"] == "permission_error", (name, status, body)
+    assert_nothing_written(store)
+
+
+def test_a_change_of_rights_that_narrows_nothing_for_the_writer_lets_its_queued_writes_land(live_server):
+    """A version bump is not a refusal: the writer is judged again and, still a member, writes (once each)."""
+    project = ProjectFactory(slug="still-in")
+    boss, dave, frank = UserFactory(handle="boss"), UserFactory(handle="dave"), UserFactory(handle="frank")
+    for user, role in ((boss, "owner"), (dave, "member"), (frank, "member")):
+        account_services.ensure_project_membership(project=project, user=user, role=role)
+    store = fill(project_store(project, name="Shared"), 4, author=boss)
+    requests = member_writes(store, two_memories(store, boss))
+    secret = account_services.issue_token(user=dave).secret
+
+    blocked, results = queued_on_a_held_lock(
+        live_server, secret, requests, removing(store, project=project, actor=boss, handle="frank")
+    )
+
+    assert blocked >= len(requests), f"only {blocked} of {len(requests)} writes queued on the store lock"
+    statuses = {name: status for name, status, _ in results}
+    assert statuses == {
+        "note": 201,
+        "note with a nonce": 201,
+        "compact_range": 201,
+        "create_memory": 200,
+        "update_memory": 200,
+        "delete_memory": 200,
+    }, results
+    fresh = Store.objects.get(pk=store.pk)
+    assert (fresh.entry_count, fresh.summary_count, fresh.rights_version) == (6, 1, 1)
+    assert set(Entry.objects.filter(store=store, seq__gte=4).values_list("author__handle", flat=True)) == {"dave"}

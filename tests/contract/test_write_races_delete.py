@@ -58,11 +58,12 @@ def waiting_on_locks() -> int:
         return cursor.fetchone()[0]
 
 
-def queued_on_a_held_lock(live_server, secret: str, requests: dict, hold, *, while_queued=None) -> tuple[int, list]:
-    """Send every request of `requests` (name → (method, path, json body)) over HTTP with `secret` while
+def queued_on_a_held_lock(live_server, secret: str, requests: dict, hold) -> tuple[int, list]:
+    """Send every request of `requests` (name → (method, path, json body[, its own secret])) over HTTP with
+    `secret` (or the request's own) while
     `hold()` runs in a transaction of its own thread (it takes the lock); once all of them wait on a lock in
-    `pg_stat_activity` (at most 60 s), run `while_queued()`, then let the holder commit. Returns (how many
-    were seen waiting, [(name, status, body), …] in order)."""
+    `pg_stat_activity` (at most 60 s), let the holder commit. Returns (how many were seen waiting,
+    [(name, status, body), …] in order)."""
     holding, release = threading.Event(), threading.Event()
 
     def hold_then_wait() -> None:
@@ -75,9 +76,10 @@ def queued_on_a_held_lock(live_server, secret: str, requests: dict, hold, *, whi
             connections.close_all()
 
     def send(item):
-        name, (method, path, body) = item
+        name, (method, path, body, *own) = item
         with httpx.Client(base_url=live_server.url, timeout=60) as http:
-            response = http.request(method, path, json=body, headers={"Authorization": f"Bearer {secret}"})
+            bearer = own[0] if own else secret
+            response = http.request(method, path, json=body, headers={"Authorization": f"Bearer {bearer}"})
         return name, response.status_code, response.json()
 
     with ThreadPoolExecutor(len(requests) + 1) as pool:
@@ -88,8 +90,6 @@ def queued_on_a_held_lock(live_server, secret: str, requests: dict, hold, *, whi
         while waiting_on_locks() < len(requests) and time.monotonic() < deadline:
             time.sleep(0.05)
         blocked = waiting_on_locks()
-        if while_queued is not None:
-            while_queued()
         release.set()
         holder.result()
         return blocked, [answer.result() for answer in answers]
