@@ -190,6 +190,28 @@ class UserAdmin(BaseUserAdmin):
         purge_deleted_stores(seconds=settings.STORE_PURGE_SECONDS)
         return super().get_deleted_objects(objs, request)
 
+    def delete_model(self, request, obj) -> None:
+        _memberships_end(obj)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for user in queryset:
+            _memberships_end(user)
+        super().delete_queryset(request, queryset)
+
+
+def _memberships_end(user: User) -> None:
+    """Deleting a user deletes their memberships: a narrowing of every project and section they belong to, so
+    each parent is locked (as the API's changes lock it) and its rights bumped first — a write of theirs
+    already on its way is judged again and refused (`services.parent_rights_changed`)."""
+    for model, parent_model, field in (
+        (ProjectMembership, Project, "project"),
+        (SectionMembership, Section, "section"),
+    ):
+        ids = sorted(model.objects.filter(user=user).values_list(f"{field}_id", flat=True))
+        for parent in parent_model.objects.select_for_update().filter(pk__in=ids).order_by("pk"):
+            services.parent_rights_changed(parent)
+
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):

@@ -117,6 +117,9 @@ class Project(models.Model):
     slug = models.CharField(max_length=64, validators=[slug_validator])
     name = models.CharField(max_length=255)
     visibility = models.CharField(max_length=8, choices=Visibility.choices, default=Visibility.PRIVATE)
+    # Bumped under this row's lock by every change that may narrow who reads, writes or owns its stores
+    # (`stores.services.rights_changed`; docs/access.md "Writes racing a removal").
+    rights_version = models.BigIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -153,6 +156,7 @@ class Section(models.Model):
     name = models.CharField(max_length=255)
     visibility = models.CharField(max_length=8, choices=Visibility.choices, default=Visibility.PUBLIC)
     posting = models.CharField(max_length=8, choices=Posting.choices, default=Posting.MEMBERS)
+    rights_version = models.BigIntegerField(default=0, db_default=0)  # as `Project.rights_version`
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -291,14 +291,11 @@ def _update_parent(parent: Model, changes: dict[str, Any], actor: User | None) -
 
 
 def parent_rights_changed(parent: Model) -> None:
-    """Bump the `rights_version` of the stores of `parent` (a Project or Section whose row the caller has
-    locked, inside its transaction), so that a write judged before a change of its memberships, visibility
-    or posting rule is judged again before it lands (`stores.services.rights_changed`). For the API's
-    changes here and the back office's alike."""
-    if isinstance(parent, Project):
-        rights_changed(project=parent)
-    else:
-        rights_changed(section=parent)
+    """Bump the `rights_version` of `parent` (a Project or Section whose row the caller has locked, inside its
+    transaction), so that a write judged before a change of its memberships, visibility or posting rule is
+    judged again before it lands (`stores.services.rights_changed`). For the API's changes here and the back
+    office's alike."""
+    rights_changed(parent)
 
 
 @transaction.atomic

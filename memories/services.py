@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
+from psycopg.errors import ForeignKeyViolation
 
 from accounts.models import User
 from backoffice import services as audit
 from backoffice.models import AuditAction
 from config.compiled import prepared_cursor
 from config.constraints import violates
+from config.errors import AuthenticationError
 from memories import tree
 from memories.errors import (
     EntryNotFound,
@@ -34,6 +36,7 @@ from memories.models import Claim, Entry, Summary
 from memories.selectors import pending_at
 from stores.errors import StoreArchived, StoreNotFound
 from stores.models import Store
+from stores.selectors import PARENT_RIGHTS_CTES, hold_parent_rights, parent_rights
 from stores.services import lock_store, recheck_owner
 
 NONCE_CONSTRAINT = "entry_store_author_nonce_unique"
@@ -75,14 +78,16 @@ class Forgotten:
 # read after the lock is taken, so created_at never decreases along seq. `prior` serves a sequential
 # nonce replay without touching the counter; concurrent retries of one nonce fall through to the
 # UNIQUE (store, author, client_nonce) violation, which aborts the whole statement (counter included).
-# `rights_version` is the one the caller's access check read: the UPDATE re-reads the row it locks, so a
-# membership change (or any narrowing of the store's rights, `stores.services.rights_changed`) that
-# committed after that check — also while this statement waited for the lock — leaves no row to update, and
-# `append_entry` judges the author again under the store lock before it appends.
+# The rights are the ones the caller's access check read: the store's `rights_version` (the UPDATE re-reads
+# the row it locks) and its project's or section's, read under FOR KEY SHARE (`PARENT_RIGHTS_CTES`: it waits
+# for a membership, visibility or posting change holding the parent's row and then reads its newest version;
+# such a change waits for this statement's commit in turn). A narrowing committed after the check leaves no
+# row to update, and `append_entry` judges the author again under the store lock before it appends.
 _APPEND_SQL = """
-WITH {prior}bump AS (
+WITH {parent_ctes}, {prior}bump AS (
     UPDATE {store_table} SET entry_count = entry_count + 1
-    WHERE id = %(store)s AND archived_at IS NULL AND deleted_at IS NULL AND rights_version = %(rights)s{no_prior}
+    WHERE id = %(store)s AND archived_at IS NULL AND deleted_at IS NULL AND rights_version = %(rights)s
+      AND (SELECT rights FROM parent) IS NOT DISTINCT FROM %(parent_rights)s::bigint{no_prior}
     RETURNING entry_count - 1 AS seq
 ), ins AS (
     INSERT INTO {entry_table} (store_id, seq, author_id, body_md, size_bytes, client_nonce, created_at)
@@ -103,6 +108,7 @@ def _append_sql(with_nonce: bool) -> str:
         prior=_PRIOR_CTE.format(**tables) if with_nonce else "",
         no_prior=" AND NOT EXISTS (SELECT 1 FROM prior)" if with_nonce else "",
         union_prior="\nUNION ALL SELECT false, id, seq, body_md, created_at FROM prior" if with_nonce else "",
+        parent_ctes=PARENT_RIGHTS_CTES,
         **tables,
     )
 
@@ -119,19 +125,24 @@ def _run_append(params: dict) -> tuple | None:
 
 
 def _append_judged_again(store: Store, params: dict) -> tuple | None:
-    """The append found no row to update: the store is archived or deleted, or its rights changed since the
-    caller's access check. Lock the store (`lock_store` judges the caller again when its `rights_version`
-    moved: StoreNotFound 404 / StoreWriteForbidden 403) and append under that lock, with the version it holds
-    — which cannot move before this transaction ends. None when archived or deleted (the caller says which).
+    """The append found no row to update: the store is archived or deleted, or its rights (or its parent's)
+    changed since the caller's access check. Lock the store (`lock_store` judges the caller again when they
+    moved: StoreNotFound 404 / StoreWriteForbidden 403) and append under that lock with the versions of now,
+    which cannot move before this transaction ends. None when archived or deleted (the caller says which).
     """
     with transaction.atomic():
         try:
-            locked = lock_store(store)
+            locked = lock_store(store)  # judges the author again when the rights moved (404 / 403)
         except StoreNotFound:
             return None
-        if locked.rights_version == params["rights"]:
+        now = {
+            **params,
+            "rights": locked.rights_version,
+            "parent_rights": hold_parent_rights(project_id=locked.project_id, section_id=locked.section_id),
+        }
+        if now == params:
             return None  # not a change of rights: archived (or deleted since)
-        return _run_append({**params, "rights": locked.rights_version})
+        return _run_append(now)  # both versions hold still until this transaction ends
 
 
 def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str | None = None) -> Appended:
@@ -144,8 +155,9 @@ def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str 
     (whatever the body), NonceConflict (409 `nonce_conflict`) for the nonce with a different body,
     StoreArchived (409) for an archived store, StoreNotFound if the store vanished or was deleted (a
     replay too: one more query, on replays only). When the store's rights changed after `store` was judged
-    for the author (`rights_version`), the author is judged again under the store lock first: StoreNotFound
-    (404) / StoreWriteForbidden (403) for an author removed meanwhile (docs/access.md).
+    for the author (its own `rights_version` or its project's or section's), the author is judged again
+    under the store lock first: StoreNotFound (404) / StoreWriteForbidden (403) for an author removed
+    meanwhile (docs/access.md); AuthenticationError (401) when the author was deleted meanwhile.
     """
     params = {
         "store": store.pk,
@@ -154,6 +166,7 @@ def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str 
         "size": len(body_md.encode("utf-8")),
         "nonce": client_nonce,
         "rights": store.rights_version,
+        **parent_rights(store),
     }
     row = None
     for _attempt in range(3):
@@ -167,6 +180,8 @@ def append_entry(*, store: Store, author: User, body_md: str, client_nonce: str 
                 row = _append_judged_again(store, params)
             break
         except IntegrityError as exc:
+            if isinstance(exc.__cause__, ForeignKeyViolation) and not User.objects.filter(pk=author.pk).exists():
+                raise AuthenticationError("The credential's user no longer exists.") from None  # deleted meanwhile
             if client_nonce is None or not violates(exc, NONCE_CONSTRAINT):
                 raise
             # A concurrent retry of the same nonce committed first: decide from the original.

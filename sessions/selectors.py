@@ -261,6 +261,8 @@ def stores_to_attach(user: User, resources: list[dict[str, Any]]) -> list[StoreT
             raise StoreWriteForbidden(
                 f"resources[{index}]: you can read this store but not write to it; attach it with access 'read_only'."
             )
+        if item["access"] == Access.READ_WRITE:
+            judged(store, user, "write")  # judged again for write when its rights change before the attach
         found.append(StoreToAttach(store=store, access=item["access"], instructions=item["instructions"]))
     return found
 

@@ -145,10 +145,10 @@ class Store(models.Model):
 
     Counters are maintained by services under the store row lock: `entry_count` (next seq),
     `generation` (bumped by forget), `summary_count` (live summaries), `memory_count` (current files).
-    `rights_version` is bumped, under the store row lock, whenever who may read, write or own the store may
-    have narrowed (a membership, a visibility, the posting rule, a reader grant): a write judged against an
-    older version is judged again before it lands (`stores.selectors.judge_again`, docs/access.md "Writes
-    racing a removal").
+    `rights_version` is bumped, under the store row lock, whenever who may read or write a user store may
+    have narrowed (made private, a reader grant revoked); project and board stores follow their parent's
+    `rights_version`. A write judged against an older version is judged again before it lands
+    (`stores.selectors.judge_again`, docs/access.md "Writes racing a removal").
     `visibility` is set on user stores only; project and board stores inherit their parent's.
     `importing` is true while an import fills the store (SPEC §8b): such a store is readable by nobody.
     `deleted_at` is set when the store is deleted (`stores.services.delete_store`): from then on no read or

@@ -13,7 +13,7 @@ from django.db.models.functions import Cast
 from django.utils.dateparse import parse_datetime
 
 from accounts.models import Posting, Project, ProjectMembership, Role, Section, SectionMembership, User, Visibility
-from config.compiled import CompiledQuery
+from config.compiled import CompiledQuery, prepared_cursor
 from config.errors import AuthenticationError, InvalidRequest
 from config.fields import canonical_uuid
 from stores.errors import StoreNotFound, StoreOwnerRequired, StoreWriteForbidden, SubjectNotFound, SubjectWriteForbidden
@@ -158,26 +158,72 @@ def _require(store: Store, need: Need) -> Store:
     return store
 
 
+def parent_rights(store: Store) -> dict:
+    """The rights a write to `store` compares under its locks: ``{"project": id | None, "section": id | None,
+    "parent_rights": version | None}`` — the project's or section's `rights_version` as `store` was read with
+    it (`get_store_for` selects the parent in the same statement), None for a user store (whose own
+    `rights_version` is on the store row). Parameters of the note's and the file writes' statements."""
+    if store.project_id is not None:
+        return {"project": store.project_id, "section": None, "parent_rights": store.project.rights_version}
+    if store.section_id is not None:
+        return {"project": None, "section": store.section_id, "parent_rights": store.section.rights_version}
+    return {"project": None, "section": None, "parent_rights": None}
+
+
+# The parent's version under `FOR KEY SHARE`: it waits for a change that holds the parent's row (`FOR UPDATE`,
+# `accounts.services._lock_parent`) and then returns the row's newest version; held until the write commits,
+# so such a change waits for the write in turn. The statement every write runs (or embeds) for it.
+PARENT_RIGHTS_CTES = f"""project_row AS MATERIALIZED (
+    SELECT p.rights_version FROM {Project._meta.db_table} p WHERE p.id = %(project)s::uuid FOR KEY SHARE
+), section_row AS MATERIALIZED (
+    SELECT b.rights_version FROM {Section._meta.db_table} b WHERE b.id = %(section)s::uuid FOR KEY SHARE
+), parent AS MATERIALIZED (
+    SELECT COALESCE((SELECT rights_version FROM project_row), (SELECT rights_version FROM section_row)) AS rights
+)"""  # noqa: S608 - table names are module constants, never input
+_PARENT_RIGHTS_SQL = f"WITH {PARENT_RIGHTS_CTES} SELECT rights FROM parent"  # noqa: S608 - as above
+
+
+def hold_parent_rights(*, project_id: object = None, section_id: object = None) -> int | None:
+    """Lock the row of project `project_id` or section `section_id` `FOR KEY SHARE` until the caller's
+    transaction ends, and return its `rights_version` of now (None when neither is given — no query — or the
+    row is gone).
+
+    The lock waits for a membership, visibility or posting change in progress (it holds the row `FOR UPDATE`,
+    `accounts.services._lock_parent`) and makes a later one wait for the caller's commit: statements the
+    caller runs after it see every such change committed before, and none can commit before the caller's
+    own writes do (docs/access.md "Writes racing a removal").
+    """
+    if project_id is None and section_id is None:
+        return None
+    with prepared_cursor() as cursor:
+        cursor.execute(_PARENT_RIGHTS_SQL, {"project": project_id, "section": section_id})
+        return cursor.fetchone()[0]
+
+
 def judge_again(locked: Store, judged: Store) -> None:
     """Judge the caller's right on a store again when its rights changed since it was judged (docs/access.md
-    "Writes racing a removal").
+    "Writes racing a removal"). Call it with the store row locked, inside the write's transaction.
 
-    locked: the store row as a lock returned it (newest version, inside the caller's transaction); judged:
-    the store `get_store_for` returned to this request. When their `rights_version` differ — a membership,
-    visibility, posting rule or reader grant changed after the request's access check and before its write
-    took the store lock — the access query runs again now, for the same user and need, and sees every
-    change committed before the lock was granted. Raises what `get_store_for` raises: StoreNotFound (404)
-    once unreadable, StoreWriteForbidden / StoreOwnerRequired (403). No query when the versions agree, or
-    when `judged` was not judged for a caller (an operator's or a test's store instance).
+    locked: the store row as the lock returned it (its newest version); judged: the store `get_store_for`
+    returned to this request. The rights moved when the store's `rights_version` differs (a user store made
+    private, a reader revoked) or — for a project or board store — its parent's, read under `FOR KEY SHARE`
+    (one more statement; it waits for a membership, visibility or posting change in progress and holds the
+    row until the write commits). Then the access query runs again, for the same user and need, and sees
+    every change committed before: raises what `get_store_for` raises, StoreNotFound (404) once unreadable,
+    StoreWriteForbidden / StoreOwnerRequired (403). Nothing when `judged` was not judged for a caller (an
+    operator's or a test's store instance).
     """
-    if locked.rights_version == judged.rights_version:
-        return
     judgement = judged.__dict__.get(_JUDGED)
     if judgement is None:
         return
-    user, need = judgement
-    getattr(user, "__dict__", {}).pop(_PREFETCHED, None)  # never the answer fetched with the credential
-    get_store_for(user, locked.pk, need=need)
+    moved = locked.rights_version != judged.rights_version
+    if not moved and (locked.project_id is not None or locked.section_id is not None):
+        now = hold_parent_rights(project_id=locked.project_id, section_id=locked.section_id)
+        moved = now != parent_rights(judged)["parent_rights"]
+    if moved:
+        user, need = judgement
+        getattr(user, "__dict__", {}).pop(_PREFETCHED, None)  # never the answer fetched with the credential
+        get_store_for(user, locked.pk, need=need)
 
 
 def permissions_of(store: Store) -> dict[str, bool]:

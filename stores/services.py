@@ -11,6 +11,7 @@ import functools
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +36,7 @@ from stores.errors import (
     SubjectNotFound,
 )
 from stores.models import CanonicalStore, ReaderGrant, Scope, Store
-from stores.selectors import canonical_store_id, get_store_for, judge_again
+from stores.selectors import canonical_store_id, get_store_for, hold_parent_rights, judge_again
 
 UNSET: Any = object()
 logger = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ def ensure_canonical_store(
     name: str | None = None,
     description: str | None = None,
     created_by: User | None = None,
+    recheck: Callable[[], object] | None = None,
 ) -> tuple[Store, bool]:
     """Return the canonical store of one subject, creating it if absent (SPEC §4 ensure).
 
@@ -110,6 +112,9 @@ def ensure_canonical_store(
     between, tries again. The caller has already checked the write right on the subject. Raises
     InvalidRequest for a bad name/description (only when a store is created), ServiceUnavailable (503) when
     `ENSURE_ATTEMPTS` rounds in a row each lost to a store that was deleted before it could be read.
+    recheck: the caller's write check on the subject, run again before a project or board store is created,
+    with the parent's row held `FOR KEY SHARE` (`hold_parent_rights`): a member removed after the caller's
+    check gets what it raises (404 / 403) and no store (a breaker's removed member created one and got 404).
     """
     subject = {"user": {"owner": user}, "project": {"project": project}, "board": {"section": section}}[scope]
     subject_id = (user or project or section).pk
@@ -129,6 +134,9 @@ def ensure_canonical_store(
             )
         try:
             with transaction.atomic():
+                if recheck is not None and (project or section) is not None:
+                    hold_parent_rights(project_id=getattr(project, "pk", None), section_id=getattr(section, "pk", None))
+                    recheck()
                 store = Store.objects.create(
                     scope=scope,
                     canonical=True,
@@ -508,24 +516,19 @@ def set_reader(*, store: Store, handle: object, active: bool, granted_by: User) 
     return grant
 
 
-def rights_changed(*, project: Project | None = None, section: Section | None = None) -> int:
-    """Bump `rights_version` of every store of `project` or `section` (one of them), inside the caller's
-    transaction, after a change that may narrow who reads, writes or owns them (a membership deactivated or
-    changed, the parent made private, its posting closed). Returns how many stores it bumped.
+def rights_changed(parent: Project | Section) -> None:
+    """Bump `rights_version` of `parent` (a project or section whose row the caller has locked `FOR UPDATE`,
+    inside its transaction) after a change that may narrow who reads, writes or owns its stores: a
+    membership deactivated or changed (role, posting right), the parent made private, its posting closed.
 
-    The caller holds the parent's row lock (`accounts.services._lock_parent`), so no store of the parent can
-    be created before it commits (the new row's foreign-key check waits for that lock). The stores are locked
-    in id order (`lock_stores_in_order`, as every multi-store writer does) and hold their locks until the
-    caller commits, so a write that was judged before the change either committed before it, or finds another
-    `rights_version` under its store lock and is judged again (`stores.selectors.judge_again`): a removed
-    member's queued note or file write is a 404/403, never a late success (docs/access.md "Writes racing a
-    removal"). Cost: one pipelined round trip to lock, one UPDATE; membership changes are rare.
+    One row, whatever the number of stores. Every write to one of its stores takes `FOR KEY SHARE` on this row
+    and compares its version with the one its access check read (`stores.selectors.judge_again`, the note's
+    and the file writes' statements): that lock waits for this change to commit, and this change's lock waits
+    for the writes that hold it. So a write judged before the change either commits before it, or finds the
+    new version and is judged again — a removed member's queued note or file write is a 404/403, never a late
+    success (docs/access.md "Writes racing a removal").
     """
-    owned = Store.objects.filter(project=project) if project is not None else Store.objects.filter(section=section)
-    locked = lock_stores_in_order(owned.filter(deleted_at__isnull=True).values_list("pk", flat=True))
-    if not locked:
-        return 0
-    return Store.objects.filter(pk__in=list(locked)).update(rights_version=F("rights_version") + 1)
+    type(parent).objects.filter(pk=parent.pk).update(rights_version=F("rights_version") + 1)
 
 
 def lock_stores_in_order(store_ids) -> dict:

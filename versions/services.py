@@ -33,6 +33,7 @@ from config.constraints import violates
 from config.fields import canonical_uuid
 from stores.errors import StoreArchived
 from stores.models import Store
+from stores.selectors import PARENT_RIGHTS_CTES, hold_parent_rights, parent_rights
 from stores.services import lock_store
 from versions.actors import Actor
 from versions.errors import (
@@ -78,9 +79,10 @@ def _ancestors(path: str) -> list[str]:
 # taken — every file write updates the store row in its transaction (create/delete move memory_count,
 # update rewrites it unchanged), so a newer committed write would have left a newer row version — and the
 # checks below (archived, cap, path clashes, preconditions) are against committed state, under the lock.
-# It also compares the locked row's `rights_version` with the one the caller's access check read: a change
-# of the store's rights since then (a member removed, `stores.services.rights_changed`) makes it stale too,
-# and `lock_store` judges the caller again before the re-run.
+# It also compares the rights the caller's access check read — the locked row's `rights_version`, and its
+# project's or section's read under FOR KEY SHARE (`stores.selectors.PARENT_RIGHTS_CTES`) — with those of
+# now: a narrowing since then (a member removed, `stores.services.rights_changed`) makes it stale too, and
+# `lock_store` judges the caller again before the re-run.
 # Unequal ("stale") means the statement waited for a writer: it writes nothing, and the service runs the
 # same statement again inside a transaction after `lock_store` (and the fence), where its snapshot is taken
 # with the lock held, so it cannot be stale. Writes with a fence always take that path. Time stamps:
@@ -91,10 +93,11 @@ _LOCKED_CTES = """
 WITH locked AS (
     SELECT s.ctid AS row_version, s.rights_version, s.archived_at, s.memory_count FROM {store} s
     WHERE s.id = %(store)s AND s.deleted_at IS NULL FOR NO KEY UPDATE
-), fresh AS (
+), {parent_ctes}, fresh AS (
     SELECT locked.archived_at, locked.memory_count,
            locked.row_version = (SELECT s.ctid FROM {store} s WHERE s.id = %(store)s)
-           AND locked.rights_version = %(rights)s::bigint AS fresh,
+           AND locked.rights_version = %(rights)s::bigint
+           AND (SELECT rights FROM parent) IS NOT DISTINCT FROM %(parent_rights)s::bigint AS fresh,
            COALESCE(%(now)s::timestamptz, clock_timestamp()) AS at
     FROM locked
 )"""
@@ -219,7 +222,7 @@ FROM fresh LEFT JOIN head ON true
 def _statement(sql: str) -> str:
     tables = {"store": Store._meta.db_table, "memory": Memory._meta.db_table}
     return sql.format(
-        locked=_LOCKED_CTES.format(**tables),
+        locked=_LOCKED_CTES.format(parent_ctes=PARENT_RIGHTS_CTES, **tables),
         blocker=_BLOCKER.format(**tables),
         store=Store._meta.db_table,
         memory=Memory._meta.db_table,
@@ -250,7 +253,7 @@ def _write(store: Store, sql: str, params: dict, fence: Fence | None) -> tuple:
     Raises StoreNotFound (404) when the store is gone or no longer readable, StoreWriteForbidden (403),
     LeaseExpired (409) from the fence.
     """
-    params = {**params, "rights": store.rights_version}
+    params = {**params, "rights": store.rights_version, **parent_rights(store)}
     if fence is None:
         try:
             if connection.in_atomic_block:  # tests and callers inside a transaction: keep it usable
@@ -266,7 +269,11 @@ def _write(store: Store, sql: str, params: dict, fence: Fence | None) -> tuple:
             return row
     with transaction.atomic():
         locked, now = _lock_and_fence(store, fence)  # judges the caller again if the store's rights changed
-        row = _execute(sql, {**params, "rights": locked.rights_version, "now": now if fence is not None else None})
+        rights = {
+            "rights": locked.rights_version,
+            "parent_rights": hold_parent_rights(project_id=locked.project_id, section_id=locked.section_id),
+        }
+        row = _execute(sql, {**params, **rights, "now": now if fence is not None else None})
     if row is None or not row[0]:  # pragma: no cover - the lock is held before the statement's snapshot
         raise RuntimeError("file write: stale snapshot under the store lock")
     return row

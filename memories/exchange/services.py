@@ -38,7 +38,7 @@ from memories.exchange.importer import BATCH_LINES, FUTURE_SLACK, UNVOUCHED, Imp
 from memories.exchange.verify import Header
 from memories.models import ImportStatus, StoreImport, Summary
 from stores.models import ReaderGrant, Scope, Store, owner_q, read_right_q, write_q
-from stores.selectors import Subject
+from stores.selectors import Subject, hold_parent_rights
 from stores.services import lock_store, mark_deleted, purge_after_deletion, purge_deleted_stores
 from versions.models import Version
 
@@ -281,7 +281,8 @@ def start_upload(*, actor: User, body: bytes, subject: Subject | None = None) ->
     subject: where the new store goes (the caller has the owner right on it), default the header's —
     whose owner right the caller must then hold too (checked by the caller). Creates the hidden store,
     verifies and writes the chunk's other lines; a chunk that already ends with the end line completes
-    the import. Raises UnknownHandles, ImportInvalid (400); then nothing remains.
+    the import. The owner right is judged again inside the transaction (`_judge_owner`). Raises
+    UnknownHandles, ImportInvalid (400), ImportForbidden (403); then nothing remains.
     """
     expire_idle_imports()
     lines = split_chunk(body, 1)
@@ -289,6 +290,7 @@ def start_upload(*, actor: User, body: bytes, subject: Subject | None = None) ->
     with transaction.atomic():
         users = resolve_handles(header.handles)
         store, keep_ids = create_pending_store(header=header, users=users, subject=subject or _subject_of(header))
+        _judge_owner(actor, store)  # the caller checked before this transaction; a removal may have committed
         vouched = _writers(store, users)
         creator = header.store["created_by"]
         if creator and users[creator] not in vouched:
@@ -311,6 +313,20 @@ def start_upload(*, actor: User, body: bytes, subject: Subject | None = None) ->
         )
         upload.refresh_from_db(fields=["created_at", "updated_at"])
     return upload
+
+
+def _judge_owner(actor: User, store: Store) -> None:
+    """The import's owner check, against the rights of the moment its chunk commits: the project's or
+    section's row is held `FOR KEY SHARE` first (`hold_parent_rights`), so a demotion or removal either
+    committed before this check, which then sees it, or waits for this chunk's commit — never lands between
+    (a breaker's owner, demoted while her last chunk waited, still committed the store). Raises
+    ImportForbidden (403) when `actor` no longer owns `store`'s subject (or is inactive)."""
+    hold_parent_rights(project_id=store.project_id, section_id=store.section_id)
+    if (
+        not actor.is_active
+        or not Store.objects.filter(pk=store.pk).filter(read_right_q(actor) & owner_q(actor)).exists()
+    ):
+        raise ImportForbidden()
 
 
 def _writers(store: Store, users: dict[str, str]) -> list[str]:
@@ -369,11 +385,7 @@ def append_chunk(*, actor: User, import_id: object, from_line: int, body: bytes)
     if from_line != upload.next_line:
         raise ImportOffsetMismatch(details={"next_line": upload.next_line})
     store = Store.objects.get(pk=upload.store_id)
-    if (
-        not actor.is_active
-        or not Store.objects.filter(pk=store.pk).filter(read_right_q(actor) & owner_q(actor)).exists()
-    ):
-        raise ImportForbidden()
+    _judge_owner(actor, store)
     if upload.state.get("vouched") is not None:  # an HTTP import: its authors are those who may write there now
         upload.state["vouched"] = _writers(store, upload.state["users"])
     importer = Importer(store, upload.state)

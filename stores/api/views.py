@@ -75,6 +75,7 @@ class StoreCollectionView(APIView):
             name=data.get("name"),
             description=data.get("description_md"),
             created_by=request.user,
+            recheck=lambda: selectors.subject_for_ensure(request.user, scope=data["scope"], subject=data["subject"]),
         )
         store = selectors.get_store_for(request.user, store.pk)
         return envelope(s.StoreSerializer(store).data, {"created": created}, status=201 if created else 200)

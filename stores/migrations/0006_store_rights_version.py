@@ -1,7 +1,8 @@
-"""`rights_version`: bumped whenever who may read, write or own a store may have narrowed, so that a write
-judged before the change is judged again before it lands (docs/access.md "Writes racing a removal"). A
-constant database default: PostgreSQL adds the column without rewriting the table, and rows inserted by code
-that does not name the column get 0.
+"""`rights_version`: bumped whenever who may read or write a user store may have narrowed (made private, a
+reader grant revoked), so that a write judged before the change is judged again before it lands
+(docs/access.md "Writes racing a removal"; projects and sections carry their own). A constant database
+default: PostgreSQL adds the column without rewriting the table, and rows inserted by code that does not
+name the column get 0.
 """
 
 from django.db import migrations, models

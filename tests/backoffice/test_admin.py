@@ -317,7 +317,7 @@ def test_the_back_office_may_narrow_access_and_repair_ownership(staff_client, ow
 
 
 def test_a_write_judged_before_a_back_office_narrowing_is_judged_again(staff_client, owner, private_project):
-    """The back office's changes bump the stores' `rights_version` as the API's do (docs/access.md "Writes
+    """The back office's changes bump the project's `rights_version` as the API's do (docs/access.md "Writes
     racing a removal"): a note or file write whose access check ran before staff deactivated its author is
     refused, not stored; one whose author keeps the right is stored; making a project private bumps too."""
     from accounts.models import ProjectMembership
@@ -340,11 +340,12 @@ def test_a_write_judged_before_a_back_office_narrowing_is_judged_again(staff_cli
         version_services.create_memory(store=judged, actor=Actor.user(dave.pk), path="/late.md", content="late")
     assert append_entry(store=still, author=owner, body_md="mine").created
     store.refresh_from_db()
-    assert (store.entry_count, store.memory_count, store.rights_version) == (1, 0, 1)
+    private_project.refresh_from_db()
+    assert (store.entry_count, store.memory_count, private_project.rights_version) == (1, 0, 1)
     type(private_project).objects.filter(pk=private_project.pk).update(visibility="public")
     url = reverse("admin:accounts_project_change", args=[private_project.pk])
     assert (
         staff_client.post(url, {**_change_form_data(staff_client.get(url)), "visibility": "private"}).status_code == 302
     )
-    store.refresh_from_db()
-    assert store.rights_version == 2
+    private_project.refresh_from_db()
+    assert private_project.rights_version == 2

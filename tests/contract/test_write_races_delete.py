@@ -25,6 +25,7 @@ from versions.actors import Actor
 from versions.models import Version
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
+JSONL = "application/jsonl"
 
 
 def writes(store, memory, old_version) -> dict[str, tuple[str, str, dict | None]]:
@@ -59,8 +60,8 @@ def waiting_on_locks() -> int:
 
 
 def queued_on_a_held_lock(live_server, secret: str, requests: dict, hold) -> tuple[int, list]:
-    """Send every request of `requests` (name → (method, path, json body[, its own secret])) over HTTP with
-    `secret` (or the request's own) while
+    """Send every request of `requests` (name → (method, path, body[, its own secret])) over HTTP with
+    `secret` (or the request's own) — a body as JSON, or bytes as `application/jsonl` — while
     `hold()` runs in a transaction of its own thread (it takes the lock); once all of them wait on a lock in
     `pg_stat_activity` (at most 60 s), let the holder commit. Returns (how many were seen waiting,
     [(name, status, body), …] in order)."""
@@ -78,8 +79,11 @@ def queued_on_a_held_lock(live_server, secret: str, requests: dict, hold) -> tup
     def send(item):
         name, (method, path, body, *own) = item
         with httpx.Client(base_url=live_server.url, timeout=60) as http:
-            bearer = own[0] if own else secret
-            response = http.request(method, path, json=body, headers={"Authorization": f"Bearer {bearer}"})
+            headers = {"Authorization": f"Bearer {own[0] if own else secret}"}
+            if isinstance(body, bytes):  # an import's lines
+                response = http.request(method, path, content=body, headers={**headers, "Content-Type": JSONL})
+            else:
+                response = http.request(method, path, json=body, headers=headers)
         return name, response.status_code, response.json()
 
     with ThreadPoolExecutor(len(requests) + 1) as pool:

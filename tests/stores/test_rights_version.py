@@ -1,7 +1,8 @@
-"""A store's `rights_version` moves with every change that may narrow who reads, writes or owns it, and a
-write judged before such a change is judged again under the store lock (docs/access.md "Writes racing a
-removal"). The parallel-client proofs are in tests/contract/test_rights_races_lock.py; these pin every
-service that changes rights, one by one, without a live server."""
+"""A store's rights version — its own for a user store, its project's or section's otherwise — moves with
+every change that may narrow who reads, writes or owns it, and a write judged before such a change is
+judged again under the store lock (docs/access.md "Writes racing a removal"). The parallel-client proofs are
+in tests/contract/test_rights_races_lock.py; these pin every service that changes rights, one by one,
+without a live server."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ pytestmark = pytest.mark.django_db
 
 
 def version_of(store: Store) -> int:
-    return Store.objects.values_list("rights_version", flat=True).get(pk=store.pk)
+    """The version a write to `store` compares: the project's, the section's, else the store's own."""
+    store = Store.objects.select_related("project", "section").get(pk=store.pk)
+    return (store.project or store.section or store).rights_version
 
 
 def lock_as_judged(judged: Store) -> Store:
@@ -51,6 +54,7 @@ def test_making_a_project_private_refuses_what_a_non_member_judged_before():
     judged = get_store_for(reader, stores[0].pk)
     account_services.update_project(project=project, actor=boss, visibility="private")
     assert [version_of(store) for store in stores] == [1, 1, 1]
+    assert set(Store.objects.values_list("rights_version", flat=True)) == {0}  # one row bumped, not each store
     with pytest.raises(StoreNotFound):
         lock_as_judged(judged)
 
@@ -73,7 +77,7 @@ def test_a_user_store_made_private_or_a_grant_revoked_refuses_reads_judged_befor
         lock_as_judged(by_reader)
 
 
-def test_membership_changes_bump_every_store_of_their_parent_and_no_other():
+def test_membership_changes_bump_their_parent_and_no_other():
     boss = UserFactory(handle="boss")
     UserFactory(handle="member"), UserFactory(handle="nobody-yet")
     project, other = ProjectFactory(slug="p-one"), ProjectFactory(slug="p-two")
