@@ -86,8 +86,13 @@ class MembershipForm(NarrowingForm):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         before = self.instance
+        parent = getattr(before, self.parent_field)
+        # The parent's row first, as the API's changes lock it, held until the page's transaction commits the
+        # change: the last-owner rule below is judged against memberships no one else can change meanwhile
+        # (a breaker demoted the last two owners at once, one here and one through the API).
+        type(parent).objects.select_for_update().filter(pk=parent.pk).first()
         active, role = cleaned.get("active", before.active), cleaned.get("role", before.role)
-        siblings = type(before).objects.filter(**{self.parent_field: getattr(before, self.parent_field)})
+        siblings = type(before).objects.filter(**{self.parent_field: parent})
         was_owner = before.active and before.role == Role.OWNER
         if (
             was_owner
@@ -144,11 +149,9 @@ class MembershipChangeAdmin(MembershipAdminMixin, admin.ModelAdmin):
         return type(form.__name__, (form,), {"acting_user": request.user})
 
     def save_model(self, request, obj, form, change) -> None:
-        parent = getattr(obj, self.parent_field)
-        type(parent).objects.select_for_update().filter(pk=parent.pk).first()  # as the API's changes lock it
-        super().save_model(request, obj, form, change)
+        super().save_model(request, obj, form, change)  # the form locked the parent (`MembershipForm.clean`)
         if change and form.changed_data:
-            services.parent_rights_changed(parent)
+            services.parent_rights_changed(getattr(obj, self.parent_field))
 
 
 class ParentAdmin(admin.ModelAdmin):
@@ -191,25 +194,24 @@ class UserAdmin(BaseUserAdmin):
         return super().get_deleted_objects(objs, request)
 
     def delete_model(self, request, obj) -> None:
-        _memberships_end(obj)
+        _memberships_end([obj])
         super().delete_model(request, obj)
 
     def delete_queryset(self, request, queryset) -> None:
-        for user in queryset:
-            _memberships_end(user)
+        _memberships_end(list(queryset))
         super().delete_queryset(request, queryset)
 
 
-def _memberships_end(user: User) -> None:
-    """Deleting a user deletes their memberships: a narrowing of every project and section they belong to, so
+def _memberships_end(users: list[User]) -> None:
+    """Deleting users deletes their memberships: a narrowing of every project and section they belong to, so
     each parent is locked (as the API's changes lock it) and its rights bumped first — a write of theirs
-    already on its way is judged again and refused (`services.parent_rights_changed`)."""
-    for model, parent_model, field in (
-        (ProjectMembership, Project, "project"),
-        (SectionMembership, Section, "section"),
-    ):
-        ids = sorted(model.objects.filter(user=user).values_list(f"{field}_id", flat=True))
-        for parent in parent_model.objects.select_for_update().filter(pk__in=ids).order_by("pk"):
+    already on its way is judged again and refused (`services.parent_rights_changed`). All the parents of
+    all the users, projects before sections, each kind by id: the order every holder of several parents
+    follows (`stores.selectors.hold_parents_in_order`)."""
+    kinds = ((ProjectMembership, Project, "project_id"), (SectionMembership, Section, "section_id"))
+    for model, parent_model, field in kinds:
+        ids = model.objects.filter(user__in=users).values_list(field, flat=True)
+        for parent in parent_model.objects.select_for_update().filter(pk__in=list(ids)).order_by("pk"):
             services.parent_rights_changed(parent)
 
 

@@ -76,7 +76,8 @@ class Forgotten:
 # `lock_store` (FOR NO KEY UPDATE) and holds it until the statement's transaction commits, so seq = entry_count - 1 is
 # assigned in lock order: no gap, no duplicate; UNIQUE (store, seq) is the backstop. clock_timestamp() is
 # read after the lock is taken, so created_at never decreases along seq. `prior` serves a sequential
-# nonce replay without touching the counter; concurrent retries of one nonce fall through to the
+# nonce replay without touching the counter (at the same rights as the append: a replay after a removal is
+# judged again like a note, not answered with the entry); concurrent retries of one nonce fall through to the
 # UNIQUE (store, author, client_nonce) violation, which aborts the whole statement (counter included).
 # The rights are the ones the caller's access check read: the store's `rights_version` (the UPDATE re-reads
 # the row it locks) and its project's or section's, read under FOR KEY SHARE (`PARENT_RIGHTS_CTES`: it waits
@@ -99,6 +100,8 @@ SELECT true, id, seq, body_md, created_at FROM ins{union_prior}
 _PRIOR_CTE = """prior AS (
     SELECT id, seq, body_md, created_at FROM {entry_table}
     WHERE store_id = %(store)s AND author_id = %(author)s AND client_nonce = %(nonce)s
+      AND EXISTS (SELECT 1 FROM {store_table} WHERE id = %(store)s AND rights_version = %(rights)s)
+      AND (SELECT rights FROM parent) IS NOT DISTINCT FROM %(parent_rights)s::bigint
 ), """
 
 

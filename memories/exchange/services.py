@@ -290,7 +290,9 @@ def start_upload(*, actor: User, body: bytes, subject: Subject | None = None) ->
     with transaction.atomic():
         users = resolve_handles(header.handles)
         store, keep_ids = create_pending_store(header=header, users=users, subject=subject or _subject_of(header))
-        _judge_owner(actor, store)  # the caller checked before this transaction; a removal may have committed
+        # the caller checked before this transaction; a removal may have committed since. The new store's
+        # foreign key already holds its parent's row `FOR KEY SHARE` for this whole transaction.
+        _judge_owner(actor, store)
         vouched = _writers(store, users)
         creator = header.store["created_by"]
         if creator and users[creator] not in vouched:
@@ -315,13 +317,16 @@ def start_upload(*, actor: User, body: bytes, subject: Subject | None = None) ->
     return upload
 
 
-def _judge_owner(actor: User, store: Store) -> None:
-    """The import's owner check, against the rights of the moment its chunk commits: the project's or
-    section's row is held `FOR KEY SHARE` first (`hold_parent_rights`), so a demotion or removal either
-    committed before this check, which then sees it, or waits for this chunk's commit — never lands between
-    (a breaker's owner, demoted while her last chunk waited, still committed the store). Raises
-    ImportForbidden (403) when `actor` no longer owns `store`'s subject (or is inactive)."""
-    hold_parent_rights(project_id=store.project_id, section_id=store.section_id)
+def _judge_owner(actor: User, store: Store, *, hold: bool = True) -> None:
+    """The import's owner check. With `hold`, against the rights of the moment its chunk commits: the
+    project's or section's row is held `FOR KEY SHARE` first (`hold_parent_rights`), so a demotion or removal
+    either committed before this check, which then sees it, or waits for this chunk's commit — never lands
+    between (a breaker's owner, demoted while her last chunk waited, still committed the store). Run it last
+    in a chunk's transaction: the lock then lasts milliseconds, where held for a whole chunk's work, parallel
+    imports kept every membership change of the project waiting until it timed out (a second breaker).
+    Raises ImportForbidden (403) when `actor` no longer owns `store`'s subject (or is inactive)."""
+    if hold:
+        hold_parent_rights(project_id=store.project_id, section_id=store.section_id)
     if (
         not actor.is_active
         or not Store.objects.filter(pk=store.pk).filter(read_right_q(actor) & owner_q(actor)).exists()
@@ -385,7 +390,7 @@ def append_chunk(*, actor: User, import_id: object, from_line: int, body: bytes)
     if from_line != upload.next_line:
         raise ImportOffsetMismatch(details={"next_line": upload.next_line})
     store = Store.objects.get(pk=upload.store_id)
-    _judge_owner(actor, store)
+    _judge_owner(actor, store, hold=False)  # refused before any work; judged again, held, before the commit
     if upload.state.get("vouched") is not None:  # an HTTP import: its authors are those who may write there now
         upload.state["vouched"] = _writers(store, upload.state["users"])
     importer = Importer(store, upload.state)
@@ -393,6 +398,7 @@ def append_chunk(*, actor: User, import_id: object, from_line: int, body: bytes)
     upload.state = importer.state()
     upload.next_line = importer.next_line
     upload.status = ImportStatus.COMMITTED if importer.done else ImportStatus.OPEN
+    _judge_owner(actor, store)
     upload.updated_at = Now()
     upload.save(update_fields=["state", "next_line", "status", "updated_at"])
     upload.refresh_from_db(fields=["updated_at"])

@@ -13,12 +13,15 @@ answered 200).
 from __future__ import annotations
 
 import threading
+import time
 
+import httpx
 import pytest
 from django.db import connection, connections, transaction
 
 from accounts import services as account_services
 from memories.models import Entry
+from memories.services import append_entry
 from memories.tree import parse_range, source_digest
 from sessions import selectors as session_selectors
 from sessions.models import Session
@@ -28,7 +31,7 @@ from sessions.services import work as work_services
 from sessions.validation import clean_resources
 from stores.models import Store
 from tests.agent.conftest import sessions_token
-from tests.contract.test_write_races_delete import queued_on_a_held_lock
+from tests.contract.test_write_races_delete import queued_on_a_held_lock, waiting_on_locks
 from tests.factories import ProjectFactory, SectionFactory, UserFactory, board_store, project_store
 from tests.log.conftest import fill
 from versions import services as version_services
@@ -288,3 +291,131 @@ def test_writes_queued_by_a_user_deleted_in_the_back_office_meanwhile_are_404_no
     for name, status, body in results:
         assert status == 404 and body["error"]["type"] == "not_found_error", (name, status, body)
     assert_nothing_written(store)
+
+
+def test_a_session_attaching_two_projects_and_a_user_deleted_from_both_never_deadlock(live_server):
+    """Several parents' rows are always taken in one order (projects by id): a session attaching stores of
+    two projects in the other order, and the back office deleting a user who belongs to both, deadlocked
+    before (a breaker: 7 of 172 such deletions)."""
+    from django.contrib import admin
+
+    low, high = sorted((ProjectFactory(slug="one"), ProjectFactory(slug="two")), key=lambda project: project.pk)
+    bob, gina, carol = UserFactory(handle="bob"), UserFactory(handle="gina"), UserFactory(handle="carol")
+    for project in (low, high):
+        account_services.ensure_project_membership(project=project, user=bob, role="owner")
+        account_services.ensure_project_membership(project=project, user=gina, role="member")
+    account_services.ensure_project_membership(project=low, user=carol, role="member")
+    stores = {project: project_store(project, name="Log") for project in (low, high)}
+    attach = attaching(bob, stores[high])  # the higher project's store first, then the lower's
+    attach[2]["resources"].append({**attach[2]["resources"][0], "memory_store_id": str(stores[low].pk)})
+    secret = account_services.issue_token(user=bob).secret
+    outcome: dict = {}
+
+    def delete_gina() -> None:
+        try:
+            with transaction.atomic():
+                admin.site._registry[type(gina)].delete_model(None, gina)
+            outcome["admin"] = "deleted"
+        except Exception as exc:
+            outcome["admin"] = repr(exc)
+        finally:
+            connections.close_all()
+
+    def attach_both() -> None:
+        with httpx.Client(base_url=live_server.url, timeout=60) as http:
+            response = http.post(attach[1], json=attach[2], headers={"Authorization": f"Bearer {secret}"})
+        outcome["session"] = (response.status_code, response.text[:300])
+
+    holding, release = threading.Event(), threading.Event()
+
+    def remove_carol() -> None:  # holds the lower project's row until released
+        try:
+            with transaction.atomic():
+                account_services.set_project_member(project=low, actor=None, handle="carol", active=False)
+                holding.set()
+                release.wait(60)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=work) for work in (remove_carol, delete_gina, attach_both)]
+    threads[0].start()
+    assert holding.wait(30)
+    threads[1].start()
+    assert_waiting(1)  # the deletion, for the lower project's row
+    threads[2].start()
+    assert_waiting(2)  # the session, for the lower store's parent (before: holding the higher one's)
+    release.set()
+    for thread in threads:
+        thread.join(60)
+    assert outcome["admin"] == "deleted", outcome
+    assert outcome["session"][0] == 200, outcome
+
+
+def assert_waiting(count: int) -> None:
+    """Wait (≤ 30 s) until `count` backends wait on a lock."""
+    deadline = time.monotonic() + 30
+    while waiting_on_locks() < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert waiting_on_locks() >= count
+
+
+def test_the_back_office_and_the_api_cannot_demote_the_last_two_owners_at_once(live_server, client):
+    """The back office's membership page locks the parent before it judges the last-owner rule (as the API's
+    changes do): an owner demoting herself through the API while staff demote the other left no owner."""
+    from django.urls import reverse
+
+    from accounts.models import ProjectMembership
+    from tests.backoffice.test_admin import _change_form_data
+
+    project = ProjectFactory(slug="two-owners")
+    alice, bob = UserFactory(handle="alice"), UserFactory(handle="bob")
+    for user in (alice, bob):
+        account_services.ensure_project_membership(project=project, user=user, role="owner")
+    client.force_login(UserFactory(handle="staffer", is_staff=True, is_superuser=True))
+    url = reverse("admin:accounts_projectmembership_change", args=[ProjectMembership.objects.get(user=alice).pk])
+    demote_alice = {**_change_form_data(client.get(url)), "role": "member"}
+    holding, release, answered = threading.Event(), threading.Event(), {}
+
+    def bob_demotes_himself() -> None:  # through the API's service, holding the project's row until released
+        try:
+            with transaction.atomic():
+                account_services.set_project_member(project=project, actor=bob, handle="bob", role="member")
+                holding.set()
+                release.wait(60)
+        finally:
+            connections.close_all()
+
+    def staff_demote_alice() -> None:
+        try:
+            answered["page"] = client.post(url, demote_alice).content.decode()
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=work) for work in (bob_demotes_himself, staff_demote_alice)]
+    threads[0].start()
+    assert holding.wait(30)
+    threads[1].start()
+    assert_waiting(1)
+    release.set()
+    for thread in threads:
+        thread.join(60)
+    assert "last active owner" in answered["page"]
+    owners = ProjectMembership.objects.filter(project=project, role="owner", active=True)
+    assert list(owners.values_list("user__handle", flat=True)) == ["alice"]
+
+
+def test_a_nonce_replay_queued_by_a_member_removed_meanwhile_is_404(live_server):
+    """A replay is judged at the rights of the moment like a note: before, it answered 200 with the entry."""
+    project, boss, dave, store = shared_project("replays")
+    append_entry(store=Store.objects.get(pk=store.pk), author=dave, body_md="once", client_nonce="n-0")
+    requests = {"replay": ("POST", f"/api/v1/memories/{store.pk}/note", {"body_md": "once", "client_nonce": "n-0"})}
+    secret = account_services.issue_token(user=dave).secret
+
+    blocked, results = queued_on_a_held_lock(
+        live_server, secret, requests, removing(store, project=project, actor=boss, handle="dave")
+    )
+
+    assert blocked == 1
+    [(_, status, body)] = results
+    assert status == 404 and body["error"]["type"] == "not_found_error", body
+    assert Store.objects.get(pk=store.pk).entry_count == 5

@@ -1,0 +1,59 @@
+"""An import chunk holds its project's row only while it commits (docs/access.md "Writes racing a removal"):
+held for a whole chunk's work, parallel imports kept every membership change of the project waiting until
+it timed out (a breaker: 503s after 5 s with three importers)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection, connections, transaction
+
+from accounts import services as account_services
+from memories.exchange import importer as importer_module
+from memories.exchange import services as imports
+from memories.exchange.export import export_lines
+from stores.selectors import find_subject
+from tests.factories import ProjectFactory, UserFactory, project_store
+from tests.log.conftest import fill
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def test_a_membership_change_does_not_wait_for_an_import_chunk_at_work(monkeypatch):
+    project = ProjectFactory(slug="busy-imports")
+    alice, frank = UserFactory(handle="alice"), UserFactory(handle="frank")
+    account_services.ensure_project_membership(project=project, user=alice, role="owner")
+    account_services.ensure_project_membership(project=project, user=frank, role="member")
+    source = ProjectFactory(slug="source")
+    account_services.ensure_project_membership(project=source, user=alice, role="owner")
+    lines = b"".join(export_lines(fill(project_store(source, name="Src"), 5, author=alice))).splitlines(keepends=True)
+    subject = find_subject(alice, scope="project", subject=project.slug)
+    upload = imports.start_upload(actor=alice, body=b"".join(lines[:2]), subject=subject)
+    working, done = threading.Event(), threading.Event()
+    feed = importer_module.Importer.feed
+
+    def slow_feed(self, chunk):  # the chunk's work takes a while, inside its transaction
+        working.set()
+        time.sleep(3)
+        return feed(self, chunk)
+
+    monkeypatch.setattr(importer_module.Importer, "feed", slow_feed)
+
+    def next_chunk() -> None:
+        try:
+            imports.append_chunk(actor=alice, import_id=upload.pk, from_line=3, body=b"".join(lines[2:]))
+            done.set()
+        finally:
+            connections.close_all()
+
+    chunk = threading.Thread(target=next_chunk)
+    chunk.start()
+    assert working.wait(30)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL lock_timeout = '1s'")  # a wait for the chunk's lock fails the test
+        account_services.set_project_member(project=project, actor=alice, handle="frank", active=False)
+    chunk.join(30)
+    assert done.is_set()  # the chunk committed after the change: alice is still an owner
