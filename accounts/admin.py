@@ -25,6 +25,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.core.exceptions import ValidationError
 
 from accounts import services
 from accounts.models import (
@@ -85,12 +86,8 @@ class MembershipForm(NarrowingForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        before = self.instance
+        before = self.instance  # read under its parent's row lock (`MembershipChangeAdmin.get_object`)
         parent = getattr(before, self.parent_field)
-        # The parent's row first, as the API's changes lock it, held until the page's transaction commits the
-        # change: the last-owner rule below is judged against memberships no one else can change meanwhile
-        # (a breaker demoted the last two owners at once, one here and one through the API).
-        type(parent).objects.select_for_update().filter(pk=parent.pk).first()
         active, role = cleaned.get("active", before.active), cleaned.get("role", before.role)
         siblings = type(before).objects.filter(**{self.parent_field: parent})
         was_owner = before.active and before.role == Role.OWNER
@@ -148,8 +145,21 @@ class MembershipChangeAdmin(MembershipAdminMixin, admin.ModelAdmin):
         form = super().get_form(request, obj, **kwargs)
         return type(form.__name__, (form,), {"acting_user": request.user})
 
+    def get_object(self, request, object_id, from_field=None):
+        """On a POST (inside the page's transaction), the parent's row is locked first, as the API's changes
+        lock it, and the membership read after: the form's checks (never re-activate, the last-owner rule)
+        and the save then work on the row as it is, which no one can change before this page commits. Read
+        before the lock, a removal through the API committing meanwhile was saved back over (a breaker's
+        removed member was active again), and two owners could be demoted at once."""
+        found = super().get_object(request, object_id, from_field)
+        if found is None or request.method != "POST":
+            return found
+        parent = getattr(found, self.parent_field)
+        type(parent).objects.select_for_update().filter(pk=parent.pk).first()
+        return super().get_object(request, object_id, from_field)
+
     def save_model(self, request, obj, form, change) -> None:
-        super().save_model(request, obj, form, change)  # the form locked the parent (`MembershipForm.clean`)
+        super().save_model(request, obj, form, change)
         if change and form.changed_data:
             services.parent_rights_changed(getattr(obj, self.parent_field))
 
@@ -163,8 +173,21 @@ class ParentAdmin(admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False
 
+    def get_object(self, request, object_id, from_field=None):
+        """On a POST (inside the page's transaction), read the row under its lock, as the API's changes
+        lock it: the narrowing checks and the save work on the row as it is. Read before the lock, an
+        owner's change through the API committing meanwhile was saved back over (a project made private was
+        public again, its rights version rolled back)."""
+        if request.method != "POST":
+            return super().get_object(request, object_id, from_field)
+        queryset = self.get_queryset(request).select_for_update(of=("self",))
+        field = self.model._meta.pk if from_field is None else self.model._meta.get_field(from_field)
+        try:
+            return queryset.get(**{field.name: field.to_python(object_id)})
+        except (self.model.DoesNotExist, ValidationError, ValueError):
+            return None
+
     def save_model(self, request, obj, form, change) -> None:
-        type(obj).objects.select_for_update().filter(pk=obj.pk).first()  # as the API's changes lock it
         super().save_model(request, obj, form, change)
         if change and {"visibility", "posting"} & set(form.changed_data):
             services.parent_rights_changed(obj)
@@ -192,27 +215,6 @@ class UserAdmin(BaseUserAdmin):
 
         purge_deleted_stores(seconds=settings.STORE_PURGE_SECONDS)
         return super().get_deleted_objects(objs, request)
-
-    def delete_model(self, request, obj) -> None:
-        _memberships_end([obj])
-        super().delete_model(request, obj)
-
-    def delete_queryset(self, request, queryset) -> None:
-        _memberships_end(list(queryset))
-        super().delete_queryset(request, queryset)
-
-
-def _memberships_end(users: list[User]) -> None:
-    """Deleting users deletes their memberships: a narrowing of every project and section they belong to, so
-    each parent is locked (as the API's changes lock it) and its rights bumped first — a write of theirs
-    already on its way is judged again and refused (`services.parent_rights_changed`). All the parents of
-    all the users, projects before sections, each kind by id: the order every holder of several parents
-    follows (`stores.selectors.hold_parents_in_order`)."""
-    kinds = ((ProjectMembership, Project, "project_id"), (SectionMembership, Section, "section_id"))
-    for model, parent_model, field in kinds:
-        ids = model.objects.filter(user__in=users).values_list(field, flat=True)
-        for parent in parent_model.objects.select_for_update().filter(pk__in=list(ids)).order_by("pk"):
-            services.parent_rights_changed(parent)
 
 
 @admin.register(ApiToken)

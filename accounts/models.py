@@ -119,7 +119,7 @@ class Project(models.Model):
     visibility = models.CharField(max_length=8, choices=Visibility.choices, default=Visibility.PRIVATE)
     # Bumped under this row's lock by every change that may narrow who reads, writes or owns its stores
     # (`stores.services.rights_changed`; docs/access.md "Writes racing a removal").
-    rights_version = models.BigIntegerField(default=0, db_default=0)
+    rights_version = models.BigIntegerField(default=0, db_default=0, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -156,7 +156,7 @@ class Section(models.Model):
     name = models.CharField(max_length=255)
     visibility = models.CharField(max_length=8, choices=Visibility.choices, default=Visibility.PUBLIC)
     posting = models.CharField(max_length=8, choices=Posting.choices, default=Posting.MEMBERS)
-    rights_version = models.BigIntegerField(default=0, db_default=0)  # as `Project.rights_version`
+    rights_version = models.BigIntegerField(default=0, db_default=0, editable=False)  # as `Project.rights_version`
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -176,7 +176,7 @@ class Store(models.Model):
     generation = models.BigIntegerField(default=1)
     summary_count = models.BigIntegerField(default=0)
     memory_count = models.IntegerField(default=0)
-    rights_version = models.BigIntegerField(default=0, db_default=0)
+    rights_version = models.BigIntegerField(default=0, db_default=0, editable=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -200,19 +200,6 @@ def hold_parent_rights(*, project_id: object = None, section_id: object = None) 
         return cursor.fetchone()[0]
 
 
-def hold_parents_in_order(stores) -> None:
-    """`hold_parent_rights` for the parents of `stores`, each once, in the one order every holder of several
-    parents' rows follows — projects before sections, each kind by id — so that a writer of several stores
-    (a session attaching stores of two projects) and a change of several parents (a user deleted in the back
-    office) never wait for each other in a cycle (a breaker's deadlock, 4 % of such deletions)."""
-    projects = sorted({store.project_id for store in stores if store.project_id is not None})
-    sections = sorted({store.section_id for store in stores if store.section_id is not None})
-    for project_id in projects:
-        hold_parent_rights(project_id=project_id)
-    for section_id in sections:
-        hold_parent_rights(section_id=section_id)
-
-
 def judge_again(locked: Store, judged: Store) -> None:
     """Judge the caller's right on a store again when its rights changed since it was judged (docs/access.md
     "Writes racing a removal"). Call it with the store row locked, inside the write's transaction.

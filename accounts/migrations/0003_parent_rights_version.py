@@ -16,11 +16,11 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='project',
             name='rights_version',
-            field=models.BigIntegerField(db_default=0, default=0),
+            field=models.BigIntegerField(db_default=0, default=0, editable=False),
         ),
         migrations.AddField(
             model_name='section',
             name='rights_version',
-            field=models.BigIntegerField(db_default=0, default=0),
+            field=models.BigIntegerField(db_default=0, default=0, editable=False),
         ),
     ]

@@ -17,7 +17,7 @@ from sessions.services.work import stop_for_good
 from sessions.validation import clean_environment_id, clean_title, mount_paths
 from stores import services as stores_services
 from stores.errors import StoreArchived, StoreNotFound
-from stores.selectors import hold_parents_in_order, judge_again
+from stores.selectors import judge_again
 
 
 @transaction.atomic
@@ -54,7 +54,6 @@ def create_session(
         raise EnvironmentArchived()
     ids = [item.store.pk for item in attach]
     locked = stores_services.lock_stores_in_order(ids)
-    hold_parents_in_order(locked.values())  # before `judge_again` takes them one by one, in request order
     for item in attach:
         pk = item.store.pk
         if pk not in locked:

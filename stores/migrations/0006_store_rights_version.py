@@ -18,6 +18,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='store',
             name='rights_version',
-            field=models.BigIntegerField(db_default=0, default=0),
+            field=models.BigIntegerField(db_default=0, default=0, editable=False),
         ),
     ]
