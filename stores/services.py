@@ -278,7 +278,7 @@ def update_store(
             raise InvalidRequest("visibility: project and board stores inherit their parent's visibility.")
         if new != locked.visibility:
             locked.visibility = new
-            locked.rights_version += 1  # who may read (and so write) changed: see `rights_changed`
+            locked.rights_version += 1  # who may read (and so write) changed: writes judged before are judged again
             changed.extend(["visibility", "rights_version"])
     if changed:
         locked.updated_at = timezone.now()
@@ -511,7 +511,7 @@ def set_reader(*, store: Store, handle: object, active: bool, granted_by: User) 
         grant.granted_by = granted_by
         grant.updated_at = timezone.now()
         grant.save(update_fields=["active", "granted_by", "updated_at"])
-        if not active:  # a reader's attachments and reads are judged again (see `rights_changed`)
+        if not active:  # a narrowing: writes and attaches judged before are judged again (`judge_again`)
             Store.objects.filter(pk=locked.pk).update(rights_version=F("rights_version") + 1)
     return grant
 
