@@ -15,6 +15,13 @@ history through the API the next minute (found by a breaker). So on these pages:
   only goes from public to private, posting only from open to members-only.
 
 New members join through the API, by an owner's request (`POST …/members`).
+
+Every change page here saves only what it showed as it still is: the form carries each field's value at load
+(`ShownStateForm`), the row is read again under its lock on POST (`RowLockedOnPost`), a page whose values
+no longer match the row is refused ("changed since this page was loaded") and a saved page writes only the
+fields it changed (`update_fields`). Without that, a page loaded before an owner's API promotion and saved
+unchanged demoted the member again (found by a fresh tester), and a token page saved while the API revoked
+the token could write `revoked_at` back empty.
 """
 
 from __future__ import annotations
@@ -25,7 +32,9 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.contrib.auth.forms import UserChangeForm
 from django.core.exceptions import ValidationError
+from django.db import router, transaction
 
 from accounts import services
 from accounts.models import (
@@ -41,7 +50,57 @@ from accounts.models import (
 )
 
 
-class NarrowingForm(forms.ModelForm):
+class ShownStateForm(forms.BaseForm):
+    """A change form that remembers what its page showed and refuses a save when the row moved since.
+
+    Each field renders its value at load as a hidden input too (Django's `show_hidden_initial`, named
+    ``initial-<field>``). On POST the form is built from the row as read again under its lock
+    (`RowLockedOnPost`), so the field's initial is the row as it is now: any field whose shown value differs
+    from it (or a single-valued field whose shown value is missing: the POST did not come from the page)
+    makes the form invalid with one non-field error naming the fields. Mixed in before the ModelForm class.
+    """
+
+    stale_message = (
+        "Changed since this page was loaded ({fields}): someone saved it meanwhile. Nothing was saved. "
+        "Reload the page to see it as it is now, then make your change again."
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            field.show_hidden_initial = not field.disabled
+
+    def changed_since_shown(self) -> list[str]:
+        """The names of the fields whose value in the row (this form's initial) is not what the page showed;
+        empty for an unbound form or one for a new row."""
+        if not self.is_bound or getattr(self.instance, "pk", None) is None:
+            return []
+        moved = []
+        for name, field in self.fields.items():
+            if field.disabled:
+                continue
+            bound, hidden = self[name], field.hidden_widget()
+            if not isinstance(hidden, forms.MultipleHiddenInput) and bound.html_initial_name not in self.data:
+                moved.append(name)  # an empty list renders no hidden input; any other value renders one
+                continue
+            shown = hidden.value_from_datadict(self.data, self.files, bound.html_initial_name)
+            try:
+                if field.has_changed(bound.initial, shown):
+                    moved.append(name)
+            except ValidationError:
+                moved.append(name)
+        return moved
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        moved = self.changed_since_shown()
+        if moved:
+            labels = ", ".join(str(self.fields[name].label or name) for name in moved)
+            self.add_error(None, self.stale_message.format(fields=labels))
+        return cleaned
+
+
+class NarrowingForm(ShownStateForm, forms.ModelForm):
     """A change form that refuses any change widening who may read (or post): `widening` maps a field to a
     predicate ``(before, after) -> bool`` that is True for a change the back office must not make."""
 
@@ -115,6 +174,38 @@ class SectionMembershipForm(MembershipForm):
     parent_field = "section"
 
 
+class RowLockedOnPost:
+    """Admin pages that read the row under its lock on POST (inside the page's transaction) and save only
+    the fields their form changed.
+
+    `post_lock` are `select_for_update` arguments: the parents' pages take the lock the API's changes take
+    (FOR UPDATE: writes hold parents in key-share mode to judge rights), users' and tokens' pages a no-key
+    update lock (their rows' foreign keys stay usable meanwhile). The form's checks (`ShownStateForm`, the
+    narrowing and last-owner rules) then judge the row as it is, and nobody changes it before the page
+    commits. Saving with `update_fields` keeps every column the page does not edit as the row has it."""
+
+    post_lock: dict[str, Any] = {"of": ("self",)}
+
+    def lock_before(self, found) -> None:
+        """Lock what the API's changes lock before this row (`found`, read without a lock); nothing here."""
+
+    def get_object(self, request, object_id, from_field=None):
+        found = super().get_object(request, object_id, from_field)
+        in_transaction = transaction.get_connection(router.db_for_write(self.model)).in_atomic_block
+        if found is None or request.method != "POST" or not in_transaction:
+            return found
+        self.lock_before(found)
+        return self.get_queryset(request).select_for_update(**self.post_lock).filter(pk=found.pk).first()
+
+    def save_model(self, request, obj, form, change) -> None:
+        if not change:
+            return super().save_model(request, obj, form, change)
+        columns = {field.name for field in obj._meta.concrete_fields}
+        changed = [name for name in form.changed_data if name in columns]
+        if changed:
+            obj.save(update_fields=changed)
+
+
 class MembershipAdminMixin:
     """Memberships are never added, deleted or moved here (see the module docstring)."""
 
@@ -137,7 +228,7 @@ class MembershipInlineMixin(MembershipAdminMixin):
         return False
 
 
-class MembershipChangeAdmin(MembershipAdminMixin, admin.ModelAdmin):
+class MembershipChangeAdmin(MembershipAdminMixin, RowLockedOnPost, admin.ModelAdmin):
     """A membership's own page: its form knows who is acting (staff never make themselves owner). A saved
     change has the parent's stores judge in-flight writes again (`services.parent_rights_changed`)."""
 
@@ -145,18 +236,14 @@ class MembershipChangeAdmin(MembershipAdminMixin, admin.ModelAdmin):
         form = super().get_form(request, obj, **kwargs)
         return type(form.__name__, (form,), {"acting_user": request.user})
 
-    def get_object(self, request, object_id, from_field=None):
-        """On a POST (inside the page's transaction), the parent's row is locked first, as the API's changes
-        lock it, and the membership read after: the form's checks (never re-activate, the last-owner rule)
-        and the save then work on the row as it is, which no one can change before this page commits. Read
-        before the lock, a removal through the API committing meanwhile was saved back over (a breaker's
-        removed member was active again), and two owners could be demoted at once."""
-        found = super().get_object(request, object_id, from_field)
-        if found is None or request.method != "POST":
-            return found
-        parent = getattr(found, self.parent_field)
-        type(parent).objects.select_for_update().filter(pk=parent.pk).first()
-        return super().get_object(request, object_id, from_field)
+    def lock_before(self, found) -> None:
+        """On a POST the parent's row is locked first, as the API's membership changes lock it, and the
+        membership read after (`RowLockedOnPost`): the form's checks (never re-activate, the last-owner rule)
+        and the save then work on the row as it is. Read before the lock, a removal through the API
+        committing meanwhile was saved back over (a breaker's removed member was active again), and two
+        owners could be demoted at once."""
+        parent_model = self.model._meta.get_field(self.parent_field).related_model
+        parent_model.objects.select_for_update().filter(pk=getattr(found, f"{self.parent_field}_id")).first()
 
     def save_model(self, request, obj, form, change) -> None:
         super().save_model(request, obj, form, change)
@@ -164,7 +251,7 @@ class MembershipChangeAdmin(MembershipAdminMixin, admin.ModelAdmin):
             services.parent_rights_changed(getattr(obj, self.parent_field))
 
 
-class ParentAdmin(admin.ModelAdmin):
+class ParentAdmin(RowLockedOnPost, admin.ModelAdmin):
     """Projects and sections: not created here, slug fixed (see the module docstring). Making one private
     or closing its posting has its stores judge in-flight writes again (`services.parent_rights_changed`)."""
 
@@ -173,28 +260,39 @@ class ParentAdmin(admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False
 
-    def get_object(self, request, object_id, from_field=None):
-        """On a POST (inside the page's transaction), read the row under its lock, as the API's changes
-        lock it: the narrowing checks and the save work on the row as it is. Read before the lock, an
-        owner's change through the API committing meanwhile was saved back over (a project made private was
-        public again, its rights version rolled back)."""
-        if request.method != "POST":
-            return super().get_object(request, object_id, from_field)
-        queryset = self.get_queryset(request).select_for_update(of=("self",))
-        field = self.model._meta.pk if from_field is None else self.model._meta.get_field(from_field)
-        try:
-            return queryset.get(**{field.name: field.to_python(object_id)})
-        except (self.model.DoesNotExist, ValidationError, ValueError):
-            return None
-
     def save_model(self, request, obj, form, change) -> None:
         super().save_model(request, obj, form, change)
         if change and {"visibility", "posting"} & set(form.changed_data):
             services.parent_rights_changed(obj)
 
 
+class UserForm(ShownStateForm, UserChangeForm):
+    """A user's change page: refused when the user changed since the page was loaded (`ShownStateForm`)."""
+
+
+class TokenForm(ShownStateForm, forms.ModelForm):
+    """A token's change page (its name only): refused when the name changed since the page was loaded."""
+
+    class Meta:
+        model = ApiToken
+        fields = ["name"]
+
+
+class NoKeyLockedOnPost(RowLockedOnPost):
+    """Users and tokens: a no-key update lock, so rows that reference them can still be written meanwhile
+    (a note's author check takes a key-share lock on its user)."""
+
+    post_lock = {"of": ("self",), "no_key": True}
+
+
 @admin.register(User)
-class UserAdmin(BaseUserAdmin):
+class UserAdmin(NoKeyLockedOnPost, BaseUserAdmin):
+    """Users: `last_login` and `date_joined` are facts, shown not edited. A stale page is refused and a
+    saved one writes only what it changed (see the module docstring); a password set here reads and saves
+    the user in one transaction under the same lock."""
+
+    form = UserForm
+    readonly_fields = ["last_login", "date_joined"]
     ordering = ["handle"]
     list_display = ["handle", "display_name", "is_active", "is_staff", "date_joined"]
     list_filter = ["is_active", "is_staff"]
@@ -216,9 +314,13 @@ class UserAdmin(BaseUserAdmin):
         purge_deleted_stores(seconds=settings.STORE_PURGE_SECONDS)
         return super().get_deleted_objects(objs, request)
 
+    def user_change_password(self, request, id, form_url=""):
+        with transaction.atomic(using=router.db_for_write(self.model)):
+            return super().user_change_password(request, id, form_url)
+
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(NoKeyLockedOnPost, admin.ModelAdmin):
     """Tokens: prefix, scopes, dates and a revoke action; the secret is never stored, so never shown.
 
     Only the name can be edited. The owner, scopes and expiry are read-only (SPEC §2: `is_staff` gives no
@@ -231,6 +333,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     search_fields = ["prefix", "user__handle", "name"]
     fields = ["id", "user", "name", "prefix", "scopes", "expires_at", "created_at", "last_used_at", "revoked_at"]
     readonly_fields = [name for name in fields if name != "name"]
+    form = TokenForm
     actions = ["revoke"]
 
     def has_add_permission(self, request) -> bool:

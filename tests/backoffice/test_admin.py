@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from html.parser import HTMLParser
+
 import pytest
 from django.contrib import admin
 from django.urls import reverse
@@ -207,10 +209,18 @@ def test_staff_cannot_move_a_token_to_another_user_or_widen_it(staff_client, sta
     issued = account_services.issue_token(user=staff, scopes=["agent:read"], name="mine", expires_in_days=1)
     before = ApiToken.objects.get(pk=issued.token.pk)
     url = reverse("admin:accounts_apitoken_change", args=[before.pk])
-    page = staff_client.get(url).content.decode()
-    assert 'name="name"' in page and 'name="user"' not in page and 'name="scopes"' not in page
+    page = staff_client.get(url)
+    assert 'name="name"' in page.content.decode()
+    assert 'name="user"' not in page.content.decode() and 'name="scopes"' not in page.content.decode()
     response = staff_client.post(
-        url, {"user": owner.pk, "name": "renamed", "scopes": "agent:read memories:write", "expires_at": ""}
+        url,
+        {
+            **_change_form_data(page),
+            "user": owner.pk,
+            "name": "renamed",
+            "scopes": "agent:read memories:write",
+            "expires_at": "",
+        },
     )
     assert response.status_code == 302
     after = ApiToken.objects.get(pk=before.pk)
@@ -220,8 +230,24 @@ def test_staff_cannot_move_a_token_to_another_user_or_widen_it(staff_client, sta
     assert me.json()["data"]["handle"] == staff.handle
 
 
+class _ShownValues(HTMLParser):
+    """The page's hidden ``initial-…`` inputs (what each field showed at load, `ShownStateForm`), as a
+    browser would post them: one value per input, lists for repeated names."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: dict[str, list[str]] = {}
+
+    def handle_starttag(self, tag, attrs) -> None:
+        attributes = dict(attrs)
+        name = attributes.get("name") or ""
+        if tag == "input" and attributes.get("type") == "hidden" and name.startswith("initial-"):
+            self.values.setdefault(name, []).append(attributes.get("value") or "")
+
+
 def _change_form_data(response) -> dict:
-    """The POST data of an admin change page as it was rendered (the object's and each inline's values)."""
+    """The POST data of an admin change page as it was rendered (the object's and each inline's values,
+    and the hidden values the page carries of what it showed)."""
     from django.forms.models import model_to_dict
 
     def values(form) -> dict:
@@ -241,6 +267,9 @@ def _change_form_data(response) -> dict:
         data.update({management.add_prefix(k): v for k, v in management.initial.items()})
         for form in formset.forms:
             data.update(values(form))
+    shown = _ShownValues()
+    shown.feed(response.content.decode())
+    data.update({name: found[0] if len(found) == 1 else found for name, found in shown.values.items()})
     return data
 
 

@@ -128,3 +128,55 @@ def test_the_store_list_fits_1400_pixels_and_view_site_is_not_a_dead_link(browse
         right = browser.execute_script("const r = arguments[0].getBoundingClientRect(); return r.right;", element)
         assert right <= viewport, (element.text, right, viewport)
     assert not browser.find_elements(By.LINK_TEXT, "VIEW SITE") and not browser.find_elements(By.LINK_TEXT, "View site")
+
+
+def test_a_membership_page_loaded_before_an_owners_promotion_is_refused_not_saved(browser, live_server):
+    """A fresh tester's finding: a membership page loaded before the owner promoted the member through the
+    API, then saved unchanged in the browser, demoted the member again. The page carries what it showed;
+    Chromium posts it, the server refuses the save and names what moved; reloaded, the page saves."""
+    import httpx
+    from django.urls import reverse
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    from accounts.models import ProjectMembership
+    from tests.factories import ProjectFactory
+
+    staff = UserFactory(handle="auditor", is_staff=True, is_superuser=True)
+    staff.set_password("correct horse battery staple")
+    staff.save()
+    project = ProjectFactory(slug="apollo", visibility="private")
+    boss, bob = UserFactory(handle="boss"), UserFactory(handle="bob")
+    ProjectMembership.objects.create(project=project, user=boss, role="owner")
+    membership = ProjectMembership.objects.create(project=project, user=bob, role="member")
+    secret = account_services.issue_token(user=boss).secret
+
+    browser.get(f"{live_server.url}/backoffice/login/")
+    browser.find_element(By.NAME, "username").send_keys("auditor")
+    browser.find_element(By.NAME, "password").send_keys("correct horse battery staple")
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    WebDriverWait(browser, 15).until(lambda b: "/login/" not in b.current_url)
+    page = live_server.url + reverse("admin:accounts_projectmembership_change", args=[membership.pk])
+    browser.get(page)
+    assert Select(browser.find_element(By.NAME, "role")).first_selected_option.get_attribute("value") == "member"
+
+    promoted = httpx.post(
+        f"{live_server.url}/api/v1/projects/apollo/members",
+        json={"handle": "bob", "role": "owner"},
+        headers={"Authorization": f"Bearer {secret}"},
+    )
+    assert promoted.status_code == 200, promoted.text
+    browser.find_element(By.NAME, "_save").click()  # the page as loaded, unchanged
+
+    errors = browser.find_element(By.CSS_SELECTOR, ".errornote, .errorlist.nonfield").text
+    assert "Changed since this page was loaded" in browser.page_source, errors
+    assert "Role" in browser.find_element(By.CSS_SELECTOR, ".errorlist.nonfield").text
+    membership.refresh_from_db()
+    assert (membership.role, membership.active) == ("owner", True)
+
+    browser.get(page)  # reloaded: it shows the promotion, and a narrowing made on it now saves
+    Select(browser.find_element(By.NAME, "role")).select_by_value("member")
+    browser.find_element(By.NAME, "_save").click()
+    WebDriverWait(browser, 15).until(lambda b: "messagelist" in b.page_source)
+    membership.refresh_from_db()
+    assert membership.role == "member"
