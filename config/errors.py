@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.db import InterfaceError, OperationalError
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from rest_framework import exceptions as drf
 
 logger = logging.getLogger("memories.errors")
@@ -139,14 +139,44 @@ def log_fault(request: Any, exc: BaseException | None, status: int = 503) -> Non
     )
 
 
-def fault_response(request: Any, exc: BaseException | None) -> JsonResponse:
+def fault_response(request: Any, exc: BaseException | None) -> HttpResponse:
     """Render a database fault: 503 overloaded_error + Retry-After, logged once (Django's request log,
-    which would add a traceback, is told the response has been logged)."""
+    which would add a traceback, is told the response has been logged). A back-office page gets it as an
+    HTML page (`back_office_page`), the API and everything else as SPEC §2's JSON error."""
     log_fault(request, exc)
-    response = error_response(
-        request, status=503, type="overloaded_error", message=DATABASE_FAULT_MESSAGE, headers=retry_after_headers()
-    )
+    if is_back_office(request):
+        response = back_office_page(request, status=503, headers=retry_after_headers())
+    else:
+        response = error_response(
+            request, status=503, type="overloaded_error", message=DATABASE_FAULT_MESSAGE, headers=retry_after_headers()
+        )
     response._has_been_logged = True  # django.utils.log.log_response: do not log it again
+    return response
+
+
+def is_back_office(request: Any) -> bool:
+    """True for a request to the back office (the admin site's pages, whose users read HTML)."""
+    from django.urls import reverse
+
+    path = getattr(getattr(request, "_request", request), "path", "") or ""
+    return path.startswith(reverse("admin:index"))
+
+
+def back_office_page(request: Any, *, status: int, headers: dict[str, str] | None = None) -> HttpResponse:
+    """A back-office error page (`templates/backoffice/error.html`): 503 says the database is busy and that
+    nothing was saved (every back-office change runs in one transaction, rolled back by the fault), 500 that
+    an internal error occurred; both show the request id. Rendered without touching the database."""
+    from django.template.loader import render_to_string
+
+    rid = request_id_of(request)
+    body = render_to_string(
+        "backoffice/error.html",
+        {"status": status, "request_id": rid, "retry_after": (headers or {}).get("Retry-After")},
+    )
+    response = HttpResponse(body, status=status, content_type="text/html; charset=utf-8")
+    response["Request-Id"] = rid
+    for key, value in (headers or {}).items():
+        response[key] = value
     return response
 
 
@@ -332,6 +362,8 @@ def handler500(request):
     exc = sys.exc_info()[1]
     if exc is not None and is_database_fault(exc):
         return fault_response(request, exc)
+    if is_back_office(request):
+        return back_office_page(request, status=500)
     return error_response(
         request,
         status=500,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import logging
 import threading
 import time
@@ -44,6 +45,18 @@ def test_plain_django_views_render_database_faults_as_one_warning_line(caplog):
     [record] = caplog.records
     assert record.levelname == "WARNING" and record.exc_info is None
     assert record.getMessage() == f"503 GET /backoffice/ {request.request_id}: OperationalError: boom"
+    # staff read HTML: a page that says nothing was saved, with the request id (not the API's JSON)
+    assert response["Content-Type"].startswith("text/html") and response["Request-Id"] == request.request_id
+    page = response.content.decode()
+    assert "nothing was saved" in page and request.request_id in page and "try again in 1 second." in page
+
+
+def test_a_database_fault_outside_the_back_office_stays_the_json_error():
+    request = RequestFactory().get("/backofficer")  # not under /backoffice/
+    request.request_id = "req_" + "1" * 24
+    response = RequestIdMiddleware(lambda r: None).process_exception(request, OperationalError("boom"))
+    assert response.status_code == 503 and response["Content-Type"] == "application/json"
+    assert json.loads(response.content)["error"]["type"] == "overloaded_error"
 
 
 def test_handler500_turns_a_database_fault_into_503_and_anything_else_into_500():
@@ -56,6 +69,9 @@ def test_handler500_turns_a_database_fault_into_503_and_anything_else_into_500()
         raise ValueError("a bug")
     except ValueError:
         assert handler500(request).status_code == 500
+        page = handler500(RequestFactory().post("/backoffice/accounts/user/1/change/"))
+    assert page.status_code == 500 and page["Content-Type"].startswith("text/html")
+    assert "Internal error" in page.content.decode() and page["Request-Id"] in page.content.decode()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -78,7 +94,7 @@ def test_a_lock_held_past_lock_timeout_is_a_503_and_changes_nothing(make_client,
             took = time.monotonic() - started
             holder.rollback()
         assert response.status_code == 503, response.content
-        assert response.json()["error"]["type"] == "overloaded_error"
+        assert json.loads(response.content)["error"]["type"] == "overloaded_error"
         assert response["Retry-After"] == "1"
         assert took < 5  # cancelled by lock_timeout, well before statement_timeout (5 s)
         with connection.cursor() as cursor:
