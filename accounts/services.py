@@ -135,14 +135,15 @@ def ensure_project(*, slug: str, name: str, visibility: str = "private") -> tupl
 
 
 def ensure_project_membership(*, project: Project, user: User, role: str = Role.MEMBER) -> ProjectMembership:
-    """Make `user` an active member of `project` with `role` (`owner` | `member`) and return the membership.
+    """Make `user` an active member of `project` with `role` (`owner` | `member`) and return the membership
+    (the demo's and tests' set-up; not part of the API).
 
     Creates the membership if absent; re-activates an inactive one and sets its role otherwise (SPEC §3:
-    owners and active members write to the project store).
+    owners and active members write to the project store) — through `set_project_member` as an operator, so
+    under the project's row lock, with the last-owner rule (LastOwner 409) and the rights version bumped by
+    a narrowing, as every membership change. Raises UserNotFound (404) for an inactive user.
     """
-    membership, _ = ProjectMembership.objects.update_or_create(
-        project=project, user=user, defaults={"role": role, "active": True}
-    )
+    membership, _ = set_project_member(project=project, actor=None, handle=user.handle, role=role)
     return membership
 
 

@@ -305,3 +305,22 @@ def test_section_members_reject_project_roles_and_keep_one_owner(cast):
     assert demoted.status_code == 409 and demoted.json()["error"]["details"]["reason"] == "last_owner"
     assert SectionMembership.objects.get(user=users["owner"]).role == "owner"
     assert not Store.objects.exists()
+
+
+def test_the_set_up_helper_changes_members_by_the_same_rules_as_the_api():
+    """`ensure_project_membership` (the demo's and tests' set-up) used to update the row directly: no row
+    lock, no last-owner rule, no rights version for a demotion. It now goes through `set_project_member`."""
+    from accounts import services
+    from accounts.errors import LastOwner
+
+    project = ProjectFactory(slug="set-up")
+    boss, dave = UserFactory(handle="boss"), UserFactory(handle="dave")
+    services.ensure_project_membership(project=project, user=boss, role="owner")
+    services.ensure_project_membership(project=project, user=dave, role="owner")
+    with pytest.raises(LastOwner):
+        services.ensure_project_membership(project=project, user=boss, role="member")
+        services.ensure_project_membership(project=project, user=dave, role="member")
+    project.refresh_from_db()
+    assert project.rights_version == 1  # boss's demotion narrowed; dave's was refused
+    roles = dict(ProjectMembership.objects.filter(project=project).values_list("user__handle", "role"))
+    assert roles == {"boss": "member", "dave": "owner"}
