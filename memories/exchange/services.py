@@ -281,7 +281,8 @@ def start_upload(*, actor: User, body: bytes, subject: Subject | None = None) ->
     subject: where the new store goes (the caller has the owner right on it), default the header's —
     whose owner right the caller must then hold too (checked by the caller). Creates the hidden store,
     verifies and writes the chunk's other lines; a chunk that already ends with the end line completes
-    the import. The owner right is judged again inside the transaction (`_judge_owner`). Raises
+    the import. The owner right is judged again inside the transaction, before the work and, with the
+    parent's row held, just before the commit (`_judge_owner`). Raises
     UnknownHandles, ImportInvalid (400), ImportForbidden (403); then nothing remains.
     """
     expire_idle_imports()
@@ -290,9 +291,11 @@ def start_upload(*, actor: User, body: bytes, subject: Subject | None = None) ->
     with transaction.atomic():
         users = resolve_handles(header.handles)
         store, keep_ids = create_pending_store(header=header, users=users, subject=subject or _subject_of(header))
-        # the caller checked before this transaction; a removal may have committed since. The new store's
-        # foreign key already holds its parent's row `FOR KEY SHARE` for this whole transaction.
-        _judge_owner(actor, store)
+        # the caller checked before this transaction; a removal may have committed since: refused before any
+        # work, and judged again with the parent's row held just before the commit (below). The new store's
+        # foreign key holds nothing meanwhile: Django's foreign keys are checked at commit (DEFERRABLE
+        # INITIALLY DEFERRED), and the check's key-share lock lasts as long as the commit.
+        _judge_owner(actor, store, hold=False)
         vouched = _writers(store, users)
         creator = header.store["created_by"]
         if creator and users[creator] not in vouched:
@@ -314,6 +317,7 @@ def start_upload(*, actor: User, body: bytes, subject: Subject | None = None) ->
             updated_at=Now(),
         )
         upload.refresh_from_db(fields=["created_at", "updated_at"])
+        _judge_owner(actor, store)
     return upload
 
 

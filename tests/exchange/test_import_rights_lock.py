@@ -57,3 +57,82 @@ def test_a_membership_change_does_not_wait_for_an_import_chunk_at_work(monkeypat
         account_services.set_project_member(project=project, actor=alice, handle="frank", active=False)
     chunk.join(30)
     assert done.is_set()  # the chunk committed after the change: alice is still an owner
+
+
+def test_a_membership_change_does_not_wait_for_an_import_starting_at_work(monkeypatch):
+    """The first request creates the hidden store and feeds its chunk in one transaction: it judged the
+    owner with the project's row held at the start, so a change waited for the whole first chunk's work
+    (the new store's foreign key is checked at commit, deferred, and holds nothing before)."""
+    project = ProjectFactory(slug="busy-starts")
+    alice, frank = UserFactory(handle="alice"), UserFactory(handle="frank")
+    account_services.ensure_project_membership(project=project, user=alice, role="owner")
+    account_services.ensure_project_membership(project=project, user=frank, role="member")
+    source = ProjectFactory(slug="source")
+    account_services.ensure_project_membership(project=source, user=alice, role="owner")
+    body = b"".join(export_lines(fill(project_store(source, name="Src"), 5, author=alice)))
+    subject = find_subject(alice, scope="project", subject=project.slug)
+    working, done = threading.Event(), threading.Event()
+    feed = importer_module.Importer.feed
+
+    def slow_feed(self, chunk):  # the first chunk's work takes a while, inside its transaction
+        working.set()
+        time.sleep(3)
+        return feed(self, chunk)
+
+    monkeypatch.setattr(importer_module.Importer, "feed", slow_feed)
+
+    def start() -> None:
+        try:
+            imports.start_upload(actor=alice, body=body, subject=subject)
+            done.set()
+        finally:
+            connections.close_all()
+
+    starting = threading.Thread(target=start)
+    starting.start()
+    assert working.wait(30)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL lock_timeout = '1s'")  # a wait for the import's lock fails the test
+        account_services.set_project_member(project=project, actor=alice, handle="frank", active=False)
+    starting.join(30)
+    assert done.is_set()  # the import committed after the change: alice is still an owner
+
+
+def test_an_import_whose_starter_was_demoted_while_its_first_chunk_worked_commits_nothing(monkeypatch):
+    """Judged again, under the project's row, just before the first chunk commits: a demotion that
+    committed while the chunk worked refuses it (403) and leaves no store."""
+    from memories.exchange.errors import ImportForbidden
+    from stores.models import Store
+
+    project = ProjectFactory(slug="demoted-start")
+    alice, bob = UserFactory(handle="alice"), UserFactory(handle="bob")
+    account_services.ensure_project_membership(project=project, user=alice, role="owner")
+    account_services.ensure_project_membership(project=project, user=bob, role="owner")
+    source = ProjectFactory(slug="source")
+    account_services.ensure_project_membership(project=source, user=alice, role="owner")
+    body = b"".join(export_lines(fill(project_store(source, name="Src"), 5, author=alice)))
+    subject = find_subject(alice, scope="project", subject=project.slug)
+    before = set(Store.objects.values_list("pk", flat=True))
+    feed = importer_module.Importer.feed
+
+    def feed_while_demoted(self, chunk):
+        done = threading.Event()
+
+        def demote() -> None:
+            try:
+                account_services.set_project_member(project=project, actor=bob, handle="alice", role="member")
+                done.set()
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=demote)
+        thread.start()
+        thread.join(30)
+        assert done.is_set()  # it did not wait for this chunk
+        return feed(self, chunk)
+
+    monkeypatch.setattr(importer_module.Importer, "feed", feed_while_demoted)
+    with pytest.raises(ImportForbidden):
+        imports.start_upload(actor=alice, body=body, subject=subject)
+    assert set(Store.objects.values_list("pk", flat=True)) == before
