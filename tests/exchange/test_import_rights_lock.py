@@ -21,15 +21,22 @@ from tests.log.conftest import fill
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
-def test_a_membership_change_does_not_wait_for_an_import_chunk_at_work(monkeypatch):
-    project = ProjectFactory(slug="busy-imports")
+def importing_owner(slug: str, other_role: str = "member") -> tuple:
+    """(project `slug`, alice its owner, a second member `frank` with `other_role`, the export of a 5-entry
+    store alice owns elsewhere as bytes, alice's subject for the project)."""
+    project = ProjectFactory(slug=slug)
     alice, frank = UserFactory(handle="alice"), UserFactory(handle="frank")
     account_services.ensure_project_membership(project=project, user=alice, role="owner")
-    account_services.ensure_project_membership(project=project, user=frank, role="member")
+    account_services.ensure_project_membership(project=project, user=frank, role=other_role)
     source = ProjectFactory(slug="source")
     account_services.ensure_project_membership(project=source, user=alice, role="owner")
-    lines = b"".join(export_lines(fill(project_store(source, name="Src"), 5, author=alice))).splitlines(keepends=True)
-    subject = find_subject(alice, scope="project", subject=project.slug)
+    body = b"".join(export_lines(fill(project_store(source, name="Src"), 5, author=alice)))
+    return project, alice, frank, body, find_subject(alice, scope="project", subject=project.slug)
+
+
+def test_a_membership_change_does_not_wait_for_an_import_chunk_at_work(monkeypatch):
+    project, alice, _, body, subject = importing_owner("busy-imports")
+    lines = body.splitlines(keepends=True)
     upload = imports.start_upload(actor=alice, body=b"".join(lines[:2]), subject=subject)
     working, done = threading.Event(), threading.Event()
     feed = importer_module.Importer.feed
@@ -63,14 +70,7 @@ def test_a_membership_change_does_not_wait_for_an_import_starting_at_work(monkey
     """The first request creates the hidden store and feeds its chunk in one transaction: it judged the
     owner with the project's row held at the start, so a change waited for the whole first chunk's work
     (the new store's foreign key is checked at commit, deferred, and holds nothing before)."""
-    project = ProjectFactory(slug="busy-starts")
-    alice, frank = UserFactory(handle="alice"), UserFactory(handle="frank")
-    account_services.ensure_project_membership(project=project, user=alice, role="owner")
-    account_services.ensure_project_membership(project=project, user=frank, role="member")
-    source = ProjectFactory(slug="source")
-    account_services.ensure_project_membership(project=source, user=alice, role="owner")
-    body = b"".join(export_lines(fill(project_store(source, name="Src"), 5, author=alice)))
-    subject = find_subject(alice, scope="project", subject=project.slug)
+    project, alice, _, body, subject = importing_owner("busy-starts")
     working, done = threading.Event(), threading.Event()
     feed = importer_module.Importer.feed
 
@@ -105,14 +105,7 @@ def test_an_import_whose_starter_was_demoted_while_its_first_chunk_worked_commit
     from memories.exchange.errors import ImportForbidden
     from stores.models import Store
 
-    project = ProjectFactory(slug="demoted-start")
-    alice, bob = UserFactory(handle="alice"), UserFactory(handle="bob")
-    account_services.ensure_project_membership(project=project, user=alice, role="owner")
-    account_services.ensure_project_membership(project=project, user=bob, role="owner")
-    source = ProjectFactory(slug="source")
-    account_services.ensure_project_membership(project=source, user=alice, role="owner")
-    body = b"".join(export_lines(fill(project_store(source, name="Src"), 5, author=alice)))
-    subject = find_subject(alice, scope="project", subject=project.slug)
+    project, alice, bob, body, subject = importing_owner("demoted-start", other_role="owner")
     before = set(Store.objects.values_list("pk", flat=True))
     feed = importer_module.Importer.feed
 
