@@ -21,6 +21,11 @@ DIGEST_PREFIX = "memories-digest-v1\n"
 REDACTED_TEXT = ""
 # Entry numbers beyond this are rejected as input (far beyond any store; keeps BIGINT arithmetic safe).
 MAX_SEQ = 2**62
+# A store's `generation` is a bigint and grows by one per compaction, redaction or forget: requests accept
+# any value a store can hold (a nap job's generation is always accepted back). An import may set it up to
+# MAX_SEQ only, which leaves 2^62 increments before the column's range (a store imported at 2^62 then
+# redacted could not be compacted or forgotten again while requests stopped at MAX_SEQ; found by a breaker).
+MAX_GENERATION = 2**63 - 1
 # The syntax of a range: "n" or "a-b", canonical decimal (no sign, no leading zero but "0" itself), at most 19
 # digits each; `/openapi.yaml` documents it as the `range` pattern. Size and alignment are `parse_range`'s.
 RANGE_SYNTAX = r"(0|[1-9][0-9]{0,18})(?:-(0|[1-9][0-9]{0,18}))?"

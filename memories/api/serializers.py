@@ -99,7 +99,7 @@ class NoteRequestSerializer(StrictSerializer):
 
 class CompactRequestSerializer(StrictSerializer):
     range = RangeField(allow_entry=False, help_text="Aligned range 'a-b' of size 2^k, k ≥ 1.")
-    generation = JsonIntegerField(min_value=1, max_value=tree.MAX_SEQ)
+    generation = JsonIntegerField(min_value=1, max_value=tree.MAX_GENERATION)
     source_digest = serializers.RegexField(
         r"^[0-9a-f]{64}$",
         max_length=64,
@@ -130,7 +130,7 @@ class RedactRequestSerializer(StrictSerializer):
 
 class ForgetRequestSerializer(StrictSerializer):
     range = RangeField(help_text="An entry 'n' or an aligned range 'a-b'.")
-    generation = JsonIntegerField(min_value=1, max_value=tree.MAX_SEQ)
+    generation = JsonIntegerField(min_value=1, max_value=tree.MAX_GENERATION)
 
 
 class WakeQuerySerializer(StrictQuerySerializer):

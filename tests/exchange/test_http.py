@@ -376,3 +376,36 @@ def test_the_headers_other_times_may_not_be_in_the_future_either(owner_client, o
     response = post_lines(owner_client, IMPORTS, assemble(own_sample))
     assert response.status_code == 400 and f"store.{key} is in the future" in response.json()["error"]["message"]
     assert census() == before
+
+
+def test_a_store_imported_at_the_highest_generation_stays_compactable(owner_client, own_sample):
+    """An import may set `generation` up to 2^62; a redaction then took the store past what compact and
+    forget accepted, so its invalidated summaries could never be rebuilt (a breaker). Requests now accept any
+    generation a store can hold."""
+    from memories import tree
+
+    own_sample[0]["store"]["generation"] = tree.MAX_SEQ
+    upload = import_in_chunks(owner_client, assemble(own_sample), lines_per_chunk=500)
+    store = upload["store"]["id"]
+    redacted = owner_client.post(url(store, "entries/0/redact"), {"reason": "leaked a key"})
+    assert redacted.status_code == 200, redacted.json()
+    assert Store.objects.get(pk=store).generation == tree.MAX_SEQ + 1
+
+    job = owner_client.get(url(store, "nap")).json()["data"]["job"]
+    assert job["generation"] == tree.MAX_SEQ + 1
+    compacted = owner_client.post(
+        url(store, "compact"),
+        {
+            "range": job["range"],
+            "generation": job["generation"],
+            "source_digest": job["source_digest"],
+            "summary_md": "rebuilt",
+            "model": "test",
+        },
+    )
+    assert compacted.status_code in (200, 201), compacted.json()
+    generation = Store.objects.get(pk=store).generation
+    forgotten = owner_client.post(url(store, "forget"), {"range": "0", "generation": generation})
+    assert forgotten.status_code == 200, forgotten.json()
+    beyond = owner_client.post(url(store, "forget"), {"range": "0", "generation": tree.MAX_GENERATION + 1})
+    assert beyond.status_code == 400  # past the column's range: a 400, not a database error
