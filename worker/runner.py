@@ -27,6 +27,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -97,14 +98,48 @@ class ItemSummary:
 
 
 class _HeartbeatWork:
-    """The work resource as `_heartbeat_loop` calls it, asking for `ttl` seconds on every heartbeat."""
+    """The work resource as `_heartbeat_loop` calls it, asking for `ttl` seconds on every heartbeat.
+
+    It also remembers until when the last extended lease runs (`lease_deadline`, `time.monotonic()`
+    seconds): counted from when that heartbeat was sent, so never later than the server's own expiry. After a
+    stop from outside the server extends nothing more, and what is left of it is the window in which the
+    agent's shutdown and the flush must fit (`stop_grace`, `flush_budget`)."""
 
     def __init__(self, work, ttl: int) -> None:
         self._work = work
         self._ttl = ttl
+        self.lease_deadline: float | None = None
 
     async def heartbeat(self, work_id, **kwargs):
-        return await self._work.heartbeat(work_id, desired_ttl_seconds=self._ttl, **kwargs)
+        sent = time.monotonic()
+        response = await self._work.heartbeat(work_id, desired_ttl_seconds=self._ttl, **kwargs)
+        if response.lease_extended and response.ttl_seconds > 0:
+            self.lease_deadline = sent + response.ttl_seconds
+        return response
+
+    def left(self) -> float:
+        """Seconds of lease left by this worker's clock; 0 when none was extended or it has run out."""
+        return 0.0 if self.lease_deadline is None else max(0.0, self.lease_deadline - time.monotonic())
+
+
+# Kept back from the lease for the flush's last requests to arrive before the server's expiry.
+FLUSH_MARGIN_SECONDS = 1.0
+
+
+def stop_grace(opts: Options, beats: _HeartbeatWork) -> float:
+    """The agent's SIGTERM → SIGKILL delay after a stop from outside, in seconds: the item stays leased only
+    until its last extension runs out, and the agent's shutdown and then the flush must fit in what is left,
+    so the agent gets at most half of it (capped by `--grace`) and the flush the rest (`flush_budget`). With
+    the whole `--grace` first, an agent slow to exit let the lease run out and the flush was refused (found
+    by a breaker)."""
+    return min(opts.grace, beats.left() / 2)
+
+
+def flush_budget(opts: Options, beats: _HeartbeatWork) -> float:
+    """The flush's bound after a stop from outside, in seconds: what is left of the lease less
+    `FLUSH_MARGIN_SECONDS`, capped by `--flush-timeout`; 0 when nothing is left. What the flush cannot push
+    in it is kept in `.memory-unsynced`."""
+    return min(opts.flush_timeout, max(0.0, beats.left() - FLUSH_MARGIN_SECONDS))
 
 
 class _LateWrites:
@@ -254,13 +289,14 @@ async def handle_item(opts: Options, item, stop: Stop, mount_lock: MountRootLock
     late = _LateWrites()
     client = _client(opts, token, hooks=[late])
     lease = _Lease()
+    beats = _HeartbeatWork(client.beta.environments.work, opts.lease_ttl)
     _running.value = True
     try:
         async with anyio.create_task_group() as tg:
 
             async def heartbeat() -> None:
                 await _heartbeat_loop(
-                    _HeartbeatWork(client.beta.environments.work, opts.lease_ttl),
+                    beats,
                     work_id=item.id,
                     environment_id=item.environment_id,
                     lease=lease,
@@ -270,7 +306,7 @@ async def handle_item(opts: Options, item, stop: Stop, mount_lock: MountRootLock
 
             tg.start_soon(heartbeat)
             try:
-                await _serve(opts, item, client, summary, stop, lease, mount_lock)
+                await _serve(opts, item, client, summary, stop, lease, beats, mount_lock)
             except Exception as e:
                 summary.outcome, summary.error = "failed", str(e)
                 log.error("work item failed work_id=%s: %s", item.id, e)
@@ -309,7 +345,7 @@ async def _stop_work(client: AsyncAnthropic, item, summary: ItemSummary) -> None
                 log.error("stopping the work item failed work_id=%s: %s", item.id, e)
 
 
-async def _serve(opts, item, client, summary, stop, lease, mount_lock: MountRootLock) -> None:
+async def _serve(opts, item, client, summary, stop, lease, beats, mount_lock: MountRootLock) -> None:
     session = await client.beta.sessions.retrieve(item.data.id)
     if session.status == "terminated":
         summary.outcome = "session_terminated"
@@ -338,10 +374,10 @@ async def _serve(opts, item, client, summary, stop, lease, mount_lock: MountRoot
             summary.outcome = "lease_lost" if lease.lost else "interrupted" if stop.signal_name else "work_stopped"
             return
         env = _agent_env(opts, item, session, context, stores)
-        await _run_agent(opts, summary, stores, env, workdir, stop, lease, mount_lock)
+        await _run_agent(opts, summary, stores, env, workdir, stop, lease, beats, mount_lock)
     finally:
         with anyio.CancelScope(shield=True):
-            await _teardown(opts, item, summary, stores, lease)
+            await _teardown(opts, item, summary, stores, lease, beats)
 
 
 def _agent_env(opts, item, session, context: str, stores: WorkerMemoryStores) -> dict[str, str]:
@@ -357,7 +393,7 @@ def _agent_env(opts, item, session, context: str, stores: WorkerMemoryStores) ->
     return env
 
 
-async def _run_agent(opts, summary, stores, env, workdir, stop, lease, mount_lock: MountRootLock) -> None:
+async def _run_agent(opts, summary, stores, env, workdir, stop, lease, beats, mount_lock: MountRootLock) -> None:
     # Its own process group: a terminal's Ctrl-C reaches the worker, which then stops the agent itself.
     # Its output goes to the worker's stderr: stdout carries only the summary lines. Started from the event
     # loop's thread, through the PR_SET_PDEATHSIG helper: it dies with the worker (`agent_command`), and its
@@ -379,10 +415,12 @@ async def _run_agent(opts, summary, stores, env, workdir, stop, lease, mount_loc
                     await stores.after_sync()
                     log.info("sync pass %d done", passes)
     finally:
+        # stopped from outside: the shutdown and the flush share what is left of the lease (`stop_grace`)
+        grace = stop_grace(opts, beats) if lease.ended and not lease.lost else opts.grace
         if process.poll() is None:
-            await _terminate(process, opts.grace)
+            await _terminate(process, grace)
         else:  # the agent exited (or was killed from outside): what it left running in its group goes too
-            await _end_group(process.pid, opts.grace)
+            await _end_group(process.pid, grace)
         mount_lock.forget_agent(process.pid)
     summary.agent_exit = process.returncode
     if lease.lost:
@@ -442,17 +480,23 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-async def _teardown(opts, item, summary: ItemSummary, stores: WorkerMemoryStores, lease) -> None:
+async def _teardown(opts, item, summary: ItemSummary, stores: WorkerMemoryStores, lease, beats) -> None:
     if summary.outcome == "completed" and not lease.ended:
         with anyio.move_on_after(opts.flush_timeout) as scope:
             await stores.finish()
             summary.final_sync = True
         if scope.cancelled_caught:
             log.warning("final sync cut off after %gs; the flush still pushes changed files", opts.flush_timeout)
-    with anyio.move_on_after(opts.flush_timeout) as scope:
-        await stores.flush_writes()
-    if scope.cancelled_caught:
-        log.warning("flush cut off after %gs; what it did not push is kept in .memory-unsynced", opts.flush_timeout)
+    # stopped from outside: only what is left of the lease (`flush_budget`); else the option's bound
+    budget = flush_budget(opts, beats) if lease.ended and not lease.lost else None
+    if budget is None or budget > 0:
+        flush_timeout = opts.flush_timeout if budget is None else budget
+        with anyio.move_on_after(flush_timeout) as scope:
+            await stores.flush_writes()
+        if scope.cancelled_caught:
+            log.warning("flush cut off after %.1fs; what it did not push is kept in .memory-unsynced", flush_timeout)
+    else:
+        log.warning("no lease left to flush in; changed files are kept in .memory-unsynced")
     await stores.preserve_unsynced()
     await stores.dispose()
     summary.conflicts = [asdict(k) for k in stores.conflicts]

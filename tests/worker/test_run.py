@@ -386,3 +386,40 @@ def test_a_stop_from_outside_ends_the_agent_and_the_flush_window_still_pushes(
     assert session_versions(session) == [("created", "/note.md")]
     assert work_state(session) == "stopped" and summary["work_stopped"] is True
     assert list(run.mounts.iterdir()) == []
+
+
+def test_after_a_stop_from_outside_a_slow_agent_leaves_the_flush_its_share_of_the_lease(
+    worker, key_sdk, environment, notes_store, make_session
+):
+    """The lease is not extended once the item is `stopping`: the agent's shutdown and the flush share what is
+    left of it. Before, a slow agent got its whole `--grace` (8 s of a 10 s lease, heard up to 5 s late): the
+    lease ran out while it wrote its last file, and the flush was refused (a breaker). Now it is stopped after
+    half of what is left, and the file it wrote on SIGTERM is pushed before the lease ends."""
+    session = make_session(notes_store)
+    run = worker(
+        """
+        import signal
+
+        def last_words(signum, frame):
+            (MOUNTS / "team-notes" / "final.md").write_text("written on SIGTERM")
+            time.sleep(6)  # a slow shutdown: longer than the lease has left
+            sys.exit(0)
+
+        signal.signal(signal.SIGTERM, last_words)
+        (MOUNTS / "team-notes" / "started.md").write_text("started")
+        say("written")
+        time.sleep(600)
+        """,
+        sync_interval=60,
+        lease_ttl=10,
+        grace=8,
+    )
+    run.wait_for("written")
+    work = Work.objects.get(session=session)
+    key_sdk.beta.environments.work.stop(str(work.pk), environment_id=str(environment.pk))  # no force: stopping
+    summary = run.finish(timeout=60)
+
+    assert summary["outcome"] == "work_stopped" and summary["refused_lease_expired"] == 0, summary
+    assert summary["unsynced"] == []
+    assert contents(notes_store) == {"/started.md": "started", "/final.md": "written on SIGTERM"}
+    assert work_state(session) == "stopped"
