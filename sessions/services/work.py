@@ -320,10 +320,11 @@ def heartbeat_work(
     clamped to 10–300 (None: 60). expected_last_heartbeat: a datetime (the server's previous
     `last_heartbeat`), None for `NO_HEARTBEAT` (no heartbeat yet in this claim), UNSET for no precondition.
 
-    On `stopping`/`stopped` the precondition is not compared: the answer says ``lease_extended: false``
-    and the state, so the worker shuts down. Otherwise raises HeartbeatPreconditionFailed (412, with the
-    lease the server holds) when the expectation differs, when `claim` is no longer the item's claim, or
-    when the item is not leased (queued; a lapsed lease is re-queued first). Locks the row: of two
+    When `claim` no longer holds the item (nor held it when it was stopped) raises
+    HeartbeatPreconditionFailed (412, with the lease the server holds), whatever the state. On
+    `stopping`/`stopped` the precondition is not compared: the answer says ``lease_extended: false`` and the
+    state, so the worker shuts down. Otherwise raises HeartbeatPreconditionFailed when the expectation
+    differs or when the item is not leased (queued; a lapsed lease is re-queued first). Locks the row: of two
     heartbeats with one expectation exactly one succeeds.
     """
     ttl = clamp_ttl(
@@ -331,15 +332,15 @@ def heartbeat_work(
     )
     with _settled(work) as (locked, now):
         rejected = None
-        if locked.state in (WorkState.STOPPING, WorkState.STOPPED):
+        if claim is not None and not _held_until_now(locked, claim):
+            rejected = "This credential's claim has ended: the item was re-queued or claimed by another worker."
+        elif locked.state in (WorkState.STOPPING, WorkState.STOPPED):
             return Heartbeat(
                 last_heartbeat=rfc3339(locked.last_heartbeat_at) or "",
                 lease_extended=False,
                 state=locked.state,
                 ttl_seconds=locked.lease_ttl_seconds,
             )
-        if claim is not None and locked.claim_id != claim.pk:
-            rejected = "This credential's claim has ended: the item was re-queued or claimed by another worker."
         elif locked.state not in (WorkState.STARTING, WorkState.ACTIVE):
             rejected = "This work item holds no lease (it is queued): claim it again with a poll."
         elif expected_last_heartbeat is not UNSET and expected_last_heartbeat != locked.last_heartbeat_at:
@@ -357,6 +358,17 @@ def heartbeat_work(
             return Heartbeat(last_heartbeat=rfc3339(now), lease_extended=True, state=locked.state, ttl_seconds=ttl)
         current = lease_state(locked)
     raise HeartbeatPreconditionFailed(current_state=current, message=rejected)
+
+
+def _held_until_now(locked: Work, claim: WorkClaim) -> bool:
+    """Whether `claim` holds the locked item, or held it when it was stopped (its claim ended at `stopped_at`):
+    the holder of a stopped item hears `stopped`; a credential whose claim ended before — re-queued, claimed
+    by another worker — hears 412 whatever the item's state (before, a dead credential heard `stopping` with
+    the live claim's heartbeat, and its SDK loop took a lost lease for a stop: a breaker)."""
+    if locked.claim_id is not None or locked.state != WorkState.STOPPED:
+        return locked.claim_id == claim.pk
+    ended_at = WorkClaim.objects.filter(pk=claim.pk, work_id=locked.pk).values_list("ended_at", flat=True).first()
+    return ended_at is not None and ended_at == locked.stopped_at
 
 
 def stop_work(*, work: Work, claim: WorkClaim | None = None, force: bool = False) -> Work:

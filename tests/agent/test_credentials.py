@@ -274,3 +274,32 @@ def test_an_environment_key_names_its_environment_only_in_the_canonical_spelling
             assert response.status_code == 401, (other, path, response.content)
     assert not WorkClaim.objects.exists()
     assert key_api.get(f"/api/v1/environments/{text}/work/stats").status_code == 200
+
+
+def test_an_ended_credential_gets_412_on_heartbeat_even_once_the_item_is_stopping_or_stopped(
+    run_session, notes_store, environment
+):
+    """The state answer (`stopping`, `stopped`) is for the holder: a credential whose claim ended before —
+    here by a reclaim — heard `stopping` with the new claim's heartbeat (a 200), and the SDK's loop took its
+    lost lease for a stop (a breaker). The holder still hears the state, also after a force stop ended its
+    claim; the old credential hears 412 throughout."""
+    from tests.agent.conftest import sessions_token
+
+    old = run_session(notes_store)
+    _lapse(old.work)
+    claimed = work_services.poll_work(environment=environment, block_ms=None, reclaim_older_than_ms=5000)
+    work_services.acknowledge_work(work=claimed.work)
+    holder = bearer(sessions_token(claimed.secret))
+    beat = "heartbeat?expected_last_heartbeat=NO_HEARTBEAT"
+    assert holder.post(work_url(old.work, beat)).status_code == 200
+    work_services.stop_work(work=Work.objects.get(pk=old.work.pk))  # graceful: stopping
+
+    for state in ("stopping", "stopped"):
+        refused = old.api.post(work_url(old.work, beat))
+        assert refused.status_code == 412, (state, refused.json())
+        assert refused.json()["error"]["details"]["current_state"]["state"] == state
+        heard = holder.post(work_url(old.work, "heartbeat"))
+        assert heard.status_code == 200 and heard.json()["state"] == state, heard.json()
+        assert heard.json()["lease_extended"] is False
+        if state == "stopping":
+            work_services.stop_work(work=Work.objects.get(pk=old.work.pk), force=True)
