@@ -180,6 +180,31 @@ def test_an_import_can_go_to_another_subject_the_caller_owns(make_client, own_sa
     assert (store.scope, store.project_id, store.visibility, store.entry_count) == ("project", project.pk, None, 40)
 
 
+def test_a_committed_import_of_a_caller_removed_since_reports_committed_with_no_store(make_client, own_sample, cast):
+    """The import committed under the caller's rights of that moment; removed from the (private) project
+    since, the caller still reads their import as committed — with `store: null`, not a 404 that would claim
+    nothing happened, and not the store they can no longer see."""
+    from accounts import services as account_services
+
+    project = ProjectFactory(visibility="private")
+    boss, other = (ProjectMembershipFactory(project=project, role="owner").user for _ in range(2))
+    ProjectMembershipFactory(project=project, user=cast["owner"])  # the file's author writes there too
+    without_readers = [obj for obj in own_sample if obj["type"] != "reader"]
+    without_readers[0]["counts"]["readers"] = 0
+    client = make_client(boss)
+    started = post_lines(client, IMPORTS, assemble(without_readers), scope="project", subject=project.slug)
+    assert started.status_code == 201 and started.json()["data"]["status"] == "committed"
+    upload = started.json()["data"]
+    assert upload["store"]["id"] == upload["store_id"]
+
+    account_services.set_project_member(project=project, actor=other, handle=boss.handle, active=False)
+    seen = client.get(f"{IMPORTS}/{upload['id']}")
+
+    assert seen.status_code == 200, seen.json()
+    assert seen.json()["data"]["status"] == "committed" and seen.json()["data"]["store"] is None
+    assert client.get(f"/api/v1/memories/{upload['store_id']}").status_code == 404
+
+
 def test_unknown_handles_are_reported_before_anything_is_written(owner_client, own_sample):
     own_sample[0]["handles"] = sorted([*own_sample[0]["handles"], "zed"])
     response = post_lines(owner_client, IMPORTS, assemble(own_sample))
