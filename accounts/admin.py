@@ -28,13 +28,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import UserChangeForm
 from django.core.exceptions import ValidationError
-from django.db import router, transaction
+from django.db import IntegrityError, router, transaction
+from django.db.models import ProtectedError, RestrictedError
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 
 from accounts import services
 from accounts.models import (
@@ -48,6 +52,10 @@ from accounts.models import (
     User,
     Visibility,
 )
+from config.admin import AtomicActionsAdmin
+from config.constraints import violates
+from config.errors import DomainError
+from stores import validation as store_validation
 
 
 class ShownStateForm(forms.BaseForm):
@@ -80,14 +88,15 @@ class ShownStateForm(forms.BaseForm):
             if field.disabled:
                 continue
             bound, hidden = self[name], field.hidden_widget()
-            if not isinstance(hidden, forms.MultipleHiddenInput) and bound.html_initial_name not in self.data:
-                moved.append(name)  # an empty list renders no hidden input; any other value renders one
-                continue
             shown = hidden.value_from_datadict(self.data, self.files, bound.html_initial_name)
-            try:
-                if field.has_changed(bound.initial, shown):
+            # What the page would show of the row now, exactly as the hidden input renders it: the strings
+            # are compared, not cleaned values (a field's cleaning strips a name's outer spaces, and a name
+            # stored with them then never matched: its page could not be saved at all; a breaker).
+            now = hidden.format_value(field.prepare_value(bound.initial))
+            if isinstance(hidden, forms.MultipleHiddenInput):  # an empty list renders no hidden input
+                if sorted(now or []) != sorted(shown or []):
                     moved.append(name)
-            except ValidationError:
+            elif shown is None or shown != ("" if now is None else now):  # missing: not from the page
                 moved.append(name)
         return moved
 
@@ -105,6 +114,10 @@ class NarrowingForm(ShownStateForm, forms.ModelForm):
     predicate ``(before, after) -> bool`` that is True for a change the back office must not make."""
 
     widening: dict[str, Any] = {}
+    widening_message = "The back office only takes access away; owners grant it through the API."
+    # Names follow the API's rule (1–255 characters, no control characters): the back office stored names the
+    # API refuses, and a project store created afterwards took the project's name with its escapes (a breaker).
+    name_rule = staticmethod(store_validation.clean_name)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -112,8 +125,14 @@ class NarrowingForm(ShownStateForm, forms.ModelForm):
             return cleaned
         for field, widens in self.widening.items():
             if field in cleaned and widens(getattr(self.instance, field), cleaned[field], cleaned, self.instance):
-                self.add_error(field, "The back office only takes access away; owners grant it through the API.")
+                self.add_error(field, self.widening_message)
         return cleaned
+
+    def clean_name(self) -> str:
+        try:
+            return self.name_rule(self.cleaned_data["name"])
+        except DomainError as exc:
+            raise ValidationError(exc.message) from None
 
 
 def _to_public(before, after, cleaned, instance) -> bool:
@@ -228,7 +247,7 @@ class MembershipInlineMixin(MembershipAdminMixin):
         return False
 
 
-class MembershipChangeAdmin(MembershipAdminMixin, RowLockedOnPost, admin.ModelAdmin):
+class MembershipChangeAdmin(MembershipAdminMixin, AtomicActionsAdmin, RowLockedOnPost, admin.ModelAdmin):
     """A membership's own page: its form knows who is acting (staff never make themselves owner). A saved
     change has the parent's stores judge in-flight writes again (`services.parent_rights_changed`)."""
 
@@ -251,7 +270,7 @@ class MembershipChangeAdmin(MembershipAdminMixin, RowLockedOnPost, admin.ModelAd
             services.parent_rights_changed(getattr(obj, self.parent_field))
 
 
-class ParentAdmin(RowLockedOnPost, admin.ModelAdmin):
+class ParentAdmin(AtomicActionsAdmin, RowLockedOnPost, admin.ModelAdmin):
     """Projects and sections: not created here, slug fixed (see the module docstring). Making one private
     or closing its posting has its stores judge in-flight writes again (`services.parent_rights_changed`)."""
 
@@ -266,12 +285,24 @@ class ParentAdmin(RowLockedOnPost, admin.ModelAdmin):
             services.parent_rights_changed(obj)
 
 
-class UserForm(ShownStateForm, UserChangeForm):
-    """A user's change page: refused when the user changed since the page was loaded (`ShownStateForm`)."""
+class UserForm(NarrowingForm, UserChangeForm):
+    """A user's change page: refused when the user changed since the page was loaded (`ShownStateForm`), and
+    for a re-activation — it gives back every right the user's memberships hold, and with the owners' repair
+    (`MembershipForm`) it let staff make any member an owner: deactivate the owner, repair, re-activate (a
+    breaker). Operators re-activate with `manage.py reactivate_user HANDLE`."""
+
+    widening = {"is_active": _turned_on}
+    widening_message = (
+        "Re-activating a user gives back every right their memberships hold: an operator does it with "
+        "`manage.py reactivate_user HANDLE`."
+    )
 
 
-class TokenForm(ShownStateForm, forms.ModelForm):
-    """A token's change page (its name only): refused when the name changed since the page was loaded."""
+class TokenForm(NarrowingForm):
+    """A token's change page (its name only, by the API's token-name rule): refused when the name changed
+    since the page was loaded."""
+
+    name_rule = staticmethod(services.clean_token_name)
 
     class Meta:
         model = ApiToken
@@ -286,7 +317,7 @@ class NoKeyLockedOnPost(RowLockedOnPost):
 
 
 @admin.register(User)
-class UserAdmin(NoKeyLockedOnPost, BaseUserAdmin):
+class UserAdmin(AtomicActionsAdmin, NoKeyLockedOnPost, BaseUserAdmin):
     """Users: `last_login` and `date_joined` are facts, shown not edited. A stale page is refused and a
     saved one writes only what it changed (see the module docstring); a password set here reads and saves
     the user in one transaction under the same lock."""
@@ -314,13 +345,64 @@ class UserAdmin(NoKeyLockedOnPost, BaseUserAdmin):
         purge_deleted_stores(seconds=settings.STORE_PURGE_SECONDS)
         return super().get_deleted_objects(objs, request)
 
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except (IntegrityError, ProtectedError, RestrictedError) as exc:
+            return self._wrote_meanwhile(request, exc, reverse("admin:accounts_user_change", args=[object_id]))
+
+    def response_action(self, request, queryset):
+        try:
+            return super().response_action(request, queryset)
+        except (IntegrityError, ProtectedError, RestrictedError) as exc:
+            return self._wrote_meanwhile(request, exc, request.get_full_path())
+
+    def _wrote_meanwhile(self, request, exc: Exception, then: str):
+        """A user who wrote (a note, say) while their deletion ran: the rows that protect them were collected
+        before the write committed, and the deletion met it — Django's collector when it deleted
+        (ProtectedError), or the foreign key when it committed (IntegrityError); everything rolled back. An
+        error message, not a 500 (a breaker deleted users as they posted)."""
+        collected = isinstance(exc, (ProtectedError, RestrictedError))  # subclasses of IntegrityError
+        if not collected and not isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):
+            raise exc
+        self.message_user(
+            request,
+            "Not deleted: the user wrote something while the deletion ran, and what they write protects them. "
+            "Nothing was deleted; deactivate them instead.",
+            messages.ERROR,
+        )
+        return HttpResponseRedirect(then)
+
     def user_change_password(self, request, id, form_url=""):
         with transaction.atomic(using=router.db_for_write(self.model)):
             return super().user_change_password(request, id, form_url)
 
+    def get_readonly_fields(self, request, obj=None):
+        """Only superusers grant superuser status, groups and permissions: a staff member allowed to change
+        users could otherwise make themselves superuser (a breaker)."""
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and not request.user.is_superuser:
+            fields += ["is_superuser", "groups", "user_permissions"]
+        return fields
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        """A handle taken by a parallel save (the case-insensitive unique constraint decides: the form's check
+        ran before either saved) is an error message and nothing saved, not a 500 (a breaker)."""
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except IntegrityError as exc:
+            if not violates(exc, "user_handle_ci_unique"):
+                raise
+            self.message_user(
+                request,
+                "That handle was just taken by another user; nothing was saved. Choose another.",
+                messages.ERROR,
+            )
+            return HttpResponseRedirect(request.get_full_path())
+
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(NoKeyLockedOnPost, admin.ModelAdmin):
+class ApiTokenAdmin(AtomicActionsAdmin, NoKeyLockedOnPost, admin.ModelAdmin):
     """Tokens: prefix, scopes, dates and a revoke action; the secret is never stored, so never shown.
 
     Only the name can be edited. The owner, scopes and expiry are read-only (SPEC §2: `is_staff` gives no
@@ -339,11 +421,20 @@ class ApiTokenAdmin(NoKeyLockedOnPost, admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False  # tokens are issued with `manage.py create_token`, which shows the secret once
 
-    @admin.action(description="Revoke selected tokens")
+    def has_revoke_permission(self, request) -> bool:
+        """Revoking changes a token: staff who may only view tokens revoked every one (found by a breaker)."""
+        return request.user.is_active and request.user.has_perm("accounts.change_apitoken")
+
+    @admin.action(description="Revoke selected tokens", permissions=["revoke"])
     def revoke(self, request, queryset):
-        for token in queryset:
+        """Revoke each selected token (in one transaction: `AtomicActionsAdmin`); counts only those that were
+        live, an already-revoked token keeps its first `revoked_at`."""
+        live = [token for token in queryset if token.revoked_at is None]
+        for token in live:
             services.revoke_token(token=token)
-        self.message_user(request, f"Revoked {queryset.count()} token(s).", messages.SUCCESS)
+        already = len(queryset) - len(live)
+        note = f" ({already} already revoked, left as they were)" if already else ""
+        self.message_user(request, f"Revoked {len(live)} token(s){note}.", messages.SUCCESS)
 
 
 class ProjectMembershipInline(MembershipInlineMixin, admin.TabularInline):

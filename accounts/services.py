@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import unicodedata
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -90,6 +91,22 @@ def issue_token(
     return IssuedToken(token=token, secret=secret)
 
 
+TOKEN_NAME_MAX_CHARS = 100  # ApiToken.name
+
+
+def clean_token_name(value: object) -> str:
+    """Return a valid token name: a string of 1–100 characters without control (Cc) characters or lone
+    surrogates — the one rule for the API (`TokenNameField`) and the back office. Raises InvalidRequest whose
+    message names no field (callers add it)."""
+    if not isinstance(value, str):
+        raise InvalidRequest("Must be a string.")
+    if not 1 <= len(value) <= TOKEN_NAME_MAX_CHARS:
+        raise InvalidRequest(f"Must be 1–{TOKEN_NAME_MAX_CHARS} characters (got {len(value)}).")
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):
+        raise InvalidRequest("Must not contain control characters.")
+    return value
+
+
 def revoke_token(*, token: ApiToken) -> ApiToken:
     """Revoke `token` (idempotent: an already-revoked token keeps its first `revoked_at`)."""
     ApiToken.objects.filter(pk=token.pk, revoked_at=None).update(revoked_at=timezone.now())
@@ -104,6 +121,18 @@ def touch_token(*, token, resolution_seconds: int) -> None:
     if token.last_used_at is None or (now - token.last_used_at).total_seconds() >= resolution_seconds:
         type(token).objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
+
+
+def reactivate_user(*, handle: str) -> tuple[User, bool]:
+    """Re-activate the user `handle` (case-insensitive): an operator's act (`manage.py reactivate_user`),
+    never the back office's, which only takes access away — re-activation gives back every right the user's
+    memberships hold. Returns ``(user, changed)``; raises UserNotFound (404) for an unknown handle."""
+    user = User.objects.filter(handle__iexact=handle).first()
+    if user is None:
+        raise UserNotFound(f"No user with handle {handle!r}.", details={"handle": handle})
+    changed = bool(User.objects.filter(pk=user.pk, is_active=False).update(is_active=True))
+    user.refresh_from_db(fields=["is_active"])
+    return user, changed
 
 
 def ensure_user(*, handle: str, **fields) -> tuple[User, bool]:

@@ -17,6 +17,7 @@ import uuid
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import Q
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -25,6 +26,7 @@ from django.utils.html import format_html
 
 from backoffice import services
 from backoffice.models import REASON_MAX_CHARS, AuditEvent, RedactionEvent
+from config.admin import AtomicActionsAdmin
 from config.errors import DomainError
 from stores.models import Scope, Store
 
@@ -79,7 +81,7 @@ def can_archive(request) -> bool:
 
 
 @admin.register(Store)
-class StoreAdmin(admin.ModelAdmin):
+class StoreAdmin(AtomicActionsAdmin, admin.ModelAdmin):
     list_display = [
         "name",
         "scope",
@@ -212,18 +214,19 @@ class StoreAdmin(admin.ModelAdmin):
         form = ArchiveForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
             archived, already = [], []
-            for store in stores:
-                try:
-                    _, event = services.archive_store_with_reason(
-                        store=store,
-                        actor=request.user,
-                        reason=form.cleaned_data["reason"],
-                        request_id=getattr(request, "request_id", ""),
-                    )
-                except DomainError as exc:
-                    self.message_user(request, f"{store.name}: {exc.message}", messages.ERROR)
-                    continue
-                (archived if event else already).append(store.name)
+            with transaction.atomic():  # all or nothing: a fault's 503 page says nothing was saved
+                for store in stores:
+                    try:
+                        _, event = services.archive_store_with_reason(
+                            store=store,
+                            actor=request.user,
+                            reason=form.cleaned_data["reason"],
+                            request_id=getattr(request, "request_id", ""),
+                        )
+                    except DomainError as exc:
+                        self.message_user(request, f"{store.name}: {exc.message}", messages.ERROR)
+                        continue
+                    (archived if event else already).append(store.name)
             if archived:
                 self.message_user(request, f"Archived: {', '.join(archived)}.", messages.SUCCESS)
             if already:
@@ -244,7 +247,7 @@ class StoreAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(AtomicActionsAdmin, admin.ModelAdmin):
     """Read-only for everyone, superusers included: no add, change or delete, no bulk actions."""
 
     list_display = ["created_at", "actor_handle", "action", "store_link", "store_name", "seq", "reason", "request_id"]

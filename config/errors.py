@@ -164,8 +164,9 @@ def is_back_office(request: Any) -> bool:
 
 def back_office_page(request: Any, *, status: int, headers: dict[str, str] | None = None) -> HttpResponse:
     """A back-office error page (`templates/backoffice/error.html`): 503 says the database is busy and that
-    nothing was saved (every back-office change runs in one transaction, rolled back by the fault), 500 that
-    an internal error occurred; both show the request id. Rendered without touching the database."""
+    nothing was saved (every back-office change and list action runs in one transaction, rolled back by the
+    fault), 500 that an internal error occurred, 403 and 404 what they mean; each shows the request id.
+    Rendered without touching the database."""
     from django.template.loader import render_to_string
 
     rid = request_id_of(request)
@@ -346,10 +347,14 @@ def handler400(request, exception=None):
 
 
 def handler403(request, exception=None):
+    if is_back_office(request):
+        return back_office_page(request, status=403)
     return error_response(request, status=403, type="permission_error", message="Forbidden.")
 
 
 def handler404(request, exception=None):
+    if is_back_office(request):
+        return back_office_page(request, status=404)
     return error_response(request, status=404, type="not_found_error", message="Not found.")
 
 

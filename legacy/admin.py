@@ -7,10 +7,11 @@ import json
 from django.contrib import admin
 from django.utils.html import format_html
 
+from config.admin import AtomicActionsAdmin
 from legacy.models import ArchivedAssessment, ArchivedRecord, ArchivedRevision
 
 
-class ReadOnlyArchiveAdmin(admin.ModelAdmin):
+class ReadOnlyArchiveAdmin(AtomicActionsAdmin, admin.ModelAdmin):
     """Staff may list and view archived rows; nobody may add, change or delete them here."""
 
     list_display = ["source_id", "archived_at"]

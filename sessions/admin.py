@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
+from config.admin import AtomicActionsAdmin
 from config.errors import DomainError
 from sessions.models import Attachment, Environment, EnvironmentKey, Session, Work, WorkClaim
 from sessions.services import environments as environment_services
 from sessions.services import sessions as session_services
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(AtomicActionsAdmin, admin.ModelAdmin):
     """Metadata pages: no add, change or delete from the admin (its actions call services instead)."""
 
     def has_add_permission(self, request, obj=None) -> bool:

@@ -6,8 +6,6 @@ Serializers validate and render; they never save.
 
 from __future__ import annotations
 
-import unicodedata
-
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -21,11 +19,12 @@ from config.api import (
     StrictQuerySerializer,
     StrictSerializer,
 )
+from config.errors import InvalidRequest
 from stores import validation
 from stores.api.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from stores.api.serializers import CursorField, ListMetaSerializer
 
-TOKEN_NAME_MAX_CHARS = 100  # ApiToken.name
+TOKEN_NAME_MAX_CHARS = services.TOKEN_NAME_MAX_CHARS
 TOKEN_MAX_DAYS = 3650
 
 
@@ -80,13 +79,10 @@ class TokenNameField(serializers.CharField):
         super().__init__(min_length=1, max_length=TOKEN_NAME_MAX_CHARS, **kwargs)
 
     def to_internal_value(self, data):
-        if not isinstance(data, str):
-            raise serializers.ValidationError("Must be a string.")
-        if not 1 <= len(data) <= TOKEN_NAME_MAX_CHARS:
-            raise serializers.ValidationError(f"Must be 1–{TOKEN_NAME_MAX_CHARS} characters (got {len(data)}).")
-        if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in data):
-            raise serializers.ValidationError("Must not contain control characters.")
-        return data
+        try:
+            return services.clean_token_name(data)
+        except InvalidRequest as exc:
+            raise serializers.ValidationError(exc.message) from None
 
 
 class ListQuerySerializer(StrictQuerySerializer):

@@ -193,3 +193,22 @@ def test_a_page_that_waits_too_long_for_a_lock_is_an_html_503_and_saves_nothing(
     assert page.status_code == 503 and page["Content-Type"].startswith("text/html")
     assert page["Retry-After"] and "nothing was saved" in page.content.decode()
     assert ProjectMembership.objects.get(user=bob).active
+
+
+def test_a_name_with_outer_spaces_does_not_make_its_page_look_stale(staff_pages):
+    """The API stores names as sent; the stale check compared the page's shown value, stripped by the
+    field's cleaning, with the row's: such a page was refused on every save (a breaker: an owner could keep
+    staff from making the project private)."""
+    project = ProjectFactory(slug="padded", visibility="public", name=" Leaky  ")
+    token = account_services.issue_token(user=UserFactory(handle="holder"), name=" spaced ")
+    project_url = reverse("admin:accounts_project_change", args=[project.pk])
+    token_url = reverse("admin:accounts_apitoken_change", args=[token.token.pk])
+
+    made_private = staff_pages.post(
+        project_url, {**_change_form_data(staff_pages.get(project_url)), "visibility": "private"}
+    )
+    renamed = staff_pages.post(token_url, {**_change_form_data(staff_pages.get(token_url)), "name": "laptop"})
+
+    assert made_private.status_code == 302 and renamed.status_code == 302
+    assert Project.objects.values_list("visibility", "name").get(pk=project.pk) == ("private", " Leaky  ")
+    assert ApiToken.objects.get(pk=token.token.pk).name == "laptop"
