@@ -12,7 +12,7 @@ import threading
 import pytest
 from django.contrib.auth.models import Permission
 from django.core.management import call_command
-from django.db import connection, connections, transaction
+from django.db import connections
 from django.urls import reverse
 
 from accounts import services as account_services
@@ -22,6 +22,7 @@ from stores.models import Store
 from tests.backoffice.test_admin import _change_form_data
 from tests.contract.test_rights_races_lock import posted_while
 from tests.factories import ProjectFactory, SectionFactory, UserFactory, board_store
+from tests.threads import held_past_the_lock_budget
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -41,32 +42,11 @@ def test_a_bulk_revoke_that_meets_a_lock_timeout_revokes_nothing(staff_pages):
     lock budget runs out. Before, the first stayed revoked under a page saying nothing was saved."""
     holder = UserFactory(handle="holder")
     older, newer = (account_services.issue_token(user=holder, name=name).token for name in ("older", "newer"))
-    holding, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        try:
-            with transaction.atomic():
-                ApiToken.objects.select_for_update(no_key=True).get(pk=older.pk)
-                holding.set()
-                release.wait(30)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    try:
-        assert holding.wait(30)
-        with connection.cursor() as cursor:
-            cursor.execute("SET lock_timeout = '200ms'")
+    with held_past_the_lock_budget(lambda: ApiToken.objects.select_for_update(no_key=True).get(pk=older.pk)):
         page = staff_pages.post(
             reverse("admin:accounts_apitoken_changelist"),
             {"action": "revoke", "_selected_action": [str(newer.pk), str(older.pk)]},
         )
-    finally:
-        release.set()
-        thread.join(30)
-        with connection.cursor() as cursor:
-            cursor.execute("RESET lock_timeout")
 
     assert page.status_code == 503 and "nothing was saved" in page.content.decode()
     assert not ApiToken.objects.filter(revoked_at__isnull=False).exists()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.hashers import check_password
-from django.db import transaction
 from django.urls import reverse
 
 from accounts import services as account_services
@@ -20,6 +19,7 @@ from accounts.models import ApiToken, Project, ProjectMembership, SectionMembers
 from tests.backoffice.test_admin import _change_form_data
 from tests.contract.test_rights_races_lock import posted_while
 from tests.factories import ProjectFactory, SectionFactory, UserFactory
+from tests.threads import held_past_the_lock_budget
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -159,36 +159,11 @@ def test_a_password_set_while_the_user_is_deactivated_keeps_the_user_inactive(st
 def test_a_page_that_waits_too_long_for_a_lock_is_an_html_503_and_saves_nothing(staff_pages, apollo):
     """An owner's change holds the project's row longer than the lock budget: the membership page's save is
     a 503 page for a person (not the API's JSON) that says nothing was saved — and nothing was."""
-    import threading
-
-    from django.db import connection, connections
-
     project, _, bob = apollo
     url = reverse("admin:accounts_projectmembership_change", args=[ProjectMembership.objects.get(user=bob).pk])
     deactivate_bob = {k: v for k, v in _change_form_data(staff_pages.get(url)).items() if k != "active"}
-    holding, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        try:
-            with transaction.atomic():
-                Project.objects.select_for_update().get(pk=project.pk)
-                holding.set()
-                release.wait(30)
-        finally:
-            connections.close_all()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert holding.wait(30)
-        with connection.cursor() as cursor:
-            cursor.execute("SET lock_timeout = '200ms'")  # the page's connection: this thread's
+    with held_past_the_lock_budget(lambda: Project.objects.select_for_update().get(pk=project.pk)):
         page = staff_pages.post(url, deactivate_bob)
-    finally:
-        release.set()
-        holder.join(30)
-        with connection.cursor() as cursor:
-            cursor.execute("RESET lock_timeout")
 
     assert page.status_code == 503 and page["Content-Type"].startswith("text/html")
     assert page["Retry-After"] and "nothing was saved" in page.content.decode()
