@@ -28,7 +28,7 @@ from memories.models import BODY_MAX_BYTES, MODEL_MAX_CHARS, NONCE_MAX_CHARS, SU
 from memories.nap import NAP_MAX_LIMIT
 from memories.selectors import RECALL_MAX_PATTERN_CHARS as PATTERN_MAX_CHARS
 
-_DIGEST_RE = re.compile(r"[0-9a-f]{64}")
+DIGEST_MESSAGE = "Must be 64 lowercase hexadecimal characters (a SHA-256), as nap handed it out."
 
 
 RANGE_MAX_CHARS = 64
@@ -105,6 +105,7 @@ class CompactRequestSerializer(StrictSerializer):
         max_length=64,
         min_length=64,
         trim_whitespace=False,
+        error_messages={"invalid": DIGEST_MESSAGE},
         help_text="From the nap job (64 lowercase hex characters, a SHA-256), sent back as given.",
     )
     summary_md = Utf8TextField(min_bytes=1, max_bytes=SUMMARY_MAX_BYTES)
@@ -112,11 +113,6 @@ class CompactRequestSerializer(StrictSerializer):
     snapshot = JsonIntegerField(
         min_value=0, max_value=tree.MAX_SEQ, required=False, help_text="Report complete/pending for this snapshot."
     )
-
-    def validate_source_digest(self, value: str) -> str:
-        if not _DIGEST_RE.fullmatch(value):
-            raise serializers.ValidationError("Must be 64 lowercase hexadecimal characters (a SHA-256).")
-        return value
 
 
 class RedactRequestSerializer(StrictSerializer):

@@ -199,6 +199,7 @@ def test_compact_refuses_an_uppercase_digest(owner_client, filled_store):
     job = nap(owner_client, filled_store)["data"]["job"]
     response = submit(owner_client, filled_store, job, source_digest=job["source_digest"].upper())
     assert response.status_code == 400 and response.json()["error"]["message"].startswith("source_digest:")
+    assert "64 lowercase hexadecimal characters" in response.json()["error"]["message"]  # not "pattern"
 
 
 def test_compact_accepts_1024_bytes_and_rejects_1025(owner_client, filled_store):
