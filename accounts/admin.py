@@ -32,8 +32,10 @@ import psycopg
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.auth.admin import GroupAdmin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import UserChangeForm
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, router, transaction
 from django.db.models import ProtectedError, RestrictedError
@@ -94,7 +96,7 @@ class ShownStateForm(forms.BaseForm):
             # stored with them then never matched: its page could not be saved at all; a breaker).
             now = hidden.format_value(field.prepare_value(bound.initial))
             if isinstance(hidden, forms.MultipleHiddenInput):  # an empty list renders no hidden input
-                if sorted(now or []) != sorted(shown or []):
+                if sorted(str(value) for value in now or []) != sorted(shown or []):  # keys render as str()
                     moved.append(name)
             elif shown is None or shown != ("" if now is None else now):  # missing: not from the page
                 moved.append(name)
@@ -385,6 +387,22 @@ class UserAdmin(AtomicActionsAdmin, NoKeyLockedOnPost, BaseUserAdmin):
             fields += ["is_superuser", "groups", "user_permissions"]
         return fields
 
+    def has_change_permission(self, request, obj=None) -> bool:
+        """A staff member who is not a superuser changes only users who are not staff, and themselves: one
+        allowed to change users set a superuser's password and signed in as them (a breaker). The password
+        page asks the same (Django's `user_change_password`)."""
+        if not super().has_change_permission(request, obj):
+            return False
+        if obj is None or request.user.is_superuser or obj.pk == request.user.pk:
+            return True
+        return not (obj.is_staff or obj.is_superuser)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        """As `has_change_permission`: staff and superusers are deleted by superusers only."""
+        if not super().has_delete_permission(request, obj):
+            return False
+        return obj is None or request.user.is_superuser or not (obj.is_staff or obj.is_superuser)
+
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         """A handle taken by a parallel save (the case-insensitive unique constraint decides: the form's check
         ran before either saved) is an error message and nothing saved, not a 500 (a breaker)."""
@@ -399,6 +417,24 @@ class UserAdmin(AtomicActionsAdmin, NoKeyLockedOnPost, BaseUserAdmin):
                 messages.ERROR,
             )
             return HttpResponseRedirect(request.get_full_path())
+
+
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class SuperuserGroupAdmin(GroupAdmin):
+    """Groups carry permissions: only superusers change them — a staff member allowed to change groups gave
+    their own group every permission (a breaker); they may still view them."""
+
+    def has_add_permission(self, request) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_superuser
 
 
 @admin.register(ApiToken)

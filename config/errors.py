@@ -165,7 +165,7 @@ def is_back_office(request: Any) -> bool:
 def back_office_page(request: Any, *, status: int, headers: dict[str, str] | None = None) -> HttpResponse:
     """A back-office error page (`templates/backoffice/error.html`): 503 says the database is busy and that
     nothing was saved (every back-office change and list action runs in one transaction, rolled back by the
-    fault), 500 that an internal error occurred, 403 and 404 what they mean; each shows the request id.
+    fault), 500 that an internal error occurred, 400, 403 and 404 what they mean; each shows the request id.
     Rendered without touching the database."""
     from django.template.loader import render_to_string
 
@@ -343,6 +343,8 @@ def exception_handler(exc: BaseException, context: dict) -> JsonResponse:
 
 # Plain-Django handlers (URLconf handler400/403/404/500), for requests that never reach a DRF view.
 def handler400(request, exception=None):
+    if is_back_office(request):
+        return back_office_page(request, status=400)
     return error_response(request, status=400, type="invalid_request_error", message="Malformed request.")
 
 

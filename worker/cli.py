@@ -13,6 +13,7 @@ unreachable server is retried with backoff (the SDK poller's).
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -21,6 +22,22 @@ import click
 
 from worker import runner
 from worker.sync import set_delete_corroboration
+
+
+class Seconds(click.FloatRange):
+    """A number of seconds from `min` up to a day: `nan` and `inf`, which `click.FloatRange` lets through
+    (no comparison fails for them), are refused (a breaker: `--grace nan` made every wait `nan`)."""
+
+    name = "seconds"
+
+    def __init__(self, min: float) -> None:
+        super().__init__(min=min, max=86400.0)
+
+    def convert(self, value, param, ctx):
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a finite number of seconds.", param, ctx)
+        return seconds
 
 
 @click.group()
@@ -50,19 +67,15 @@ def main() -> None:
     help="The agent's working directory; conflict and unsynced copies go beneath it.",
 )
 @click.option("--once", is_flag=True, help="Stop after one work item.")
-@click.option("--sync-interval", type=click.FloatRange(min=5.0), default=15.0, help="Seconds between syncs.")
-@click.option(
-    "--flush-timeout", type=click.FloatRange(min=1.0), default=30.0, help="Bound of the final sync and the flush."
-)
-@click.option(
-    "--grace", type=click.FloatRange(min=0.0), default=10.0, help="Seconds between SIGTERM and SIGKILL of the agent."
-)
+@click.option("--sync-interval", type=Seconds(min=5.0), default=15.0, help="Seconds between syncs.")
+@click.option("--flush-timeout", type=Seconds(min=1.0), default=30.0, help="Bound of the final sync and the flush.")
+@click.option("--grace", type=Seconds(min=0.0), default=10.0, help="Seconds between SIGTERM and SIGKILL of the agent.")
 @click.option(
     "--lease-ttl", type=click.IntRange(10, 300), default=60, help="Lease TTL asked for; heartbeats every TTL/2."
 )
 @click.option(
     "--delete-after",
-    type=click.FloatRange(min=1.0),
+    type=Seconds(min=1.0),
     default=30.0,
     help="Seconds a deleted file must stay missing (and a later sync) before its server delete goes out.",
 )

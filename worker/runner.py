@@ -109,10 +109,12 @@ class _HeartbeatWork:
         self._work = work
         self._ttl = ttl
         self.lease_deadline: float | None = None
+        self.state: str | None = None  # the item's state in the latest answer
 
     async def heartbeat(self, work_id, **kwargs):
         sent = time.monotonic()
         response = await self._work.heartbeat(work_id, desired_ttl_seconds=self._ttl, **kwargs)
+        self.state = response.state
         if response.lease_extended and response.ttl_seconds > 0:
             self.lease_deadline = sent + response.ttl_seconds
         return response
@@ -137,8 +139,11 @@ def stop_grace(opts: Options, beats: _HeartbeatWork) -> float:
 
 def flush_budget(opts: Options, beats: _HeartbeatWork) -> float:
     """The flush's bound after a stop from outside, in seconds: what is left of the lease less
-    `FLUSH_MARGIN_SECONDS`, capped by `--flush-timeout`; 0 when nothing is left. What the flush cannot push
-    in it is kept in `.memory-unsynced`."""
+    `FLUSH_MARGIN_SECONDS`, capped by `--flush-timeout`; 0 when nothing is left, or when the heartbeat said
+    `stopped` (a force stop: the claim has ended and every push would be refused). What the flush cannot
+    push in it is kept in `.memory-unsynced`."""
+    if beats.state == "stopped":
+        return 0.0
     return min(opts.flush_timeout, max(0.0, beats.left() - FLUSH_MARGIN_SECONDS))
 
 

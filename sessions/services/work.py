@@ -368,7 +368,9 @@ def _held_until_now(locked: Work, claim: WorkClaim) -> bool:
     if locked.claim_id is not None or locked.state != WorkState.STOPPED:
         return locked.claim_id == claim.pk
     ended_at = WorkClaim.objects.filter(pk=claim.pk, work_id=locked.pk).values_list("ended_at", flat=True).first()
-    return ended_at is not None and ended_at == locked.stopped_at
+    # A lapsed lease applied by the stop itself re-queued the item (ending the claim) and stopped it at the
+    # same instant: `queued_at` then equals `stopped_at`, and that claim had lost its lease before the stop.
+    return ended_at is not None and ended_at == locked.stopped_at != locked.queued_at
 
 
 def stop_work(*, work: Work, claim: WorkClaim | None = None, force: bool = False) -> Work:

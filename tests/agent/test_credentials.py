@@ -303,3 +303,19 @@ def test_an_ended_credential_gets_412_on_heartbeat_even_once_the_item_is_stoppin
         assert heard.json()["lease_extended"] is False
         if state == "stopping":
             work_services.stop_work(work=Work.objects.get(pk=old.work.pk), force=True)
+
+
+def test_a_lapsed_credential_hears_412_also_when_the_stop_is_what_applies_the_lapse(
+    run_session, notes_store, environment
+):
+    """Applied by the stop, the lapse re-queued the item and stopped it at one instant: the lapsed claim
+    then looked like the holder at the stop and heard `stopped` (200), where any other first reader of the
+    lapse made it a 412 (a breaker)."""
+    lapsed = run_session(notes_store)
+    _lapse(lapsed.work)
+    work_services.stop_work(work=Work.objects.get(pk=lapsed.work.pk))  # not forced: the item was queued
+
+    beat = lapsed.api.post(work_url(lapsed.work, "heartbeat"))
+
+    assert beat.status_code == 412, beat.json()
+    assert beat.json()["error"]["details"]["current_state"]["state"] == "stopped"

@@ -257,6 +257,9 @@ def _change_form_data(response) -> dict:
             value = raw.get(name)
             if value is None or value is False:
                 continue
+            if isinstance(value, list | tuple):  # many-to-many: the keys, as the select posts them
+                out[form.add_prefix(name)] = [str(getattr(item, "pk", item)) for item in value]
+                continue
             out[form.add_prefix(name)] = "on" if value is True else getattr(value, "pk", value)
         return out
 

@@ -205,3 +205,64 @@ def test_forbidden_and_missing_back_office_pages_are_html_for_people(client):
     assert nowhere.status_code == 404 and nowhere["Content-Type"].startswith("text/html")
     assert "Not found" in nowhere.content.decode()
     assert missing.status_code == 200  # the admin's own answer: back to the list with a message
+
+
+def test_a_user_with_groups_and_permissions_can_be_saved_unchanged_and_deactivated(staff_pages):
+    """The stale check compared the page's keys (strings) with the row's (integers): any user with a group or
+    a permission could not be saved at all, so not deactivated either (a breaker)."""
+    from django.contrib.auth.models import Group
+
+    member = UserFactory(handle="member", is_staff=True)
+    member.groups.add(Group.objects.create(name="ops"))
+    member.user_permissions.add(Permission.objects.get(codename="view_apitoken"))
+    url = reverse("admin:accounts_user_change", args=[member.pk])
+
+    deactivated = staff_pages.post(
+        url, {k: v for k, v in _change_form_data(staff_pages.get(url)).items() if k != "is_active"}
+    )
+
+    assert deactivated.status_code == 302
+    assert not User.objects.get(pk=member.pk).is_active
+
+
+def test_staff_who_are_not_superusers_cannot_change_staff_or_their_passwords(client):
+    """One allowed to change users set a superuser's password and signed in as them (a breaker)."""
+    editor = UserFactory(handle="editor", is_staff=True)
+    editor.user_permissions.add(*Permission.objects.filter(codename__in=["view_user", "change_user"]))
+    boss = UserFactory(handle="boss", is_staff=True, is_superuser=True)
+    agent = UserFactory(handle="agent")
+    client.force_login(editor)
+    password = {"password1": "Pwned-by-editor-42", "password2": "Pwned-by-editor-42", "usable_password": "true"}
+
+    assert client.post(reverse("admin:auth_user_password_change", args=[boss.pk]), password).status_code == 403
+    page = client.get(reverse("admin:accounts_user_change", args=[boss.pk]))
+    assert 'name="is_active"' not in page.content.decode()  # view only
+    assert not User.objects.get(pk=boss.pk).check_password("Pwned-by-editor-42")
+    changed = client.post(reverse("admin:auth_user_password_change", args=[agent.pk]), password)
+    assert changed.status_code == 302 and User.objects.get(pk=agent.pk).check_password("Pwned-by-editor-42")
+
+
+def test_only_superusers_change_groups(client):
+    """A staff member allowed to change groups gave their own group every permission (a breaker)."""
+    from django.contrib.auth.models import Group
+
+    group = Group.objects.create(name="ops")
+    editor = UserFactory(handle="editor", is_staff=True)
+    editor.groups.add(group)
+    editor.user_permissions.add(*Permission.objects.filter(codename__in=["view_group", "change_group"]))
+    client.force_login(editor)
+    everything = [str(pk) for pk in Permission.objects.values_list("pk", flat=True)]
+
+    client.post(reverse("admin:auth_group_change", args=[group.pk]), {"name": "ops", "permissions": everything})
+
+    assert group.permissions.count() == 0
+    assert not User.objects.get(pk=editor.pk).has_perm("accounts.change_user")
+
+
+def test_a_malformed_back_office_request_is_an_html_400(staff_pages):
+    fields = {"action": "revoke", "_selected_action": [str(n) for n in range(1200)]}  # > DATA_UPLOAD_MAX_NUMBER_FIELDS
+
+    refused = staff_pages.post(reverse("admin:accounts_apitoken_changelist"), fields)
+
+    assert refused.status_code == 400 and refused["Content-Type"].startswith("text/html")
+    assert "Bad request" in refused.content.decode()

@@ -423,3 +423,29 @@ def test_after_a_stop_from_outside_a_slow_agent_leaves_the_flush_its_share_of_th
     assert summary["unsynced"] == []
     assert contents(notes_store) == {"/started.md": "started", "/final.md": "written on SIGTERM"}
     assert work_state(session) == "stopped"
+
+
+def test_after_a_force_stop_the_worker_keeps_changes_in_unsynced_without_pushing(
+    worker, key_sdk, environment, notes_store, make_session
+):
+    """A force stop ends the claim: every push would be refused. The worker goes straight to the unsynced
+    copies instead of spending the flush window on refusals."""
+    session = make_session(notes_store)
+    run = worker(
+        """
+        (MOUNTS / "team-notes" / "late.md").write_text("written before the force stop")
+        say("written")
+        time.sleep(600)
+        """,
+        sync_interval=60,
+        lease_ttl=10,
+        grace=1,
+    )
+    run.wait_for("written")
+    work = Work.objects.get(session=session)
+    key_sdk.beta.environments.work.stop(str(work.pk), environment_id=str(environment.pk), force=True)
+    summary = run.finish(timeout=60)
+
+    assert summary["outcome"] == "work_stopped" and summary["refused_lease_expired"] == 0, summary
+    assert [entry["path"] for entry in summary["unsynced"]] == ["late.md"], summary["unsynced"]
+    assert contents(notes_store) == {}
