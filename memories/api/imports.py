@@ -181,7 +181,8 @@ class ImportLinesView(APIView):
         description="Verify and write the next whole lines, starting at `from_line` (= the import's next_line; "
         "otherwise 409 import_offset_mismatch with details.next_line). Rights are judged on every chunk: the caller "
         "must still own the subject the import fills (else 403) and every author it names must hold the write "
-        "right there now (else 400). A refused chunk changes nothing.",
+        "right there now (else 400; lost while the chunk worked: 409 import_writers_changed, send it again). "
+        "A refused chunk changes nothing.",
     )
     def post(self, request, import_id):
         query = ImportLinesQuerySerializer(data=request.query_params)

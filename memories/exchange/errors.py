@@ -46,3 +46,11 @@ class ImportOffsetMismatch(Conflict):
 class ImportCommitted(Conflict):
     reason = "import_committed"
     message = "This import is complete; its store is details.store_id."
+
+
+class ImportWritersChanged(Conflict):
+    reason = "import_writers_changed"
+    message = (
+        "Someone this import may name as an author lost the right to write here while the chunk was imported: "
+        "nothing of the chunk was written. Send it again."
+    )

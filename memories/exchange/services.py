@@ -30,6 +30,7 @@ from memories.exchange.errors import (
     ImportInvalid,
     ImportNotFound,
     ImportOffsetMismatch,
+    ImportWritersChanged,
     StoreNotEmpty,
     UnknownHandles,
 )
@@ -318,6 +319,7 @@ def start_upload(*, actor: User, body: bytes, subject: Subject | None = None) ->
         )
         upload.refresh_from_db(fields=["created_at", "updated_at"])
         _judge_owner(actor, store)
+        _confirm_writers(store, users, vouched)
     return upload
 
 
@@ -336,6 +338,15 @@ def _judge_owner(actor: User, store: Store, *, hold: bool = True) -> None:
         or not Store.objects.filter(pk=store.pk).filter(read_right_q(actor) & owner_q(actor)).exists()
     ):
         raise ImportForbidden()
+
+
+def _confirm_writers(store: Store, users: dict[str, str], vouched: list[str] | None) -> None:
+    """Run with the parent's row held (after `_judge_owner`), just before a chunk commits: every user the
+    chunk was checked against as a possible author (`vouched`, read before its work) still holds the write
+    right, else ImportWritersChanged (409; the chunk is rolled back, and sent again it is judged anew). One
+    query per header user. Without it, an author removed while the chunk worked was written as its author."""
+    if vouched is not None and not set(vouched) <= set(_writers(store, users)):
+        raise ImportWritersChanged()
 
 
 def _writers(store: Store, users: dict[str, str]) -> list[str]:
@@ -395,14 +406,16 @@ def append_chunk(*, actor: User, import_id: object, from_line: int, body: bytes)
         raise ImportOffsetMismatch(details={"next_line": upload.next_line})
     store = Store.objects.get(pk=upload.store_id)
     _judge_owner(actor, store, hold=False)  # refused before any work; judged again, held, before the commit
+    vouched, users = None, upload.state["users"]
     if upload.state.get("vouched") is not None:  # an HTTP import: its authors are those who may write there now
-        upload.state["vouched"] = _writers(store, upload.state["users"])
+        vouched = upload.state["vouched"] = _writers(store, upload.state["users"])
     importer = Importer(store, upload.state)
     importer.feed(split_chunk(body, from_line))
     upload.state = importer.state()
     upload.next_line = importer.next_line
     upload.status = ImportStatus.COMMITTED if importer.done else ImportStatus.OPEN
     _judge_owner(actor, store)
+    _confirm_writers(store, users, vouched)
     upload.updated_at = Now()
     upload.save(update_fields=["state", "next_line", "status", "updated_at"])
     upload.refresh_from_db(fields=["updated_at"])

@@ -129,3 +129,43 @@ def test_an_import_whose_starter_was_demoted_while_its_first_chunk_worked_commit
     with pytest.raises(ImportForbidden):
         imports.start_upload(actor=alice, body=body, subject=subject)
     assert set(Store.objects.values_list("pk", flat=True)) == before
+
+
+@pytest.mark.parametrize("first_chunk", [True, False])
+def test_an_author_removed_while_a_chunk_worked_is_never_written_as_its_author(monkeypatch, first_chunk):
+    """The authors a chunk may name are read before its work; judged again with the project's row held just
+    before it commits: removed meanwhile, the chunk is a 409 and writes nothing (a breaker: the first chunk
+    no longer holds the row through its work, so nothing else stopped it)."""
+    from memories.exchange.errors import ImportWritersChanged
+    from memories.models import Entry
+
+    project, alice, frank, _, subject = importing_owner("authors-change")
+    source = ProjectFactory(slug="frank-source")
+    for user, role in ((alice, "owner"), (frank, "member")):
+        account_services.ensure_project_membership(project=source, user=user, role=role)
+    lines = b"".join(export_lines(fill(project_store(source, name="Frank's"), 5, author=frank)))
+    lines = lines.splitlines(keepends=True)
+    before = Entry.objects.count()
+    if not first_chunk:
+        upload = imports.start_upload(actor=alice, body=lines[0], subject=subject)
+    feed = importer_module.Importer.feed
+
+    def feed_while_frank_is_removed(self, chunk):
+        def remove() -> None:
+            try:
+                account_services.set_project_member(project=project, actor=alice, handle="frank", active=False)
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=remove)
+        thread.start()
+        thread.join(30)
+        return feed(self, chunk)
+
+    monkeypatch.setattr(importer_module.Importer, "feed", feed_while_frank_is_removed)
+    with pytest.raises(ImportWritersChanged):
+        if first_chunk:
+            imports.start_upload(actor=alice, body=b"".join(lines), subject=subject)
+        else:
+            imports.append_chunk(actor=alice, import_id=upload.pk, from_line=2, body=b"".join(lines[1:]))
+    assert Entry.objects.count() == before
