@@ -380,11 +380,12 @@ class UserAdmin(AtomicActionsAdmin, NoKeyLockedOnPost, BaseUserAdmin):
             return super().user_change_password(request, id, form_url)
 
     def get_readonly_fields(self, request, obj=None):
-        """Only superusers grant superuser status, groups and permissions: a staff member allowed to change
-        users could otherwise make themselves superuser (a breaker)."""
+        """Only superusers grant staff or superuser status, groups and permissions: a staff member allowed to
+        change users could otherwise make themselves superuser, or set the password of a user who kept a
+        group's permissions and make them staff, then sign in as them (two breakers)."""
         fields = list(super().get_readonly_fields(request, obj))
         if obj is not None and not request.user.is_superuser:
-            fields += ["is_superuser", "groups", "user_permissions"]
+            fields += ["is_staff", "is_superuser", "groups", "user_permissions"]
         return fields
 
     def has_change_permission(self, request, obj=None) -> bool:

@@ -126,8 +126,10 @@ class ImportCollectionView(APIView):
         responses={201: ImportEnvelopeSerializer},
         description="Start importing an export: the body is the file's first lines (header first). The new "
         "store goes to the file's subject, or to `scope`/`subject`; the caller must own that subject. Every "
-        "handle the header lists must exist here (else 400 with details.unknown_handles). Send the rest with "
-        "POST …/imports/{id}/lines; the chunk holding the end line commits the store.",
+        "handle the header lists must exist here (else 400 with details.unknown_handles). An author whose right "
+        "to write there is taken away while the chunk is imported makes it 409 import_writers_changed (nothing "
+        "written; send it again). Send the rest with POST …/imports/{id}/lines; the chunk holding the end line "
+        "commits the store.",
     )
     def post(self, request):
         query = ImportStartQuerySerializer(data=request.query_params)

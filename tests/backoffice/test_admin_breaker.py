@@ -266,3 +266,24 @@ def test_a_malformed_back_office_request_is_an_html_400(staff_pages):
 
     assert refused.status_code == 400 and refused["Content-Type"].startswith("text/html")
     assert "Bad request" in refused.content.decode()
+
+
+def test_staff_who_are_not_superusers_cannot_make_anyone_staff(client):
+    """A third breaker: set the password of a non-staff user who kept a group's permissions, make them
+    staff, sign in as them — and act with every permission the group holds."""
+    from django.contrib.auth.models import Group
+
+    admins = Group.objects.create(name="admins")
+    admins.permissions.set(Permission.objects.all())
+    dormant = UserFactory(handle="dormant")
+    dormant.groups.add(admins)
+    editor = UserFactory(handle="editor", is_staff=True)
+    editor.user_permissions.add(*Permission.objects.filter(codename__in=["view_user", "change_user"]))
+    client.force_login(editor)
+    url = reverse("admin:accounts_user_change", args=[dormant.pk])
+
+    page = client.get(url)
+    assert 'name="is_staff"' not in page.content.decode()
+    client.post(url, {**_change_form_data(page), "is_staff": "on", "display_name": "Dormant"})
+
+    assert User.objects.values_list("is_staff", "display_name").get(pk=dormant.pk) == (False, "Dormant")
