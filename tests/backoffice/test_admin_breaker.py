@@ -33,6 +33,14 @@ def staff_pages(client):
     return client
 
 
+def signed_in_staff(client, handle: str, *codenames: str) -> User:
+    """A staff member who is not a superuser, holding only the permissions `codenames`, signed in on `client`."""
+    user = UserFactory(handle=handle, is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    client.force_login(user)
+    return user
+
+
 def messages_of(response) -> list[str]:
     return [str(message) for message in response.context["messages"]] if response.context else []
 
@@ -53,9 +61,7 @@ def test_a_bulk_revoke_that_meets_a_lock_timeout_revokes_nothing(staff_pages):
 
 
 def test_staff_who_may_only_view_tokens_cannot_revoke_them(client):
-    viewer = UserFactory(handle="viewer", is_staff=True)
-    viewer.user_permissions.add(Permission.objects.get(codename="view_apitoken"))
-    client.force_login(viewer)
+    signed_in_staff(client, "viewer", "view_apitoken")
     token = account_services.issue_token(user=UserFactory(handle="carol")).token
     url = reverse("admin:accounts_apitoken_changelist")
 
@@ -179,9 +185,7 @@ def test_the_back_office_never_re_activates_a_user_and_an_operator_can(staff_pag
 
 
 def test_staff_who_are_not_superusers_cannot_grant_superuser_rights(client):
-    editor = UserFactory(handle="editor", is_staff=True)
-    editor.user_permissions.add(*Permission.objects.filter(codename__in=["view_user", "change_user"]))
-    client.force_login(editor)
+    editor = signed_in_staff(client, "editor", "view_user", "change_user")
     url = reverse("admin:accounts_user_change", args=[editor.pk])
 
     page = client.get(url)
@@ -192,9 +196,7 @@ def test_staff_who_are_not_superusers_cannot_grant_superuser_rights(client):
 
 
 def test_forbidden_and_missing_back_office_pages_are_html_for_people(client):
-    viewer = UserFactory(handle="viewer", is_staff=True)
-    viewer.user_permissions.add(Permission.objects.get(codename="view_apitoken"))
-    client.force_login(viewer)
+    signed_in_staff(client, "viewer", "view_apitoken")
 
     forbidden = client.get(reverse("admin:accounts_project_changelist"))
     missing = client.get("/backoffice/accounts/apitoken/00000000-0000-4000-8000-000000000000/change/", follow=True)
@@ -227,11 +229,9 @@ def test_a_user_with_groups_and_permissions_can_be_saved_unchanged_and_deactivat
 
 def test_staff_who_are_not_superusers_cannot_change_staff_or_their_passwords(client):
     """One allowed to change users set a superuser's password and signed in as them (a breaker)."""
-    editor = UserFactory(handle="editor", is_staff=True)
-    editor.user_permissions.add(*Permission.objects.filter(codename__in=["view_user", "change_user"]))
+    signed_in_staff(client, "editor", "view_user", "change_user")
     boss = UserFactory(handle="boss", is_staff=True, is_superuser=True)
     agent = UserFactory(handle="agent")
-    client.force_login(editor)
     password = {"password1": "Pwned-by-editor-42", "password2": "Pwned-by-editor-42", "usable_password": "true"}
 
     assert client.post(reverse("admin:auth_user_password_change", args=[boss.pk]), password).status_code == 403
@@ -247,10 +247,8 @@ def test_only_superusers_change_groups(client):
     from django.contrib.auth.models import Group
 
     group = Group.objects.create(name="ops")
-    editor = UserFactory(handle="editor", is_staff=True)
+    editor = signed_in_staff(client, "editor", "view_group", "change_group")
     editor.groups.add(group)
-    editor.user_permissions.add(*Permission.objects.filter(codename__in=["view_group", "change_group"]))
-    client.force_login(editor)
     everything = [str(pk) for pk in Permission.objects.values_list("pk", flat=True)]
 
     client.post(reverse("admin:auth_group_change", args=[group.pk]), {"name": "ops", "permissions": everything})
@@ -277,9 +275,7 @@ def test_staff_who_are_not_superusers_cannot_make_anyone_staff(client):
     admins.permissions.set(Permission.objects.all())
     dormant = UserFactory(handle="dormant")
     dormant.groups.add(admins)
-    editor = UserFactory(handle="editor", is_staff=True)
-    editor.user_permissions.add(*Permission.objects.filter(codename__in=["view_user", "change_user"]))
-    client.force_login(editor)
+    signed_in_staff(client, "editor", "view_user", "change_user")
     url = reverse("admin:accounts_user_change", args=[dormant.pk])
 
     page = client.get(url)
