@@ -70,6 +70,16 @@ def test_well_formed_integers_and_booleans_still_work(owner_client, store):
     assert owner_client.get("/api/v1/memory_stores", {"limit": "5", "include_archived": "true"}).status_code == 200
 
 
+def test_a_query_integer_may_have_leading_zeros_a_path_seq_may_not(owner_client, store):
+    # docs/access.md: a query value is a number (every spelling means the same page); a path names a resource.
+    padded = owner_client.get(f"/api/v1/memories/{store.pk}/zoom", {"range": "0-1", "snapshot": "004"})
+    plain = owner_client.get(f"/api/v1/memories/{store.pk}/zoom", {"range": "0-1", "snapshot": "4"})
+    assert padded.status_code == 200 and padded.json() == plain.json()
+    assert owner_client.get(f"/api/v1/memories/{store.pk}/wake", {"budget": "040"}).json()["data"]["budget"] == 40
+    redact = owner_client.post(f"/api/v1/memories/{store.pk}/entries/01/redact", {"reason": "x"})
+    assert error_of(redact, 400).startswith("seq:")
+
+
 def test_a_repeated_query_parameter_is_a_400_naming_it(owner_client, store):
     message = error_of(owner_client.get(f"/api/v1/memories/{store.pk}/wake?budget=40&budget=50"), 400)
     assert message.startswith("budget:")
