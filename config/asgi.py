@@ -46,7 +46,14 @@ from django.urls import get_resolver
 
 from config import fastlane, health
 from config.database import ANSWER_BY, apply_request_budgets, request_deadline
-from config.errors import error_payload, new_request_id, retry_after_headers, security_headers
+from config.errors import (
+    back_office_html,
+    error_payload,
+    is_back_office_path,
+    new_request_id,
+    retry_after_headers,
+    security_headers,
+)
 from config.middleware import ScreenedRequest
 from config.server import ABORT_CONNECTION, CLOSE_CONNECTION, stream_cut
 from config.threads import LifoThreadPool, Slots
@@ -94,6 +101,7 @@ MOUNTS: dict[str, tuple[ASGIApp, Callable[[], Any] | None]] = {}
 # The Django threads: the thread idle the shortest time takes the next request (config/threads.py).
 _pool = LifoThreadPool(max_workers=settings.WEB_THREADS, thread_name_prefix="django")
 _JSON = (b"content-type", b"application/json")
+_HTML = (b"content-type", b"text/html; charset=utf-8")
 
 
 def mount(prefix: str, app: ASGIApp, *, lifespan: Callable[[], Any] | None = None) -> None:
@@ -172,7 +180,7 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
     declared = _declared_length(scope["headers"])
     if declared is not None and declared > settings.MAX_REQUEST_BYTES:  # refused before a byte of it is read
         message = f"Request body is {declared} bytes; the limit is {settings.MAX_REQUEST_BYTES} bytes."
-        await _send_error(send, 413, "request_too_large", message, _closing(scope))
+        await _send_error(send, 413, "request_too_large", message, _closing(scope), path=scope["path"])
         return
     if _has_body(scope["headers"]):
         try:
@@ -184,6 +192,7 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
                 "invalid_request_error",
                 f"The request body did not arrive within {settings.BODY_TIMEOUT:g} seconds.",
                 _closing(scope),
+                path=scope["path"],
             )
             return
         if body is None:  # the client went away
@@ -220,13 +229,13 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
             settings.REQUEST_TIMEOUT,
         )
         message = "The service did not answer in time; retry after a moment."
-        await _send_error(send, 503, "overloaded_error", message, retry_after_headers(), request_id)
+        await _send_error(send, 503, "overloaded_error", message, retry_after_headers(), request_id, path=scope["path"])
         return
     except Exception:
         request_id = new_request_id()
         logger.exception("500 %s %s %s: the WSGI application failed", scope["method"], scope["path"], request_id)
         message = "An internal error occurred. Quote the request id when reporting it."
-        await _send_error(send, 500, "api_error", message, {}, request_id)
+        await _send_error(send, 500, "api_error", message, {}, request_id, path=scope["path"])
         return
     if isinstance(content, _Stream):
         # HTTP/1.0 has no chunked coding: a body without Content-Length ends with the connection. Our
@@ -841,9 +850,29 @@ async def _send_json(send: Callable, status: int, payload: dict, request_id: str
 
 
 async def _send_error(
-    send: Callable, status: int, type_: str, message: str, headers: dict, request_id: str | None = None
+    send: Callable,
+    status: int,
+    type_: str,
+    message: str,
+    headers: dict,
+    request_id: str | None = None,
+    *,
+    path: str = "",
 ) -> None:
+    """Send SPEC §2's JSON error — or, for a back-office `path`, the back office's HTML page with the same
+    status, message and headers (a 503 of the front's deadline says the change may have been saved)."""
     request_id = request_id or new_request_id()
+    if path and is_back_office_path(path):
+        retry_after = (headers or {}).get("Retry-After")
+        page = back_office_html(
+            status=status, request_id=request_id, retry_after=retry_after, message=message, outcome_unknown=True
+        ).encode("utf-8")
+        head = [_HTML, (b"content-length", str(len(page)).encode()), (b"request-id", request_id.encode())]
+        extra = {**security_headers(), **(headers or {})}
+        head += [(k.lower().encode("latin-1"), str(v).encode("latin-1")) for k, v in extra.items()]
+        await send({"type": "http.response.start", "status": status, "headers": head})
+        await send({"type": "http.response.body", "body": page})
+        return
     payload = error_payload(status=status, type=type_, message=message, request_id=request_id)
     await _send_json(send, status, payload, request_id, headers)
 

@@ -156,24 +156,45 @@ def fault_response(request: Any, exc: BaseException | None) -> HttpResponse:
 
 def is_back_office(request: Any) -> bool:
     """True for a request to the back office (the admin site's pages, whose users read HTML)."""
+    return is_back_office_path(getattr(getattr(request, "_request", request), "path", "") or "")
+
+
+def is_back_office_path(path: str) -> bool:
+    """True for a path of the back office (`admin:index` and below; `path` as Django's ``request.path``)."""
     from django.urls import reverse
 
-    path = getattr(getattr(request, "_request", request), "path", "") or ""
     return path.startswith(reverse("admin:index"))
 
 
-def back_office_page(request: Any, *, status: int, headers: dict[str, str] | None = None) -> HttpResponse:
-    """A back-office error page (`templates/backoffice/error.html`): 503 says the database is busy and that
-    nothing was saved (every back-office change and list action runs in one transaction, rolled back by the
-    fault), 500 that an internal error occurred, 400, 403 and 404 what they mean; each shows the request id.
-    Rendered without touching the database."""
+def back_office_html(
+    *, status: int, request_id: str, retry_after: str | None = None, message: str = "", outcome_unknown: bool = False
+) -> str:
+    """The back office's error page (`templates/backoffice/error.html`) as text: 503 says the database is
+    busy and that nothing was saved (every back-office change and list action runs in one transaction,
+    rolled back by the fault), 500 that an internal error occurred, 400, 403, 404, 408 and 413 what they
+    mean, with `message` (the API's error message for the same refusal) when one is given; each shows the
+    request id. `outcome_unknown`: a 503 the ASGI front sent because Django did not answer in time, whose
+    change may still have been saved — the page says so instead of "nothing was saved". Rendered without
+    touching the database (also by the front, `config.asgi`)."""
     from django.template.loader import render_to_string
 
+    context = {
+        "status": status,
+        "request_id": request_id,
+        "retry_after": retry_after,
+        "message": message,
+        "outcome_unknown": outcome_unknown,
+    }
+    return render_to_string("backoffice/error.html", context)
+
+
+def back_office_page(
+    request: Any, *, status: int, headers: dict[str, str] | None = None, message: str = ""
+) -> HttpResponse:
+    """`back_office_html` as a Django response with `Request-Id` and `headers` (Retry-After, say)."""
     rid = request_id_of(request)
-    body = render_to_string(
-        "backoffice/error.html",
-        {"status": status, "request_id": rid, "retry_after": (headers or {}).get("Retry-After")},
-    )
+    retry_after = (headers or {}).get("Retry-After")
+    body = back_office_html(status=status, request_id=rid, retry_after=retry_after, message=message)
     response = HttpResponse(body, status=status, content_type="text/html; charset=utf-8")
     response["Request-Id"] = rid
     for key, value in (headers or {}).items():
@@ -221,8 +242,13 @@ def error_response(
     details: dict | None = None,
     extra: dict | None = None,
     headers: dict[str, str] | None = None,
-) -> JsonResponse:
-    """Render one error as a JsonResponse with `Request-Id` (and `x-should-retry: false` on 409 and 412)."""
+) -> HttpResponse:
+    """Render one error as a JsonResponse with `Request-Id` (and `x-should-retry: false` on 409 and 412).
+
+    On a back-office path (the screening middleware refuses those too) the same refusal is the back
+    office's HTML page, with `message` and `headers`, for the people who read it."""
+    if is_back_office(request):
+        return back_office_page(request, status=status, headers=headers, message=message)
     rid = request_id_of(request)
     response = JsonResponse(
         error_payload(status=status, type=type, message=message, request_id=rid, details=details, extra=extra),

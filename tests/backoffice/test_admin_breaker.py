@@ -209,6 +209,20 @@ def test_forbidden_and_missing_back_office_pages_are_html_for_people(client):
     assert missing.status_code == 200  # the admin's own answer: back to the list with a message
 
 
+def test_the_screenings_refusals_on_back_office_paths_are_html_pages(client):
+    """The hostile-input screening answers the back office's people with its HTML page, naming the problem;
+    the API keeps SPEC §2's JSON for the same refusal."""
+    signed_in_staff(client, "viewer", "view_apitoken")
+
+    page = client.get("/backoffice/accounts/apitoken/?q=%00")
+    api = client.get("/api/v1/memories?q=%00")
+
+    assert page.status_code == 400 and page["Content-Type"] == "text/html; charset=utf-8"
+    assert "Bad request" in page.content.decode() and "Query string" in page.content.decode()
+    assert page["Request-Id"] in page.content.decode()
+    assert api.status_code == 400 and api.json()["error"]["message"].startswith("Query string")
+
+
 def test_a_user_with_groups_and_permissions_can_be_saved_unchanged_and_deactivated(staff_pages):
     """The stale check compared the page's keys (strings) with the row's (integers): any user with a group or
     a permission could not be saved at all, so not deactivated either (a breaker)."""

@@ -318,6 +318,29 @@ def test_a_request_django_does_not_answer_in_time_is_503_with_retry_after(monkey
     assert ran == ["/api/v1/me"]  # it did start; the answer came from the front, not from it
 
 
+def test_the_fronts_refusals_on_back_office_paths_are_html_pages(monkeypatch, settings):
+    """People read the back office: the front's own 503 (the deadline) and 413 are its HTML page there, and
+    the 503 does not claim that nothing was saved (the Django thread may still commit after it)."""
+    settings.REQUEST_TIMEOUT = 0.3
+    monkeypatch.setattr(front, "django_application", lambda environ, start_response: time.sleep(1.0))
+
+    start, body = run_asgi(http_scope("GET", "/backoffice/accounts/user/"))
+    headers = dict(start["headers"])
+    page = body["body"].decode()
+    assert start["status"] == 503 and headers[b"content-type"] == b"text/html; charset=utf-8"
+    assert headers[b"retry-after"] == b"1" and headers[b"request-id"].decode() in page
+    assert "may have been saved or not" in page and "nothing was saved" not in page.lower()
+    assert int(headers[b"content-length"]) == len(body["body"])
+
+    huge = [(b"content-type", b"application/x-www-form-urlencoded"), (b"content-length", b"999999999")]
+    start, body = run_asgi(http_scope("POST", "/backoffice/accounts/user/add/", huge))
+    assert start["status"] == 413 and dict(start["headers"])[b"content-type"].startswith(b"text/html")
+    assert "Too large" in body["body"].decode()
+
+    start, body = run_asgi(http_scope("GET", "/api/v1/me"))  # the API keeps its JSON
+    assert start["status"] == 503 and b'"overloaded_error"' in body["body"]
+
+
 def test_the_environ_is_what_gunicorn_wsgi_builds(monkeypatch):
     seen = {}
 
