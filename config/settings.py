@@ -210,6 +210,10 @@ STORE_PURGE_SECONDS = env.float("STORE_PURGE_SECONDS", default=2.0)
 MEMORY_STORE_MAX_MEMORIES = env.int("MEMORY_STORE_MAX_MEMORIES", default=2000)
 # Memories log: how long a recall cursor stays valid (seconds); older cursors get 400 (SPEC §4 recall).
 RECALL_CURSOR_MAX_AGE = env.int("RECALL_CURSOR_MAX_AGE", default=24 * 3600)
+# Memories log: the CPU seconds one recall page may spend matching before it stops early with a cursor (it
+# always finishes the entry it is on, so a page makes progress): a pattern whose every match re-scans the
+# rest of the entry costs about a second per 1 KiB entry (docs/memories-log.md, "recall's page budget").
+RECALL_PAGE_BUDGET = env.float("RECALL_PAGE_BUDGET", default=0.1)
 # /mcp: browser origins allowed besides the server's own host (the MCP transport asks servers to check
 # Origin; requests without one — every non-browser client — are unaffected).
 MCP_ALLOWED_ORIGINS = env.list("MCP_ALLOWED_ORIGINS", default=[])

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import hmac
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ from stores.models import Store
 RECALL_MAX_PATTERN_CHARS = 200
 RECALL_MAX_PROGRAM_SIZE = 1024
 RECALL_SCAN = 256
+_cpu_seconds = time.thread_time  # this thread's CPU time: recall's page budget (settings.RECALL_PAGE_BUDGET)
 RECALL_CURSOR_SALT = "memories.recall.cursor.v1"
 
 
@@ -499,6 +501,11 @@ def recall(
     resumes right after the last entry examined (or the last returned match when `limit` stopped the
     page). Each match: ``{seq, author, created_at, body_md, spans}`` with spans as code-point
     ``[start, end]`` pairs. Raises InvalidPattern, InvalidCursor (400). One query.
+
+    A page also stops, after the entry it is on, once its matching has used `RECALL_PAGE_BUDGET` seconds
+    of this thread's CPU; the cursor then resumes right after that entry (SPEC §4: "at most" 256 examined,
+    a page may be empty while more remain). So a pattern whose every match re-scans the rest of its entry
+    costs one page about the budget plus one entry, not 256 entries' worth.
     """
     regex = compile_pattern(pattern, case_sensitive=case_sensitive)
     binding = _binding(store, caller, pattern, case_sensitive)
@@ -511,6 +518,7 @@ def recall(
     matches: list[dict[str, Any]] = []
     resume = low
     examined = 0
+    spent_by = _cpu_seconds() + settings.RECALL_PAGE_BUDGET
     for seq, body_md, author, created_at in rows:
         examined += 1
         spans = match_spans(regex, body_md)
@@ -519,6 +527,9 @@ def recall(
             if len(matches) >= limit:
                 resume = seq
                 break
+        if _cpu_seconds() >= spent_by and examined < len(rows):
+            resume = seq
+            break
     next_cursor = None
     if resume > 0:
         next_cursor = signing.dumps({**binding, "n": n, "p": resume}, salt=RECALL_CURSOR_SALT, compress=True)

@@ -459,9 +459,16 @@ render_recall_matches = PlainRendering(RecallMatchSerializer).many
 
 
 class RecallMetaSerializer(serializers.Serializer):
-    next_cursor = serializers.CharField(allow_null=True)
-    snapshot = serializers.IntegerField()
-    examined = serializers.IntegerField()
+    next_cursor = serializers.CharField(
+        allow_null=True, help_text="Send it with the same pattern for the next page; null when entry 0 was examined."
+    )
+    snapshot = serializers.IntegerField(help_text="The entry count the first page fixed.")
+    examined = serializers.IntegerField(
+        help_text=(
+            "Entries this page examined: at most 256; fewer when `limit` or the page's CPU budget "
+            "(RECALL_PAGE_BUDGET) stopped it — a page may be empty while more remain."
+        )
+    )
 
 
 class RecallEnvelopeSerializer(serializers.Serializer):

@@ -186,6 +186,36 @@ def test_recall_limit_stops_a_page_and_the_cursor_resumes_after_the_last_match(o
     assert found == list(range(49, -1, -1))
 
 
+def test_a_page_whose_matching_spends_its_cpu_budget_stops_after_that_entry(
+    owner_client, private_store, monkeypatch, settings
+):
+    """A breaker's pattern (`([ab]*)a[ab]{900}c|(a)`) re-scans the rest of a 1 KiB entry for every match,
+    about a second of CPU per entry: 256 of them held a thread for minutes after the 503. A page stops once
+    its matching used RECALL_PAGE_BUDGET of the thread's CPU, after the entry it is on; the pages still
+    find every match once, in order. The thread's clock is faked: each reading is 0.04 s later."""
+    settings.RECALL_PAGE_BUDGET = 0.1
+    store = fill(private_store, 20, body=lambda seq: f"entry {seq}" if seq % 3 else f"other {seq}")
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(selectors, "_cpu_seconds", lambda: next(ticks) * 0.04)
+
+    first = recall(owner_client, store, pattern="entry").json()
+    found, metas = follow(owner_client, store, pattern="entry")
+
+    assert first["meta"]["examined"] == 3  # read at 0, budget spent by 0.1: stops after the 3rd (0.12)
+    assert [m["seq"] for m in first["data"]] == [19, 17]  # 18 examined, no match
+    assert found == [seq for seq in range(19, -1, -1) if seq % 3]
+    assert all(1 <= meta["examined"] <= 3 for meta in metas) and metas[-1]["next_cursor"] is None
+
+
+def test_a_page_whose_every_entry_exceeds_the_budget_still_makes_progress(owner_client, private_store, settings):
+    """No budget at all (0): every page examines exactly one entry, and paging still reaches every match."""
+    settings.RECALL_PAGE_BUDGET = 0
+    store = fill(private_store, 12, body=lambda seq: "needle" if seq in (0, 5, 11) else "hay")
+    found, metas = follow(owner_client, store, pattern="needle")
+    assert found == [11, 5, 0]
+    assert [meta["examined"] for meta in metas] == [1] * 12
+
+
 def test_recall_snapshot_does_not_move_while_others_append(owner_client, private_store):
     store = fill(private_store, 300, body=lambda seq: f"old match {seq}")
     first = recall(owner_client, store, pattern="match").json()
