@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from config.errors import Conflict, DomainError, InvalidRequest, NotFound
+from config.errors import Conflict, DomainError, InvalidRequest, NotFound, PermissionError_
 
 
 class MemoryNotFound(NotFound):
@@ -51,6 +51,16 @@ class MemoryLimitReached(Conflict):
 class VersionIsCurrent(Conflict):
     reason = "version_is_current"
     message = "This version is the current content of a live memory; write a new version or delete the memory first."
+
+
+class RedactionNeedsAPerson(PermissionError_):
+    """A session's work credential asked to redact a version (403): redaction erases history for good, and
+    versions are what lets a person undo an agent's writes, so only API tokens of people may redact."""
+
+    message = (
+        "A session's work credential cannot redact versions: redaction erases history for good, so it takes "
+        "an API token of a person with write access to the store."
+    )
 
 
 class InvalidPage(InvalidRequest):

@@ -41,6 +41,7 @@ from versions.errors import (
     MemoryNotFound,
     MemoryPathConflict,
     MemoryPreconditionFailed,
+    RedactionNeedsAPerson,
     VersionIsCurrent,
     VersionNotFound,
 )
@@ -496,10 +497,15 @@ def redact_version(
     passes `fence`, then calls `recheck` (the view's access check again, raising its 404/403): a redaction
     cannot be undone, so a writer removed while the request waited for the lock must not make one (found by
     a breaker; ordinary writes in that window are docs/access.md's "Writes racing a removal").
+
+    Raises RedactionNeedsAPerson (403) for a `session_actor`: an agent may write new versions and delete
+    memories, never erase the versions a person would restore from (docs/memory-stores.md, "Redaction").
     """
-    locked, now = _lock_and_fence(store, fence)
+    locked, now = _lock_and_fence(store, fence)  # a lapsed lease is 409 lease_expired, as for every write
     if recheck is not None:
         recheck()
+    if actor.type == "session_actor":
+        raise RedactionNeedsAPerson()
     pk = parse_id(version_id, VersionNotFound)
     version = Version.objects.select_for_update(of=("self",)).filter(store=locked, pk=pk).first()
     if version is None:

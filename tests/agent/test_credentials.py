@@ -168,6 +168,23 @@ def test_the_credential_never_has_owner_rights_on_an_attached_store(run_session,
     assert (notes_store.name, notes_store.archived_at) == ("Team Notes", None)
 
 
+def test_an_agent_can_delete_a_persons_memory_but_never_redact_its_versions(run_session, notes_store, owner_api):
+    """A breaker's agent deleted a person's memory and redacted every version: the text gone for good. The
+    work credential may delete (undoable from the versions); redaction is for people's API tokens."""
+    created = owner_api.post(memories(notes_store), {"path": "/decision.md", "content": "Human decision"})
+    memory_id, first = created.json()["id"], Version.objects.get().pk
+    running = run_session(notes_store)
+
+    assert running.api.delete(memories(notes_store, memory_id)).status_code == 200
+    versions = f"/api/v1/memory_stores/{notes_store.pk}/memory_versions"
+    refused = [running.api.post(f"{versions}/{version.pk}/redact") for version in Version.objects.all()]
+
+    assert len(refused) == 2 and all(error_of(r)[:2] == (403, "permission_error") for r in refused)
+    assert Version.objects.get(pk=first).content == "Human decision"  # a person can still restore it
+    by_the_owner = owner_api.post(f"{versions}/{first}/redact")
+    assert by_the_owner.status_code == 200 and by_the_owner.json()["redacted_by"]["type"] == "api_actor"
+
+
 def test_access_is_intersected_with_the_owners_current_access_on_every_request(environment, make_session):
     from sessions.services import work as services
 

@@ -428,7 +428,8 @@ class MemoryVersionRedactView(APIView):
         request=None,
         responses={200: MemoryVersionSerializer},
         description="Irreversible; redacting again returns the version unchanged. The head of a live memory "
-        "cannot be redacted (409 version_is_current). Allowed on archived stores.",
+        "cannot be redacted (409 version_is_current). Allowed on archived stores. Needs a person's API token "
+        "with write access: a session's work credential gets 403 permission_error (agents never erase history).",
     )
     def post(self, request, store_id, version_id):
         store = store_for_request(request, store_id, need="write")
