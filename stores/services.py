@@ -483,7 +483,9 @@ def _next_to_purge(first: object, *, others: bool = True):
 def set_reader(*, store: Store, handle: object, active: bool, granted_by: User) -> ReaderGrant:
     """Grant (`active=True`) or revoke (`active=False`) read access to the user `handle` (SPEC §4 share).
 
-    User stores only (MembershipGoverned 409 otherwise); archived → StoreArchived; unknown handle, or an
+    User stores only (MembershipGoverned 409 otherwise); granting on an archived store → StoreArchived, while
+    revoking stays allowed there (archiving is one-way, and a reader must never be stuck reading — with a live
+    session on the store the owner could not even delete it; a breaker); unknown handle, or an
     inactive one when granting → SubjectNotFound naming it (an inactive user's grant can still be revoked);
     the owner cannot grant themselves (400). Idempotent: revoking someone who holds no grant stores nothing
     and returns an unsaved inactive grant.
@@ -491,7 +493,7 @@ def set_reader(*, store: Store, handle: object, active: bool, granted_by: User) 
     locked = lock_store(store)
     if locked.scope != Scope.USER:
         raise MembershipGoverned()
-    if locked.archived_at is not None:
+    if locked.archived_at is not None and active:
         raise StoreArchived()
     if not isinstance(handle, str) or not handle:
         raise InvalidRequest("handle: must be a non-empty string.")

@@ -95,6 +95,20 @@ def test_share_on_an_archived_store_is_a_conflict(owner_client, reader, private_
     assert not ReaderGrant.objects.exists()
 
 
+def test_a_reader_of_an_archived_store_can_still_be_cut_off(owner_client, make_client, reader, private_store):
+    """Archiving is one-way: a refused revocation left a reader reading for good (a breaker's reader held a
+    live session on the store, so the owner could not delete it either). Granting stays refused."""
+    ReaderGrantFactory(store=private_store, user=reader)
+    archive_store(store=private_store)
+    assert make_client(reader).get(f"/api/v1/memories/{private_store.pk}/wake").status_code == 200
+
+    assert share(owner_client, private_store, "reader", active=False).status_code == 200
+
+    assert make_client(reader).get(f"/api/v1/memories/{private_store.pk}/wake").status_code == 404
+    assert not ReaderGrant.objects.get(store=private_store, user=reader).active
+    assert_error(share(owner_client, private_store, "reader"), 409, "conflict_error", reason="store_archived")
+
+
 def test_only_the_owner_shares(make_client, reader, stranger, private_store):
     ReaderGrantFactory(store=private_store, user=reader)
     assert_error(share(make_client(reader), private_store, "stranger"), 403, "permission_error")
