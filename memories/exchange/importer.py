@@ -308,6 +308,7 @@ class Importer:
             return cursor.fetchall()
 
     def _write_entries(self, rows) -> None:
+        self._check_actors(rows, entries=True)
         nonces: dict[tuple[str, str], int] = {}
         for number, row in rows:
             if row["client_nonce"] is not None:
@@ -413,10 +414,10 @@ class Importer:
                 )
             texts[(block.start, block.end)] = row["summary_md"]
 
-    def _check_actors(self, rows) -> None:
-        """For an HTTP import: no version actor may name a token, session or user of this server that belongs
-        to someone outside the target's writers (ids from another server match nothing here and stay as
-        they are). Two or three queries per batch."""
+    def _check_actors(self, rows, *, entries: bool = False) -> None:
+        """For an HTTP import: no version actor — and no entry's `session_id` (`entries`) — may name a token,
+        session or user of this server that belongs to someone outside the target's writers (ids from another
+        server match nothing here and stay as they are). Up to three queries per batch."""
         vouched = self.s.get("vouched")
         if vouched is None:
             return
@@ -425,10 +426,15 @@ class Importer:
 
         wanted: dict[str, dict[str, int]] = {key: {} for key in ID_KEYS.values()}
         for number, row in rows:
+            if entries:
+                if row["session_id"] is not None:
+                    wanted["session_id"].setdefault(str(row["session_id"]), number)
+                continue
             for actor in (row["created_by"], row["redacted_by"]):
                 if actor is not None:
                     key = ID_KEYS[actor["type"]]
                     wanted[key].setdefault(str(actor[key]), number)
+        what = "an entry's" if entries else "a version actor's"
         owners = {
             "api_key_id": ApiToken.objects.filter(pk__in=list(wanted["api_key_id"])).values_list("pk", "user_id"),
             "session_id": Session.objects.filter(pk__in=list(wanted["session_id"])).values_list("pk", "owner_id"),
@@ -439,7 +445,7 @@ class Importer:
                 if str(user_id) not in vouched:
                     raise ImportInvalid(
                         wanted[key][str(pk)],
-                        f"a version actor's {key} {pk} belongs to someone who may not write the target store here.",
+                        f"{what} {key} {pk} belongs to someone who may not write the target store here.",
                     )
 
     def _write_versions(self, rows) -> None:

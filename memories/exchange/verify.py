@@ -262,7 +262,7 @@ def check_header(obj: dict[str, Any], *, max_memories: int) -> Header:
     """Line 1: the format and version, the store's metadata, section counts, every handle used."""
     if obj.get("type") != FORMAT:
         raise ImportInvalid(1, f"is not a Memories export header (type must be {FORMAT!r}).")
-    if obj.get("version") != VERSION:
+    if type(obj.get("version")) is not int or obj["version"] != VERSION:  # `true` and `1.0` are not 1
         raise ImportInvalid(
             1, f"format version {obj.get('version')!r} is not supported; this server reads version {VERSION}."
         )
@@ -284,7 +284,7 @@ def check_header(obj: dict[str, Any], *, max_memories: int) -> Header:
         raise top.fail("store", "must be an object.")
     store = Fields(obj["store"], 1, _STORE_KEYS, "header.store")
     scope = obj["store"]["scope"]
-    if scope not in _SUBJECT_KEY:
+    if not isinstance(scope, str) or scope not in _SUBJECT_KEY:
         raise store.fail("scope", "must be 'user', 'project' or 'board'.")
     subject = obj["store"]["subject"]
     key = _SUBJECT_KEY[scope]

@@ -326,6 +326,30 @@ def test_a_version_actor_may_not_name_another_users_token(owner_client, own_samp
     assert census() == before
 
 
+def test_an_entry_may_not_name_another_users_session(owner_client, own_sample, cast):
+    """Version actors were checked, entries' `session_id` was not: an import could file entries under bob's
+    session (a breaker). Ids that match no session here are kept as they are."""
+    from sessions.services import environments, sessions
+
+    bobs = sessions.create_session(
+        owner=cast["bob"],
+        environment_id=environments.create_environment(owner=cast["bob"], name="bob's").pk,
+        agent={"id": "agent_test", "version": 1},
+        attach=[],
+        metadata={},
+        title=None,
+    )
+    entry = next(obj for obj in own_sample if obj["type"] == "entry")
+    entry["session_id"] = str(bobs.pk)
+    before = census()
+    response = post_lines(owner_client, IMPORTS, assemble(own_sample))
+    assert response.status_code == 400, response.content
+    assert "an entry's session_id" in response.json()["error"]["message"]
+    assert census() == before
+    entry["session_id"] = "00000000-0000-4000-8000-000000000000"  # another server's session: kept
+    assert post_lines(owner_client, IMPORTS, assemble(own_sample)).status_code == 201
+
+
 def test_nothing_imported_over_http_may_be_dated_in_the_future(owner_client, own_sample):
     entry = next(obj for obj in own_sample if obj["type"] == "entry")
     entry["created_at"] = "9999-12-31T23:59:59.999999Z"
@@ -392,6 +416,27 @@ def test_a_private_board_with_open_posting_takes_only_authors_who_can_read_it(ma
     SectionMembershipFactory(section=section, user=cast["owner"])
     taken = post_lines(make_client(boss), IMPORTS, data, scope="board", subject=section.slug)
     assert taken.status_code == 201, taken.json()
+
+
+WRONG_TYPES = [{}, [], ["user"], {"a": 1}, True, 1.0, 10**30]
+
+
+def test_every_header_value_of_a_wrong_json_type_is_a_400_never_a_500(owner_client, own_sample):
+    """A breaker's `store.scope: {}` was a 500 (an unhashable dict looked up in a dict); `version: true`
+    and `1.0` were taken as 1. Every header value, at both levels, replaced by every other JSON type."""
+    header = own_sample[0]
+    places = [(header, key) for key in header if key != "type"] + [(header["store"], key) for key in header["store"]]
+    before = census()
+    for where, key in places:
+        kept = where[key]
+        for wrong in WRONG_TYPES:
+            if (type(wrong) is type(kept) and not isinstance(kept, (dict, list))) or (key, wrong) == ("metadata", {}):
+                continue  # valid values: canonical true as well as false, empty metadata
+            where[key] = wrong
+            response = post_lines(owner_client, IMPORTS, assemble(own_sample))
+            assert response.status_code == 400, (key, wrong, response.content)
+        where[key] = kept
+    assert census() == before
 
 
 @pytest.mark.parametrize("key", ["updated_at", "archived_at"])
