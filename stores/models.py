@@ -56,7 +56,13 @@ def present_q() -> Q:
 
 def public_q() -> Q:
     """Stores anyone (also anonymous callers) may read: public user stores, stores of public projects/sections."""
-    return present_q() & (
+    return present_q() & _public_right_q()
+
+
+def _public_right_q() -> Q:
+    """`public_q` without the import gate (`read_right_q`'s public branch: a store being imported is public
+    once it commits — the author check of an open public board's import needs that; a breaker)."""
+    return (
         Q(scope=Scope.USER, visibility=Visibility.PUBLIC)
         | Q(scope=Scope.PROJECT, project__visibility=Visibility.PUBLIC)
         | Q(scope=Scope.BOARD, section__visibility=Visibility.PUBLIC)
@@ -73,12 +79,12 @@ def read_right_q(user) -> Q:
     """The read column without the import gate: who will read the store once its import commits (the
     import's author check, `memories.exchange.services`). Everything else uses `read_q`."""
     if not _is_user(user):
-        return public_q()
+        return _public_right_q()
     granted = Exists(ReaderGrant.objects.filter(store=OuterRef("pk"), user=user, active=True))
     project_member = Exists(ProjectMembership.objects.filter(project=OuterRef("project_id"), user=user, active=True))
     section_member = Exists(SectionMembership.objects.filter(section=OuterRef("section_id"), user=user, active=True))
     return (
-        public_q()
+        _public_right_q()
         | Q(scope=Scope.USER, owner=user)
         | (Q(scope=Scope.USER) & granted)
         | (Q(scope=Scope.PROJECT) & project_member)

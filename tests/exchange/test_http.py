@@ -439,6 +439,19 @@ def test_every_header_value_of_a_wrong_json_type_is_a_400_never_a_500(owner_clie
     assert census() == before
 
 
+def test_a_public_board_with_open_posting_takes_any_author(make_client, own_sample, cast):
+    """Anyone may post on an open public board, so anyone may be named as an author of its import — the
+    check read the store being imported as not yet public, and took members only (a breaker)."""
+    from tests.factories import SectionFactory, SectionMembershipFactory
+
+    section = SectionFactory(visibility="public", posting="open")
+    boss = SectionMembershipFactory(section=section, role="owner").user
+    without_readers = [obj for obj in own_sample if obj["type"] != "reader"]
+    without_readers[0]["counts"]["readers"] = 0
+    taken = post_lines(make_client(boss), IMPORTS, assemble(without_readers), scope="board", subject=section.slug)
+    assert taken.status_code == 201, taken.json()
+
+
 @pytest.mark.parametrize("key", ["updated_at", "archived_at"])
 def test_the_headers_other_times_may_not_be_in_the_future_either(owner_client, own_sample, key):
     before = census()
