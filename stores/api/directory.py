@@ -33,10 +33,18 @@ def md_escape(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
+_BACKTICKS = re.compile(r"`+")
+
+
 def _quote(text: str) -> str:
-    """Render a Markdown description as a block quote (raw HTML neutralised) so it cannot break the page."""
-    safe = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return "\n".join("> " + line if line else ">" for line in safe.splitlines())
+    """A stranger's description as a block quote holding a fenced code block: CommonMark renders it as the
+    literal text it is — no heading, link, image (a tracking pixel), HTML or entity of the author's, and no
+    way out of the fence, which is longer than any backtick run in the text — while a raw reader (an agent)
+    reads the text unchanged. (A quote of the Markdown itself let a description render headings and live
+    links in the directory; a breaker, 2026-12-06.)"""
+    fence = "`" * max(3, 1 + max((len(run) for run in _BACKTICKS.findall(text)), default=0))
+    lines = [fence + "text", *text.splitlines(), fence]
+    return "\n".join("> " + line if line else ">" for line in lines)
 
 
 class MarkdownRenderer(renderers.BaseRenderer):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from html import unescape
+
 import pytest
 import yaml
 
@@ -118,9 +121,31 @@ def test_markdown_escapes_names_and_quotes_descriptions(anon_client, owner):
     )
     text = anon_client.get("/memories").content.decode()
     assert "\\[click\\]\\(http://evil\\) \\<b\\>" in text
-    assert "> \\# Heading" not in text  # descriptions stay Markdown, but quoted
-    assert "> # Heading" in text
-    assert "<script>" not in text
+    assert "> # Heading\n> <script>alert(1)</script>\n" in text  # the raw text, unchanged, inside a fence
+
+
+@pytest.mark.parametrize(
+    "description",
+    [
+        "# Official: log in\n[Sign in here](http://evil.example/login) ![x](http://evil.example/track.png)",
+        "```\n# out of the fence?\n```\n<img src=http://evil.example/t.png>",
+        "````\n[a](http://evil.example)\n````` and ~~~\n<script>alert(1)</script>\n&lt;b&gt; &amp; <b>bold</b>",
+        "  indented\n\n\n> nested quote\n- [link](javascript:alert(1))\n",
+        "<http://evil.example/autolink> https://evil.example/bare [ref]\n\n[ref]: http://evil.example",
+    ],
+)
+def test_a_description_renders_as_its_literal_text_in_commonmark(anon_client, owner, description):
+    """A breaker's description rendered a heading, a live link and a remote image (a tracking pixel) in the
+    directory: rendered by a CommonMark renderer, a description is now only its own text, in a code block."""
+    from markdown_it import MarkdownIt
+
+    StoreFactory(owner=owner, canonical=False, name="Notes", description=description, visibility=Visibility.PUBLIC)
+    html = MarkdownIt("commonmark").render(anon_client.get("/memories").content.decode())
+
+    quoted = html[html.index("<blockquote>") : html.index("</blockquote>")]
+    assert re.fullmatch(r"<blockquote>\n<pre><code class=\"language-text\">[^<]*</code></pre>\n", quoted), quoted
+    shown = unescape(quoted.split('<code class="language-text">')[1].split("</code>")[0])
+    assert shown == description.rstrip("\n") + "\n"
 
 
 def test_the_directory_ignores_who_is_asking(make_client, owner, staff, directory_world):
