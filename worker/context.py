@@ -9,7 +9,8 @@ def system_context(resources) -> str:
     """Render the system context for `resources` (the session's memory-store resources, mount paths already
     relocated to where the files are): each store's name, description, mount path, access and instructions.
 
-    Returns Markdown text. Never reads a file: the agent finds the contents at the mount paths itself.
+    Returns Markdown text. Never reads a file: the agent finds the contents at the mount paths itself. Each
+    store's description is quoted (``  > …`` per line): only this function writes the context's own lines.
     """
     stores = [r for r in resources if r.type == "memory_store"]
     lines = ["# Memory stores", ""]
@@ -29,7 +30,10 @@ def system_context(resources) -> str:
         lines.append(f"- mount path: `{resource.mount_path}`")
         lines.append(f"- access: {access}")
         if resource.description:
-            lines.append(f"- description: {resource.description}")
+            # The store owner's text (another person's, on a shared or public store): quoted line by line, so
+            # it cannot pose as a section or a "- mount path:" line of this context (a breaker).
+            lines.append("- description:")
+            lines += [f"  > {line}".rstrip() for line in resource.description.splitlines()]
         if resource.instructions:
             lines += ["", "Instructions:", "", resource.instructions]
         lines.append("")
