@@ -25,6 +25,14 @@ def _bad_character(text: str) -> str | None:
     return None
 
 
+# A store is mounted as a folder (SPEC §5, `/mnt/memory/<slug>/`): a segment is a file or folder name there,
+# and Linux file systems refuse names over 255 bytes (NAME_MAX) — the SDK's sync engine then skipped the file
+# and the agent ran without it (a breaker). `/.anthropic-memory-store` is the SDK's own marker file at the root
+# of every mount (`anthropic.lib.tools._memories.MARKER_PATH`, pinned), which the engine also skips.
+SEGMENT_MAX_BYTES = 255
+RESERVED_PATHS = frozenset({"/.anthropic-memory-store"})
+
+
 def _check_segments(segments: list[str], field: str) -> None:
     if len(segments) > PATH_MAX_SEGMENTS:
         raise InvalidRequest(f"{field}: at most {PATH_MAX_SEGMENTS} segments (got {len(segments)}).")
@@ -33,6 +41,12 @@ def _check_segments(segments: list[str], field: str) -> None:
             raise InvalidRequest(f"{field}: must not contain an empty segment ('//' or a trailing '/').")
         if segment in (".", ".."):
             raise InvalidRequest(f"{field}: must not contain a '.' or '..' segment.")
+        size = utf8_len(segment)
+        if size > SEGMENT_MAX_BYTES:
+            raise InvalidRequest(
+                f"{field}: a segment is {size} UTF-8 bytes; the limit is {SEGMENT_MAX_BYTES} bytes "
+                "(each segment is a file or folder name where the store is mounted)."
+            )
 
 
 def _check_text(value: str, field: str) -> None:
@@ -49,8 +63,9 @@ def _check_text(value: str, field: str) -> None:
 def clean_path(value: object, *, field: str = "path") -> str:
     """Return a valid memory path (SPEC §5): ``/`` then 1–20 non-empty segments separated by ``/``.
 
-    No ``.``/``..`` segment, no Cc/Cf characters, no U+2028/U+2029, already NFC, ≤1,024 UTF-8 bytes,
-    case-sensitive. Raises InvalidRequest naming `field`.
+    No ``.``/``..`` segment, no Cc/Cf characters, no U+2028/U+2029, already NFC, ≤1,024 UTF-8 bytes and
+    ≤255 per segment, not the mount's marker file (`RESERVED_PATHS`), case-sensitive. Raises InvalidRequest
+    naming `field`.
     """
     if not isinstance(value, str):
         raise InvalidRequest(f"{field}: must be a string.")
@@ -58,6 +73,8 @@ def clean_path(value: object, *, field: str = "path") -> str:
         raise InvalidRequest(f"{field}: must start with '/'.")
     _check_text(value, field)
     _check_segments(value[1:].split("/"), field)
+    if value in RESERVED_PATHS:
+        raise InvalidRequest(f"{field}: {value} is reserved for the marker file of a mounted store.")
     return value
 
 

@@ -11,8 +11,9 @@ VALID_PATHS = [
     "/a",
     "/notes/todo.md",
     "/" + "/".join(f"s{i}" for i in range(20)),  # 20 segments
-    "/" + "a" * 1023,  # 1,024 bytes
-    "/" + "é" * 511 + "a",  # 1,024 bytes of mostly two-byte characters
+    "/" + "/".join(["a" * 255] * 4),  # 1,024 bytes, each segment at its 255-byte limit
+    "/" + "/".join(["é" * 127 + "a"] * 4),  # 1,024 bytes of mostly two-byte characters
+    "/notes/.anthropic-memory-store",  # the marker's name is reserved at the root only
     "/Café/ünïcode.md",  # NFC
     "/a b/c-d_e.f",
     "/.hidden/..dots/...",  # dot-only names other than . and .. are fine
@@ -32,6 +33,9 @@ INVALID_PATHS = [
     ("/" + "/".join(f"s{i}" for i in range(21)), "at most 20 segments"),
     ("/" + "a" * 1024, "limit is 1024 bytes"),
     ("/" + "é" * 512, "limit is 1024 bytes"),
+    ("/" + "a" * 256, "limit is 255 bytes"),  # no file system of a mount takes a longer name (a breaker)
+    ("/d/" + "é" * 128, "limit is 255 bytes"),
+    ("/.anthropic-memory-store", "reserved"),  # the SDK's marker file at the root of every mount
     ("/a\tb", "U+0009"),
     ("/a\nb", "U+000A"),
     ("/a\x7fb", "U+007F"),
@@ -70,6 +74,14 @@ def test_a_rename_to_an_invalid_path_is_rejected(owner_client, private_store, se
     response = owner_client.post(memories_url(private_store, str(memory.pk)), {"path": path})
     assert response.status_code == 400 and why in response.json()["error"]["message"]
     assert Memory.objects.get().path == "/ok.md"
+
+
+def test_the_reserved_path_is_the_sdks_marker_file():
+    from anthropic.lib.tools._memories import MARKER_PATH
+
+    from versions.validation import RESERVED_PATHS
+
+    assert {"/" + MARKER_PATH} == RESERVED_PATHS
 
 
 def test_paths_are_case_sensitive(owner_client, private_store, seed):
