@@ -127,17 +127,20 @@ def get_section_for(user, ref: object, *, need: Need = "read") -> Section:
 
 def project_members(project: Project) -> QuerySet[ProjectMembership]:
     """Every membership of `project` (active and inactive), oldest first, with users; one query."""
-    return ProjectMembership.objects.filter(project=project).select_related("user").order_by("created_at", "id")
+    return ProjectMembership.objects.filter(project=project).select_related("user").order_by("created_at", "user_id")
 
 
 def section_members(section: Section) -> QuerySet[SectionMembership]:
     """Every membership of `section` (active and inactive), oldest first, with users; one query."""
-    return SectionMembership.objects.filter(section=section).select_related("user").order_by("created_at", "id")
+    return SectionMembership.objects.filter(section=section).select_related("user").order_by("created_at", "user_id")
 
 
 def membership_keys(membership: ProjectMembership | SectionMembership) -> list:
-    """The keyset of a membership in oldest-first order: ``[created_at ISO 8601, id]``."""
-    return [membership.created_at.isoformat(), membership.pk]
+    """The keyset of a membership in oldest-first order: ``[created_at ISO 8601, user id]``.
+
+    The member's id, unique in its parent, breaks ties — not the row's serial id: cursors are signed, not
+    encrypted, and serial ids told a reader how many memberships the server made meanwhile (a breaker)."""
+    return [membership.created_at.isoformat(), str(membership.user_id)]
 
 
 def after_membership(memberships: QuerySet, keys: list | None) -> QuerySet:
@@ -145,9 +148,10 @@ def after_membership(memberships: QuerySet, keys: list | None) -> QuerySet:
     if keys is None:
         return memberships
     created_at = parse_datetime(keys[0]) if isinstance(keys[0], str) else None
-    if created_at is None or not isinstance(keys[1], int) or isinstance(keys[1], bool):
+    user_id = canonical_uuid(keys[1]) if isinstance(keys[1], str) else None
+    if created_at is None or user_id is None:
         raise InvalidRequest("cursor: invalid or tampered cursor; use meta.next_cursor as returned.")
-    return memberships.filter(Q(created_at__gt=created_at) | Q(created_at=created_at, id__gt=keys[1]))
+    return memberships.filter(Q(created_at__gt=created_at) | Q(created_at=created_at, user_id__gt=user_id))
 
 
 def user_tokens(user: User) -> QuerySet[ApiToken]:

@@ -413,12 +413,14 @@ def _subject_not_found(scope: str, subject: str) -> SubjectNotFound:
 
 def reader_grants(store: Store) -> QuerySet[ReaderGrant]:
     """The explicit reader grants of `store` (active and revoked), newest first, with users; one query."""
-    return ReaderGrant.objects.filter(store=store).select_related("user", "granted_by").order_by("-created_at", "-id")
+    grants = ReaderGrant.objects.filter(store=store).select_related("user", "granted_by")
+    return grants.order_by("-created_at", "-user_id")
 
 
 def grant_keys(grant: ReaderGrant) -> list:
-    """The keyset of a grant in `reader_grants` order: ``[created_at ISO 8601, id]``."""
-    return [grant.created_at.isoformat(), grant.pk]
+    """The keyset of a grant in `reader_grants` order: ``[created_at ISO 8601, reader's user id]`` (unique in
+    the store; never the row's serial id, which told cursor readers the server's grant count — a breaker)."""
+    return [grant.created_at.isoformat(), str(grant.user_id)]
 
 
 def after_grant(grants: QuerySet[ReaderGrant], keys: list | None) -> QuerySet[ReaderGrant]:
@@ -426,9 +428,10 @@ def after_grant(grants: QuerySet[ReaderGrant], keys: list | None) -> QuerySet[Re
     if keys is None:
         return grants
     created_at = parse_datetime(keys[0]) if isinstance(keys[0], str) else None
-    if created_at is None or not isinstance(keys[1], int) or isinstance(keys[1], bool):
+    user_id = canonical_uuid(keys[1]) if isinstance(keys[1], str) else None
+    if created_at is None or user_id is None:
         raise InvalidRequest("cursor: invalid or tampered cursor; use meta.next_cursor as returned.")
-    return grants.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=keys[1]))
+    return grants.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, user_id__lt=user_id))
 
 
 # --- search -----------------------------------------------------------------------------------------

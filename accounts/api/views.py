@@ -186,7 +186,7 @@ class ProjectMembersView(APIView):
             request,
             lambda query: selectors.project_members(project),
             kind="project-members",
-            binding=str(project.pk),
+            binding=[str(project.pk), str(request.user.pk)],  # the list and its caller (docs/decisions.md)
             keys_of=selectors.membership_keys,
             after=selectors.after_membership,
         )
@@ -297,7 +297,7 @@ class SectionMembersView(APIView):
             request,
             lambda query: selectors.section_members(section),
             kind="section-members",
-            binding=str(section.pk),
+            binding=[str(section.pk), str(request.user.pk)],  # the list and its caller (docs/decisions.md)
             keys_of=selectors.membership_keys,
             after=selectors.after_membership,
         )

@@ -200,7 +200,21 @@ def test_the_member_list_is_oldest_first_and_pages_with_a_bound_cursor(cast, mak
     assert foreign.status_code == 400
     tampered = clients["owner"].get("/api/v1/projects/apollo/members?cursor=" + body["meta"]["next_cursor"][:-2])
     assert tampered.status_code == 400
+    another_caller = clients["owner"].get(f"/api/v1/projects/apollo/members?cursor={body['meta']['next_cursor']}")
+    assert another_caller.status_code == 400  # bound to the caller too (a breaker reused someone else's)
     assert project.memberships.count() == 8
+
+
+def test_a_member_cursor_carries_no_serial_row_id(cast):
+    """Cursors are signed, not encrypted: a serial id in one told a reader how many memberships the whole
+    server made between two pages (a breaker). The tie-breaker is the member's user id."""
+    from django.core import signing
+
+    users, clients = cast
+    make_project(users)
+    cursor = clients["member"].get("/api/v1/projects/apollo/members?limit=1").json()["meta"]["next_cursor"]
+    keys = signing.loads(cursor, salt="memories.cursor.project-members")["k"]
+    assert keys[1] == str(users["owner"].pk) and not any(isinstance(key, int) for key in keys)
 
 
 @pytest.mark.parametrize(

@@ -164,6 +164,15 @@ def test_readers_pages_with_a_cursor(owner_client, private_store):
     assert len(seen) == len(set(seen)) == 5
 
 
+def test_a_readers_cursor_carries_no_serial_row_id(owner_client, private_store):
+    from django.core import signing
+
+    grants = [ReaderGrantFactory(store=private_store) for _ in range(2)]
+    page = owner_client.get(f"/api/v1/memories/{private_store.pk}/readers", {"limit": 1}).json()
+    keys = signing.loads(page["meta"]["next_cursor"], salt="memories.cursor.readers")["k"]
+    assert keys[1] in {str(grant.user_id) for grant in grants} and not any(isinstance(key, int) for key in keys)
+
+
 def test_a_readers_cursor_does_not_work_on_another_store(owner_client, owner, private_store, public_store):
     for _ in range(3):
         ReaderGrantFactory(store=private_store)
