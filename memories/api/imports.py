@@ -110,7 +110,7 @@ def _render(request, upload, *, status: int = 200):
         # happened: the import is reported committed, its store null.
         with contextlib.suppress(StoreNotFound):
             data["store"] = get_store_for(request.user, upload.store_id)
-    return envelope(ImportSerializer(data).data, status=status)
+    return envelope(ImportSerializer(data, context={"request": request}).data, status=status)
 
 
 class ImportCollectionView(APIView):

@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.models import HANDLE_RE, Visibility
+from accounts.permissions import token_scopes
 from config.api import StrictBooleanField, StrictIntegerField, StrictQuerySerializer, StrictSerializer, Utf8TextField
 from config.fields import NO_CONTROL_PATTERN, UUID_PATTERN, SignedTokenField, canonical_uuid
 from stores import validation
@@ -55,8 +56,12 @@ class StorePermissionsSerializer(serializers.Serializer):
     """The caller's rights on the store (SPEC §3), evaluated on this request."""
 
     read = serializers.BooleanField()
-    write = serializers.BooleanField()
-    owner = serializers.BooleanField()
+    write = serializers.BooleanField(
+        help_text="This request's credential may write here: the write right and a token with memories:write."
+    )
+    owner = serializers.BooleanField(
+        help_text="The caller owns the store; owner-only changes also need a token with memories:write."
+    )
 
 
 class PublicStoreSerializer(serializers.Serializer):
@@ -89,7 +94,8 @@ class StoreSerializer(PublicStoreSerializer):
 
     @extend_schema_field(StorePermissionsSerializer)
     def get_permissions(self, store: Store) -> dict[str, bool]:
-        return permissions_of(store)
+        request = self.context.get("request")
+        return permissions_of(store, None if request is None else token_scopes(request.auth))
 
 
 class ReaderGrantSerializer(serializers.Serializer):

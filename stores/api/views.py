@@ -51,7 +51,10 @@ class StoreCollectionView(APIView):
             keys_of=selectors.newest_first_keys,
             binding=scope,
         )
-        return envelope(s.StoreSerializer(page.rows, many=True).data, {"next_cursor": page.next_cursor})
+        return envelope(
+            s.StoreSerializer(page.rows, many=True, context={"request": request}).data,
+            {"next_cursor": page.next_cursor},
+        )
 
     @extend_schema(
         operation_id="ensure_memories",
@@ -78,7 +81,11 @@ class StoreCollectionView(APIView):
             recheck=lambda: selectors.subject_for_ensure(request.user, scope=data["scope"], subject=data["subject"]),
         )
         store = selectors.get_store_for(request.user, store.pk)
-        return envelope(s.StoreSerializer(store).data, {"created": created}, status=201 if created else 200)
+        return envelope(
+            s.StoreSerializer(store, context={"request": request}).data,
+            {"created": created},
+            status=201 if created else 200,
+        )
 
 
 class StoreResolveView(APIView):
@@ -102,7 +109,7 @@ class StoreResolveView(APIView):
             store = selectors.get_store_for(request.user, data["ref"])
         else:
             store = selectors.resolve_store(request.user, scope=data["scope"], subject=data["subject"])
-        return envelope(s.StoreSerializer(store).data)
+        return envelope(s.StoreSerializer(store, context={"request": request}).data)
 
 
 class StoreDetailView(APIView):
@@ -122,7 +129,7 @@ class StoreDetailView(APIView):
     def get(self, request, pk):
         store = selectors.get_store_for(request.user, pk)
         reject_query(request)
-        return envelope(s.StoreSerializer(store).data)
+        return envelope(s.StoreSerializer(store, context={"request": request}).data)
 
     @extend_schema(
         operation_id="update_memories",
@@ -147,7 +154,7 @@ class StoreDetailView(APIView):
             visibility=data.get("visibility", services.UNSET),
             description_field="description_md",
         )
-        return envelope(s.StoreSerializer(selectors.get_store_for(request.user, pk)).data)
+        return envelope(s.StoreSerializer(selectors.get_store_for(request.user, pk), context={"request": request}).data)
 
     @extend_schema(
         operation_id="delete_memories",
@@ -254,6 +261,11 @@ class SearchView(APIView):
         hits = selectors.after_search_hit(selectors.search_stores(request.user, text=data["q"]), keys)
         page = take_page(hits, limit=data["limit"], kind="search", keys_of=selectors.search_keys, binding=binding)
         results = [
-            {"kind": "memories", "rank": store.rank, "store": s.StoreSerializer(store).data} for store in page.rows
+            {
+                "kind": "memories",
+                "rank": store.rank,
+                "store": s.StoreSerializer(store, context={"request": request}).data,
+            }
+            for store in page.rows
         ]
         return envelope(results, {"next_cursor": page.next_cursor})

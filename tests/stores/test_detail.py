@@ -34,6 +34,23 @@ def test_get_returns_counters_and_permissions(owner_client, private_store):
     assert data["permissions"] == {"read": True, "write": True, "owner": True}
 
 
+def test_permissions_say_what_this_token_can_do(make_client, owner, private_store):
+    """A read-only token of the owner was told `write: true` while every write with it is 403 (a breaker):
+    on every surface that shows `permissions` — the store, the list, search — `write` needs the scope."""
+    private_store.name = "Findable notes"
+    private_store.save()
+    reading = make_client(owner, scopes=["agent:read"])
+    seen = [
+        reading.get(f"/api/v1/memories/{private_store.pk}").json()["data"],
+        reading.get("/api/v1/memories").json()["data"][0],
+        reading.get("/api/v1/search", {"q": "findable", "kinds": "memories"}).json()["data"][0]["store"],
+    ]
+    assert [data["permissions"] for data in seen] == [{"read": True, "write": False, "owner": True}] * 3
+    assert reading.post(f"/api/v1/memories/{private_store.pk}/note", {"body_md": "x"}).status_code == 403
+    writing = make_client(owner).get(f"/api/v1/memories/{private_store.pk}").json()["data"]["permissions"]
+    assert writing == {"read": True, "write": True, "owner": True}
+
+
 def test_get_never_includes_entry_text(owner_client, private_store):
     add_entries(private_store, 2, body="zebra-secret")
     assert b"zebra-secret" not in owner_client.get(f"/api/v1/memories/{private_store.pk}").content
