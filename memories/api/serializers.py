@@ -22,11 +22,12 @@ from config.api import (
 )
 from config.api import datetime_formatter as _formatter
 from config.errors import InvalidRequest
-from config.fields import SignedTokenField
+from config.fields import NO_CONTROL_PATTERN, SignedTokenField
 from memories import tree
 from memories.models import BODY_MAX_BYTES, MODEL_MAX_CHARS, NONCE_MAX_CHARS, SUMMARY_MAX_BYTES
 from memories.nap import NAP_MAX_LIMIT
 from memories.selectors import RECALL_MAX_PATTERN_CHARS as PATTERN_MAX_CHARS
+from stores.validation import clean_name
 
 DIGEST_MESSAGE = "Must be 64 lowercase hexadecimal characters (a SHA-256), as nap handed it out."
 
@@ -97,6 +98,22 @@ class NoteRequestSerializer(StrictSerializer):
     )
 
 
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": MODEL_MAX_CHARS, "pattern": NO_CONTROL_PATTERN})
+class ModelNameField(serializers.CharField):
+    """The summarising model's self-declared id: 1–200 characters, no control characters — the one name rule
+    (`stores.validation.clean_name`); every reader sees it on wake and zoom lines (a breaker stored "\n")."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(min_length=1, max_length=MODEL_MAX_CHARS, **kwargs)
+
+    def to_internal_value(self, data):
+        try:
+            return clean_name(data, field=self.field_name, max_chars=MODEL_MAX_CHARS)
+        except InvalidRequest as exc:
+            raise serializers.ValidationError(exc.message.split(": ", 1)[-1]) from None
+
+
 class CompactRequestSerializer(StrictSerializer):
     range = RangeField(allow_entry=False, help_text="Aligned range 'a-b' of size 2^k, k ≥ 1.")
     generation = JsonIntegerField(min_value=1, max_value=tree.MAX_GENERATION)
@@ -109,7 +126,7 @@ class CompactRequestSerializer(StrictSerializer):
         help_text="From the nap job (64 lowercase hex characters, a SHA-256), sent back as given.",
     )
     summary_md = Utf8TextField(min_bytes=1, max_bytes=SUMMARY_MAX_BYTES)
-    model = Utf8TextField(min_bytes=1, max_length=MODEL_MAX_CHARS, help_text="Self-declared model id, 1..200 chars.")
+    model = ModelNameField(help_text="Self-declared model id, 1..200 characters, no control characters.")
     snapshot = JsonIntegerField(
         min_value=0, max_value=tree.MAX_SEQ, required=False, help_text="Report complete/pending for this snapshot."
     )

@@ -270,6 +270,10 @@ GOOD = {"range": "0-1", "generation": 1, "source_digest": "a" * 64, "summary_md"
         {"model": ""},
         {"model": "m" * 201},
         {"model": "m\u0000"},
+        {"model": "\n"},  # every reader sees the model on wake and zoom lines: the name rule (a breaker)
+        {"model": "m\x7f"},
+        {"model": "claude\u0085"},
+        {"model": 5},
         {"snapshot": 9},
         {"snapshot": -1},
         {"snapshot": "2"},
