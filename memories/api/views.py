@@ -11,6 +11,7 @@ from typing import Any
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.exceptions import ValidationError
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.views import APIView
 
@@ -69,6 +70,13 @@ def with_idempotency_key(request) -> Any:
                 "The Idempotency-Key header is not valid UTF-8.",
                 details={"fields": {"client_nonce": "the Idempotency-Key header is not valid UTF-8"}},
             ) from None
+    try:  # the nonce's own rules (one field), but a refusal names the header the value came in
+        s.NoteRequestSerializer().fields["client_nonce"].run_validation(key)
+    except ValidationError as exc:
+        problem = " ".join(str(message) for message in exc.detail)
+        raise InvalidRequest(
+            f"Idempotency-Key header: {problem}", details={"fields": {"Idempotency-Key": problem}}
+        ) from None
     body_nonce = data.get("client_nonce")
     if body_nonce is not None and body_nonce != key:
         raise InvalidRequest(
