@@ -153,7 +153,20 @@ SERVER.middleware = []
 
 
 def authenticate_bearer(request: HttpRequest):
-    """``(user, token)`` for the request's bearer token, or None without one; raises AuthenticationFailed."""
+    """``(user, token)`` for the request's bearer token, or None without one; raises AuthenticationFailed.
+
+    An agent credential (an environment key, a per-work credential: SPEC §5) is refused by its kind, with the
+    words REST uses for a credential an endpoint does not take — "Invalid API token." misled (a breaker)."""
+    from sessions.models import ENVIRONMENT_KEY_PREFIX, WORK_CREDENTIAL_PREFIX
+
+    parts = request.META.get("HTTP_AUTHORIZATION", "").split()
+    secret = parts[1] if len(parts) == 2 and parts[0].lower() == "bearer" else ""
+    for prefix, kind in (
+        (ENVIRONMENT_KEY_PREFIX, "an environment key"),
+        (WORK_CREDENTIAL_PREFIX, "a per-work credential"),
+    ):
+        if secret.startswith(prefix):
+            raise drf.AuthenticationFailed(f"This endpoint does not accept {kind}; it takes an API token.")
     return BearerTokenAuthentication().authenticate(request)
 
 

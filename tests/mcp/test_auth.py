@@ -46,6 +46,16 @@ def test_a_bad_token_or_header_is_401_invalid_token(live, header):
     assert response.json()["error"]["type"] == "authentication_error"
 
 
+@pytest.mark.parametrize(
+    ("secret", "kind"), [("menv_anything", "an environment key"), ("mwork_anything", "a per-work credential")]
+)
+def test_an_agent_credential_is_401_naming_what_mcp_takes(live, secret, kind):
+    """REST names the credential an endpoint does not take; /mcp said "Invalid API token." (a breaker)."""
+    response = post(live, INITIALIZE, secret)
+    assert response.status_code == 401
+    assert response.json()["error"]["message"] == f"This endpoint does not accept {kind}; it takes an API token."
+
+
 def test_revoked_and_expired_tokens_and_inactive_users_are_401(live, alice, make_agent):
     ApiToken.objects.filter(user=alice.user).update(revoked_at=timezone.now())
     assert post(live, INITIALIZE, alice.secret).json()["error"]["message"] == "This API token has been revoked."
