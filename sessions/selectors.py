@@ -191,7 +191,9 @@ def sessions_for(
         rows = rows.filter(status__in=filters.statuses)
     if filters.agent_id is not None:
         rows = rows.filter(agent__id=filters.agent_id)
-        if filters.agent_version is not None:
+        if filters.agent_version == 0:  # named by id alone: stored without a version, shown as 0 (a breaker)
+            rows = rows.filter(agent__version=None)
+        elif filters.agent_version is not None:
             rows = rows.filter(agent__version=filters.agent_version)
     if filters.memory_store_id is not None:
         try:

@@ -264,7 +264,13 @@ class SessionListQuerySerializer(PageQuery):
     list. `statuses[]` may repeat (any of them)."""
 
     agent_id = serializers.CharField(required=False, max_length=ID_FILTER_MAX_CHARS, trim_whitespace=False)
-    agent_version = StrictIntegerField(required=False, min_value=1, max_value=2**31 - 1)
+    agent_version = StrictIntegerField(
+        required=False,
+        min_value=0,
+        max_value=2**31 - 1,
+        help_text="With agent_id: that pinned version; 0 finds the sessions that named the agent by id alone "
+        "(their agent.version reads 0).",
+    )
     deployment_id = serializers.CharField(required=False, max_length=ID_FILTER_MAX_CHARS, trim_whitespace=False)
     include_archived = QueryBooleanField(required=False, default=False)
     memory_store_id = serializers.CharField(required=False, max_length=ID_FILTER_MAX_CHARS, trim_whitespace=False)

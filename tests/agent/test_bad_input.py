@@ -244,7 +244,7 @@ def test_work_update_needs_a_valid_metadata_patch(owner_api, run_session, notes_
         "limit=101",
         "limit=2.0",
         "order=up",
-        "agent_version=0",
+        "agent_version=-1",
         "page=forged",
         "created_at[gte]=yesterday",
         "colour=blue",

@@ -132,8 +132,12 @@ def test_mount_paths_of_the_longest_names_stay_folders_a_worker_can_create(owner
 
 
 def test_an_agent_named_by_id_is_kept_with_version_zero_and_empty_model_fields(owner_sdk, environment):
-    agent = owner_sdk.beta.sessions.create(agent="agent_by_id", environment_id=str(environment.pk)).agent
+    created = owner_sdk.beta.sessions.create(agent="agent_by_id", environment_id=str(environment.pk))
+    agent = created.agent
     assert (agent.id, agent.version, agent.name, agent.model.id) == ("agent_by_id", 0, "", "")
+    # the version it reads is one a list can filter by (was a 400; a breaker)
+    assert [s.id for s in owner_sdk.beta.sessions.list(agent_id="agent_by_id", agent_version=0)] == [created.id]
+    assert list(owner_sdk.beta.sessions.list(agent_id="agent_by_id", agent_version=1)) == []
     assert (agent.tools, agent.skills, agent.mcp_servers, agent.system) == ([], [], [], None)
     assert agent.execution_identity.type == "service_account"
 
