@@ -13,7 +13,7 @@ from config.api import STORE_ID, envelope, reject_body, reject_query
 from stores import selectors, services
 from stores.api import serializers as s
 from stores.api.pagination import decode_cursor, take_page
-from stores.errors import MembershipGoverned
+from stores.errors import MembershipGoverned, StoreNotFound
 from stores.models import Scope
 
 TAGS = ["memories"]
@@ -70,17 +70,28 @@ class StoreCollectionView(APIView):
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
         subject = selectors.subject_for_ensure(request.user, scope=data["scope"], subject=data["subject"])
-        store, created = services.ensure_canonical_store(
-            scope=subject.scope,
-            user=subject.user,
-            project=subject.project,
-            section=subject.section,
-            name=data.get("name"),
-            description=data.get("description_md"),
-            created_by=request.user,
-            recheck=lambda: selectors.subject_for_ensure(request.user, scope=data["scope"], subject=data["subject"]),
-        )
-        store = selectors.get_store_for(request.user, store.pk)
+        for attempt in range(2):
+            store, created = services.ensure_canonical_store(
+                scope=subject.scope,
+                user=subject.user,
+                project=subject.project,
+                section=subject.section,
+                name=data.get("name"),
+                description=data.get("description_md"),
+                created_by=request.user,
+                recheck=lambda: selectors.subject_for_ensure(
+                    request.user, scope=data["scope"], subject=data["subject"]
+                ),
+            )
+            try:
+                store = selectors.get_store_for(request.user, store.pk)
+                break
+            except StoreNotFound:
+                # Deleted between the ensure and this read (an owner's DELETE racing it): an ensure never
+                # answers that its own store is missing — it ensures again (a breaker saw 404s); a right lost
+                # meanwhile is the recheck's 404/403 on that second round.
+                if attempt:
+                    raise
         return envelope(
             s.StoreSerializer(store, context={"request": request}).data,
             {"created": created},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 
 import httpx
 import pytest
@@ -199,6 +200,29 @@ def test_losing_the_insert_race_returns_the_winners_store(owner, private_store, 
     store, created = services.ensure_canonical_store(scope="user", user=owner, created_by=owner)
     assert (store.pk, created) == (private_store.pk, False)
     assert Store.objects.count() == 1
+
+
+def test_a_store_deleted_between_the_ensure_and_its_answer_is_ensured_again(owner_client, owner, monkeypatch):
+    """An owner's DELETE racing an ensure: the ensure found the store, the delete committed, and the answer's
+    read said 404 "Store not found" (a breaker, 1–2 in 200). It ensures again and answers the new store."""
+    from stores import services
+
+    existing = StoreFactory(owner=owner, canonical=True)
+    services.claim_canonical(existing)
+    real = services.ensure_canonical_store
+
+    def then_deleted(**kwargs):
+        store, created = real(**kwargs)
+        if store.pk == existing.pk:
+            services.delete_store(store=store)
+        return store, created
+
+    monkeypatch.setattr(services, "ensure_canonical_store", then_deleted)
+    response = owner_client.post("/api/v1/memories", {})
+
+    assert response.status_code == 201, response.content
+    assert response.json()["data"]["id"] != str(existing.pk)
+    assert Store.objects.filter(deleted_at__isnull=True).get().pk == uuid.UUID(response.json()["data"]["id"])
 
 
 def test_a_section_owner_posts_even_without_can_post(make_client, cast):
