@@ -102,8 +102,8 @@ def clean_token_name(value: object) -> str:
         raise InvalidRequest("Must be a string.")
     if not 1 <= len(value) <= TOKEN_NAME_MAX_CHARS:
         raise InvalidRequest(f"Must be 1–{TOKEN_NAME_MAX_CHARS} characters (got {len(value)}).")
-    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):
-        raise InvalidRequest("Must not contain control characters.")
+    if any(unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") for ch in value):
+        raise InvalidRequest("Must not contain control characters or line separators.")
     return value
 
 

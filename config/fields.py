@@ -64,7 +64,7 @@ class StrictIntegerField(serializers.IntegerField):
     (DRF's IntegerField would accept `true`, `1.0` and `"1.000"`.)
     """
 
-    _DIGITS = re.compile(r"-?[0-9]{1,20}")
+    _DIGITS = re.compile(r"-?0*[0-9]{1,20}")  # leading zeros allowed, as in every query (docs/access.md)
 
     def to_internal_value(self, data):
         if isinstance(data, (bool, float)) or (isinstance(data, str) and not self._DIGITS.fullmatch(data)):
@@ -117,8 +117,9 @@ def canonical_uuid(value: object) -> uuid.UUID | None:
     return None
 
 
-# Text without control characters (Unicode Cc: U+0000–U+001F, U+007F–U+009F), as names and metadata are.
-NO_CONTROL_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f]*$"
+# Text without control characters (Unicode Cc: U+0000–U+001F, U+007F–U+009F) or line separators (U+2028,
+# U+2029), as names and metadata are.
+NO_CONTROL_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f\u2028\u2029]*$"
 
 # A memory path (versions.validation.clean_path): "/" then segments free of "/", control (Cc) and format
 # (Cf, those of the Basic Multilingual Plane) characters and U+2028/U+2029. What a pattern cannot say

@@ -230,10 +230,11 @@ def permissions_of(store: Store, scopes: frozenset[str] | None = None) -> dict[s
     """The caller's rights on a store fetched through `get_store_for`/`readable_stores`, as its credential can
     use them: `write` needs the `memories:write` scope too (`scopes`: the token's; None: judge the user
     alone). An `agent:read` token of the owner reads `write: false` — every write with it is 403 (a breaker
-    saw `true`). `owner` is the user's owner right: owner-only reads (readers, export) work with any token."""
+    saw `true`); an archived store is read-only (`write: false`). `owner` is the user's owner right:
+    owner-only reads (readers, export) work with any token."""
     from accounts.permissions import WRITE_SCOPES
 
-    writes = scopes is None or scopes >= WRITE_SCOPES
+    writes = (scopes is None or scopes >= WRITE_SCOPES) and store.archived_at is None  # archived: read-only
     return {"read": True, "write": bool(store.can_write) and writes, "owner": bool(store.is_owner)}
 
 

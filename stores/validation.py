@@ -16,11 +16,14 @@ from stores.models import (
 
 
 def _has_control(text: str) -> bool:
-    return any(unicodedata.category(ch) == "Cc" for ch in text)
+    """Control (Cc) characters, and the line and paragraph separators U+2028/U+2029: a name is one line —
+    a store name with U+2028 forged lines of the worker's system context (a breaker)."""
+    return any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in text)
 
 
 def clean_name(value: object, *, field: str = "name", max_chars: int = NAME_MAX_CHARS) -> str:
-    """Return a valid store name: a string of 1–255 characters without control (Cc) characters.
+    """Return a valid store name: a string of 1–255 characters without control (Cc) characters or line
+    separators (U+2028, U+2029).
 
     The one rule for every name-like text (environment names, session titles, environment key names);
     `max_chars` lowers the bound for the shorter ones. Raises InvalidRequest naming `field`.
@@ -30,7 +33,7 @@ def clean_name(value: object, *, field: str = "name", max_chars: int = NAME_MAX_
     if not 1 <= len(value) <= max_chars:
         raise InvalidRequest(f"{field}: must be 1–{max_chars} characters (got {len(value)}).")
     if first_forbidden_char(value) or _has_control(value):
-        raise InvalidRequest(f"{field}: must not contain control characters.")
+        raise InvalidRequest(f"{field}: must not contain control characters or line separators.")
     return value
 
 

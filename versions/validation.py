@@ -73,8 +73,9 @@ def clean_path(value: object, *, field: str = "path") -> str:
         raise InvalidRequest(f"{field}: must start with '/'.")
     _check_text(value, field)
     _check_segments(value[1:].split("/"), field)
-    if value in RESERVED_PATHS:
-        raise InvalidRequest(f"{field}: {value} is reserved for the marker file of a mounted store.")
+    reserved = next((path for path in RESERVED_PATHS if value == path or value.startswith(path + "/")), None)
+    if reserved is not None:  # as a folder too: the marker file takes that name at the mount's root
+        raise InvalidRequest(f"{field}: {reserved} is reserved for the marker file of a mounted store.")
     return value
 
 

@@ -25,7 +25,8 @@ def system_context(resources) -> str:
     ]
     for resource in stores:
         access = "read-only" if resource.access == "read_only" else "read-write"
-        lines.append(f"## {resource.name or resource.memory_store_id}")
+        # Names are one line (the server refuses line breaks since 2026-12-06); older ones are joined here.
+        lines.append(f"## {' '.join((resource.name or resource.memory_store_id).splitlines())}")
         lines.append("")
         lines.append(f"- mount path: `{resource.mount_path}`")
         lines.append(f"- access: {access}")

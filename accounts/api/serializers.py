@@ -55,7 +55,7 @@ def handle_field(**kwargs) -> StrictRegexField:
     return StrictRegexField(HANDLE_RE, max_length=64, help_text="A user's handle (case-insensitive).", **kwargs)
 
 
-NO_CONTROL = r"^[^\u0000-\u001F\u007F-\u009F]+$"  # what the server accepts: no Cc characters
+NO_CONTROL = r"^[^\u0000-\u001F\u007F-\u009F\u2028\u2029]+$"  # what the server accepts: no Cc, no line separators
 
 
 @extend_schema_field({"type": "string", "minLength": 1, "maxLength": validation.NAME_MAX_CHARS, "pattern": NO_CONTROL})

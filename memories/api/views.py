@@ -68,7 +68,7 @@ def with_idempotency_key(request) -> Any:
         except UnicodeError:
             raise InvalidRequest(
                 "The Idempotency-Key header is not valid UTF-8.",
-                details={"fields": {"client_nonce": "the Idempotency-Key header is not valid UTF-8"}},
+                details={"fields": {"Idempotency-Key": "not valid UTF-8"}},
             ) from None
     try:  # the nonce's own rules (one field), but a refusal names the header the value came in
         s.NoteRequestSerializer().fields["client_nonce"].run_validation(key)

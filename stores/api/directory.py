@@ -25,7 +25,7 @@ from stores import selectors
 from stores.api import serializers as s
 from stores.api.pagination import decode_cursor, take_page
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")  # `&`: no entity (`&copy;`) renders
 
 
 def md_escape(text: str) -> str:

@@ -36,6 +36,7 @@ INVALID_PATHS = [
     ("/" + "a" * 256, "limit is 255 bytes"),  # no file system of a mount takes a longer name (a breaker)
     ("/d/" + "é" * 128, "limit is 255 bytes"),
     ("/.anthropic-memory-store", "reserved"),  # the SDK's marker file at the root of every mount
+    ("/.anthropic-memory-store/x.md", "reserved"),  # nor a folder of that name (a second breaker)
     ("/a\tb", "U+0009"),
     ("/a\nb", "U+000A"),
     ("/a\x7fb", "U+007F"),

@@ -273,6 +273,7 @@ GOOD = {"range": "0-1", "generation": 1, "source_digest": "a" * 64, "summary_md"
         {"model": "\n"},  # every reader sees the model on wake and zoom lines: the name rule (a breaker)
         {"model": "m\x7f"},
         {"model": "claude\u0085"},
+        {"model": "\u2028"},  # a line separator: names are one line (a second breaker)
         {"model": 5},
         {"snapshot": 9},
         {"snapshot": -1},

@@ -185,6 +185,7 @@ def test_a_non_ascii_idempotency_key_is_the_same_nonce_as_in_the_body(owner_clie
     assert both.status_code == 200
     bad = owner_client.post(url(private_store, "note"), {"body_md": "x"}, HTTP_IDEMPOTENCY_KEY="\xff\xfe")
     assert bad.status_code == 400 and "not valid UTF-8" in bad.json()["error"]["message"]
+    assert list(bad.json()["error"]["details"]["fields"]) == ["Idempotency-Key"]
     assert Entry.objects.filter(store=private_store).count() == 1
 
 

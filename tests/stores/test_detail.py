@@ -49,6 +49,9 @@ def test_permissions_say_what_this_token_can_do(make_client, owner, private_stor
     assert reading.post(f"/api/v1/memories/{private_store.pk}/note", {"body_md": "x"}).status_code == 403
     writing = make_client(owner).get(f"/api/v1/memories/{private_store.pk}").json()["data"]["permissions"]
     assert writing == {"read": True, "write": True, "owner": True}
+    archive_store(store=private_store)  # every write is 409 store_archived now (a second breaker)
+    archived = make_client(owner).get(f"/api/v1/memories/{private_store.pk}").json()["data"]["permissions"]
+    assert archived == {"read": True, "write": False, "owner": True}
 
 
 def test_get_never_includes_entry_text(owner_client, private_store):

@@ -115,12 +115,16 @@ def test_markdown_escapes_names_and_quotes_descriptions(anon_client, owner):
     StoreFactory(
         owner=owner,
         canonical=False,
-        name="[click](http://evil) <b>",
+        name="[click](http://evil) <b> &copy;",
         description="# Heading\n<script>alert(1)</script>",
         visibility=Visibility.PUBLIC,
     )
     text = anon_client.get("/memories").content.decode()
-    assert "\\[click\\]\\(http://evil\\) \\<b\\>" in text
+    assert "\\[click\\]\\(http://evil\\) \\<b\\> \\&copy;" in text
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark").render(text)  # the name as typed: no link, no tag, no entity (a breaker: ©)
+    assert "<h2>[click](http://evil) &lt;b&gt; &amp;copy;</h2>" in html
     assert "> # Heading\n> <script>alert(1)</script>\n" in text  # the raw text, unchanged, inside a fence
 
 
