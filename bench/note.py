@@ -137,6 +137,7 @@ class NoteStatements(PgJob):
             self.access_args[index] = values[name]
         self.store, self.author, self.tag = store, author, tag
         self.size = len(BODY.encode("utf-8"))
+        self.rights = None
 
     def call(self, i: int) -> None:
         from memories.services import _APPEND_WITH_NONCE
@@ -145,7 +146,11 @@ class NoteStatements(PgJob):
             cur.execute(self.access_sql, self.access_args)
             if not cur.fetchall():
                 raise RuntimeError("the access statement found no token")
+            if self.rights is None:  # the store's rights version, as the access statement read it (a user store)
+                cur.execute("SELECT rights_version FROM stores_store WHERE id = %s", [self.store])
+                self.rights = cur.fetchone()[0]
             args = {"store": self.store, "author": self.author, "body": BODY, "size": self.size}
+            args |= {"rights": self.rights, "project": None, "section": None, "parent_rights": None}
             cur.execute(_APPEND_WITH_NONCE, {**args, "nonce": f"{self.tag}-{i}"})
             if cur.fetchone() is None:
                 raise RuntimeError("the append found no store")

@@ -197,6 +197,7 @@ def test_a_page_whose_matching_spends_its_cpu_budget_stops_after_that_entry(
     store = fill(private_store, 20, body=lambda seq: f"entry {seq}" if seq % 3 else f"other {seq}")
     ticks = iter(range(10**6))
     monkeypatch.setattr(selectors, "_cpu_seconds", lambda: next(ticks) * 0.04)
+    monkeypatch.setattr(selectors, "_wall_seconds", lambda: float("inf"))  # the wall clock always past it
 
     first = recall(owner_client, store, pattern="entry").json()
     found, metas = follow(owner_client, store, pattern="entry")
