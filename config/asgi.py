@@ -837,10 +837,15 @@ def _json_answer(
 ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """A JSON answer made outside Django, with the headers Django's middleware would add: (status, head, body)."""
     body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-    head = [_JSON, (b"content-length", str(len(body)).encode()), (b"request-id", request_id.encode())]
+    return status, _head(_JSON, body, request_id, headers), body
+
+
+def _head(content_type: tuple[bytes, bytes], body: bytes, request_id: str, headers: dict | None) -> list:
+    """The headers of an answer made outside Django: its type and length, `Request-Id`, the security headers
+    Django's middleware would add, then `headers`."""
+    head = [content_type, (b"content-length", str(len(body)).encode()), (b"request-id", request_id.encode())]
     extra = {**security_headers(), **(headers or {})}
-    head += [(k.lower().encode("latin-1"), str(v).encode("latin-1")) for k, v in extra.items()]
-    return status, head, body
+    return head + [(k.lower().encode("latin-1"), str(v).encode("latin-1")) for k, v in extra.items()]
 
 
 async def _send_json(send: Callable, status: int, payload: dict, request_id: str, headers: dict | None = None):
@@ -867,10 +872,9 @@ async def _send_error(
         page = back_office_html(
             status=status, request_id=request_id, retry_after=retry_after, message=message, outcome_unknown=True
         ).encode("utf-8")
-        head = [_HTML, (b"content-length", str(len(page)).encode()), (b"request-id", request_id.encode())]
-        extra = {**security_headers(), **(headers or {})}
-        head += [(k.lower().encode("latin-1"), str(v).encode("latin-1")) for k, v in extra.items()]
-        await send({"type": "http.response.start", "status": status, "headers": head})
+        await send(
+            {"type": "http.response.start", "status": status, "headers": _head(_HTML, page, request_id, headers)}
+        )
         await send({"type": "http.response.body", "body": page})
         return
     payload = error_payload(status=status, type=type_, message=message, request_id=request_id)
