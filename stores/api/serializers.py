@@ -17,6 +17,7 @@ from stores.api.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from stores.models import DESCRIPTION_MAX_CHARS, NAME_MAX_CHARS, Scope, Store
 from stores.selectors import permissions_of
 
+NO_CONTROL_MESSAGE = "Must not contain control characters or line separators."
 SUBJECT_MAX_CHARS = 64  # handles and slugs are ≤64 ASCII characters, UUIDs 36
 CURSOR_MAX_CHARS = 1024
 SEARCH_TEXT_MAX_CHARS = 256
@@ -243,7 +244,7 @@ class StoreEnsureSerializer(StrictSerializer):
         min_bytes=1,
         min_length=1,
         max_length=NAME_MAX_CHARS,
-        validators=[RegexValidator(NO_CONTROL_PATTERN, message="Must not contain control characters.")],
+        validators=[RegexValidator(NO_CONTROL_PATTERN, message=NO_CONTROL_MESSAGE)],
     )
     description_md = Utf8TextField(required=False, max_length=DESCRIPTION_MAX_CHARS)
 
@@ -262,7 +263,7 @@ class StoreUpdateSerializer(StrictSerializer):
         min_bytes=1,
         min_length=1,
         max_length=NAME_MAX_CHARS,
-        validators=[RegexValidator(NO_CONTROL_PATTERN, message="Must not contain control characters.")],
+        validators=[RegexValidator(NO_CONTROL_PATTERN, message=NO_CONTROL_MESSAGE)],
     )
     description_md = Utf8TextField(required=False, max_length=DESCRIPTION_MAX_CHARS)
     visibility = serializers.ChoiceField(choices=Visibility.choices, required=False)
