@@ -260,15 +260,7 @@ def update_store(
             locked.description = new
             changed.append("description")
     if metadata_patch is not UNSET and metadata_patch is not None:
-        if not isinstance(metadata_patch, dict):
-            raise InvalidRequest("metadata: must be an object.", details={"error_code": "invalid_metadata"})
-        merged = dict(locked.metadata)
-        for key, value in metadata_patch.items():
-            if value is None:
-                merged.pop(key, None)
-            else:
-                merged[key] = value
-        merged = validation.clean_metadata(merged)
+        merged = validation.patch_metadata(locked.metadata, metadata_patch)
         if merged != locked.metadata:
             locked.metadata = merged
             changed.append("metadata")

@@ -49,32 +49,71 @@ def clean_description(value: object, *, field: str = "description") -> str:
     return value
 
 
+def _metadata_error(field: str, message: str) -> InvalidRequest:
+    return InvalidRequest(f"{field}: {message}", details={"error_code": "invalid_metadata"})
+
+
+def _check_metadata_key(key: object, field: str) -> str:
+    if not isinstance(key, str) or not 1 <= len(key) <= METADATA_KEY_MAX_CHARS:
+        raise _metadata_error(field, f"keys must be 1–{METADATA_KEY_MAX_CHARS} characters.")
+    if first_forbidden_char(key) or _has_control(key):
+        raise _metadata_error(field, "keys must not contain control characters or lone surrogates.")
+    return key
+
+
 def clean_metadata(value: object, *, field: str = "metadata") -> dict[str, str]:
     """Return valid metadata: at most 16 string pairs, keys 1–64 chars, values at most 512 chars; neither
-    keys nor values may hold control (Cc) characters or lone surrogates (the rule of store names).
+    keys nor values may hold control (Cc) characters, line separators or lone surrogates (the rule of store
+    names).
 
     Raises InvalidRequest with ``details.error_code = "invalid_metadata"`` (what the anthropic SDK maps).
     """
-
-    def bad(message: str) -> InvalidRequest:
-        return InvalidRequest(f"{field}: {message}", details={"error_code": "invalid_metadata"})
-
     if not isinstance(value, dict):
-        raise bad("must be an object of string pairs.")
+        raise _metadata_error(field, "must be an object of string pairs.")
     if len(value) > METADATA_MAX_PAIRS:
-        raise bad(f"at most {METADATA_MAX_PAIRS} pairs (got {len(value)}).")
+        raise _metadata_error(field, f"at most {METADATA_MAX_PAIRS} pairs (got {len(value)}).")
     for key, item in value.items():
-        if not isinstance(key, str) or not 1 <= len(key) <= METADATA_KEY_MAX_CHARS:
-            raise bad(f"keys must be 1–{METADATA_KEY_MAX_CHARS} characters.")
+        _check_metadata_key(key, field)
         if not isinstance(item, str):
-            raise bad(f"value of {key!r} must be a string.")
+            raise _metadata_error(field, f"value of {key!r} must be a string.")
         if len(item) > METADATA_VALUE_MAX_CHARS:
-            raise bad(f"value of {key!r} must be at most {METADATA_VALUE_MAX_CHARS} characters.")
-        if first_forbidden_char(key) or _has_control(key):
-            raise bad("keys must not contain control characters or lone surrogates.")
+            raise _metadata_error(field, f"value of {key!r} must be at most {METADATA_VALUE_MAX_CHARS} characters.")
         if first_forbidden_char(item) or _has_control(item):
-            raise bad(f"value of {key!r} must not contain control characters or lone surrogates.")
+            raise _metadata_error(field, f"value of {key!r} must not contain control characters or lone surrogates.")
     return dict(value)
+
+
+# A patch may delete every one of the 16 pairs and set 16 new ones: 32 keys is the most a useful patch holds.
+METADATA_PATCH_MAX_KEYS = 2 * METADATA_MAX_PAIRS
+
+
+def patch_metadata(
+    current: dict[str, str], patch: object, *, field: str = "metadata", empty_deletes: bool = False
+) -> dict[str, str]:
+    """Merge a metadata patch (`{key: str | None}`; None — and "" when `empty_deletes` — deletes the key)
+    into `current` and return the validated result (≤16 pairs, keys 1–64, values ≤512 characters).
+
+    The patch itself is judged before it is applied: an object of at most 32 keys (`METADATA_PATCH_MAX_KEYS`),
+    every key — one that deletes included — following the key rule, every value a string or null. A delete
+    of a key that could never be stored was a silent no-op (a breaker): it is a 400 like the set would be.
+    The one merge rule for stores (SPEC §5 update), environments, sessions and work items.
+
+    Raises InvalidRequest with ``details.error_code = "invalid_metadata"`` (SDK `BetaInvalidMetadataError`).
+    """
+    if not isinstance(patch, dict):
+        raise _metadata_error(field, "must be an object.")
+    if len(patch) > METADATA_PATCH_MAX_KEYS:
+        raise _metadata_error(field, f"a patch holds at most {METADATA_PATCH_MAX_KEYS} keys (got {len(patch)}).")
+    merged = dict(current)
+    for key, value in patch.items():
+        _check_metadata_key(key, field)
+        if value is None or (empty_deletes and value == ""):
+            merged.pop(key, None)
+        elif isinstance(value, str):
+            merged[key] = value
+        else:
+            raise _metadata_error(field, f"value of {key!r} must be a string, or null to delete the key.")
+    return clean_metadata(merged, field=field)
 
 
 def clean_visibility(value: object, *, field: str = "visibility") -> str:

@@ -29,8 +29,8 @@ from sessions.models import (
     TITLE_MAX_CHARS,
 )
 from stores.api.serializers import StrictBooleanField, StrictIntegerField
-from stores.models import DESCRIPTION_MAX_CHARS, METADATA_MAX_PAIRS, METADATA_VALUE_MAX_CHARS
-from versions.api.serializers import RawField
+from stores.models import DESCRIPTION_MAX_CHARS
+from versions.api.serializers import METADATA_PATCH_SCHEMA, METADATA_SCHEMA, RawField
 
 PAGE_MAX_CHARS = 4096
 ID_FILTER_MAX_CHARS = 200
@@ -56,13 +56,6 @@ def _schema(**schema: Any):
     return extend_schema_field(schema)
 
 
-STRING_MAP = {
-    "type": "object",
-    "additionalProperties": {"type": "string", "maxLength": METADATA_VALUE_MAX_CHARS, "pattern": NO_CONTROL_PATTERN},
-    "maxProperties": METADATA_MAX_PAIRS,
-}
-
-
 @_schema(type="string", minLength=1, maxLength=NAME_MAX_CHARS, pattern=NO_CONTROL_PATTERN)
 class RawNameField(RawField):
     pass
@@ -83,28 +76,17 @@ class RawScopeField(RawField):
     pass
 
 
-@_schema(**STRING_MAP)
+@_schema(**METADATA_SCHEMA)
 class RawMetadataField(RawField):
     pass
 
 
-METADATA_PATCH = {
-    "type": "object",
-    "additionalProperties": {
-        "type": "string",
-        "maxLength": METADATA_VALUE_MAX_CHARS,
-        "pattern": NO_CONTROL_PATTERN,
-        "nullable": True,
-    },
-}
-
-
-@_schema(**METADATA_PATCH, nullable=True)
+@_schema(**METADATA_PATCH_SCHEMA, nullable=True)
 class RawNullableMetadataPatchField(RawField):
     pass
 
 
-@_schema(**METADATA_PATCH)
+@_schema(**METADATA_PATCH_SCHEMA)
 class RawMetadataPatchField(RawField):
     pass
 

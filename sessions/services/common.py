@@ -10,8 +10,7 @@ from typing import Any, Literal, TypeVar
 from django.db import connection
 
 from accounts.services import token_digest
-from config.errors import DomainError, InvalidRequest
-from stores import validation as store_validation
+from config.errors import DomainError
 
 UNSET: Any = object()
 M = TypeVar("M")
@@ -75,20 +74,3 @@ def mint_secret(kind_prefix: str) -> Minted:
     """``<kind_prefix><43 URL-safe characters>`` (256 bits), with its digest and a 12-character prefix."""
     secret = kind_prefix + secrets.token_urlsafe(32)
     return Minted(secret=secret, digest=token_digest(secret), prefix=secret[:12])
-
-
-def patch_metadata(current: dict[str, str], patch: object, *, field: str = "metadata", empty_deletes: bool = False):
-    """Merge a metadata patch (`{key: str | None}`; None — and "" when `empty_deletes` — deletes the key)
-    into `current` and return the validated result (≤16 pairs, keys 1–64, values ≤512 characters).
-
-    Raises InvalidRequest with ``details.error_code = "invalid_metadata"`` (SDK `BetaInvalidMetadataError`).
-    """
-    if not isinstance(patch, dict):
-        raise InvalidRequest(f"{field}: must be an object.", details={"error_code": "invalid_metadata"})
-    merged = dict(current)
-    for key, value in patch.items():
-        if value is None or (empty_deletes and value == ""):
-            merged.pop(key, None)
-        else:
-            merged[key] = value
-    return store_validation.clean_metadata(merged, field=field)

@@ -19,7 +19,7 @@ from sessions.errors import (
     InvalidConfigTypeChange,
 )
 from sessions.models import ENVIRONMENT_KEY_PREFIX, Environment, EnvironmentKey, Session, Work
-from sessions.services.common import UNSET, lock_row, mint_secret, patch_metadata
+from sessions.services.common import UNSET, lock_row, mint_secret
 from stores import validation as store_validation
 
 
@@ -88,7 +88,7 @@ def update_environment(
     if description is not UNSET:
         put("description", validation.clean_nullable_description(description))
     if metadata_patch is not UNSET and metadata_patch is not None:
-        put("metadata", patch_metadata(locked.metadata, metadata_patch, empty_deletes=True))
+        put("metadata", store_validation.patch_metadata(locked.metadata, metadata_patch, empty_deletes=True))
     if scope is not UNSET:
         put("scope", validation.clean_scope(scope))
     if changed:

@@ -12,10 +12,11 @@ from accounts.models import User
 from sessions.errors import EnvironmentArchived, EnvironmentNotFound, SessionArchived, SessionNotFound
 from sessions.models import Attachment, Environment, Session, Work
 from sessions.selectors import StoreToAttach
-from sessions.services.common import UNSET, db_now, lock_row, patch_metadata
+from sessions.services.common import UNSET, db_now, lock_row
 from sessions.services.work import stop_for_good
 from sessions.validation import clean_environment_id, clean_title, mount_paths
 from stores import services as stores_services
+from stores import validation as store_validation
 from stores.errors import StoreArchived, StoreNotFound
 from stores.selectors import judge_again
 
@@ -104,7 +105,7 @@ def update_session(*, session: Session, title: object = UNSET, metadata_patch: o
             locked.title = new_title
             changed.append("title")
     if metadata_patch is not UNSET and metadata_patch is not None:
-        merged = patch_metadata(locked.metadata, metadata_patch)
+        merged = store_validation.patch_metadata(locked.metadata, metadata_patch)
         if merged != locked.metadata:
             locked.metadata = merged
             changed.append("metadata")

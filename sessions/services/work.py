@@ -59,8 +59,9 @@ from sessions.models import (
     WorkClaim,
     WorkState,
 )
-from sessions.services.common import UNSET, db_now, lock_row, mint_secret, patch_metadata, rfc3339
+from sessions.services.common import UNSET, db_now, lock_row, mint_secret, rfc3339
 from sessions.validation import clamp_ttl
+from stores import validation as store_validation
 
 # A blocked poll re-tries its claim this often (seconds); `block_ms` ≤ 999 bounds the whole wait, so a
 # poll never holds a request thread for much more than a second, whatever the server type.
@@ -402,7 +403,7 @@ def stop_work(*, work: Work, claim: WorkClaim | None = None, force: bool = False
 def update_work_metadata(*, work: Work, metadata_patch: object) -> Work:
     """Merge a metadata patch into `work` (SDK `work.update`: a string upserts a key, null deletes it)."""
     locked = _lock(work)
-    merged = patch_metadata(locked.metadata, metadata_patch)
+    merged = store_validation.patch_metadata(locked.metadata, metadata_patch)
     if merged != locked.metadata:
         locked.metadata = merged
         locked.save(update_fields=["metadata"])

@@ -91,14 +91,17 @@ class RawNullableStringField(RawField):
 
 
 # Metadata (stores.validation.clean_metadata): ≤16 pairs; values ≤512 characters without control characters.
+# A patch (stores.validation.patch_metadata): ≤32 keys, null deletes one. The schemas of every surface.
 _METADATA_VALUE = {"type": "string", "maxLength": METADATA_VALUE_MAX_CHARS, "pattern": NO_CONTROL_PATTERN}
-RawMetadataField = raw(type="object", maxProperties=METADATA_MAX_PAIRS, additionalProperties=_METADATA_VALUE)
-_METADATA_PATCH = {
+METADATA_SCHEMA = {"type": "object", "maxProperties": METADATA_MAX_PAIRS, "additionalProperties": _METADATA_VALUE}
+METADATA_PATCH_SCHEMA = {
     "type": "object",
-    "maxProperties": METADATA_MAX_PAIRS,
+    "maxProperties": store_validation.METADATA_PATCH_MAX_KEYS,
     "additionalProperties": {**_METADATA_VALUE, "nullable": True},
+    "description": "A patch: a string sets the key, null deletes it; at most 32 keys, every key 1–64 "
+    "characters without control characters; the result holds at most 16 pairs.",
 }
-RawMetadataPatchField = raw(**_METADATA_PATCH)
+RawMetadataField = raw(**METADATA_SCHEMA)
 _NAME = {"type": "string", "minLength": 1, "maxLength": NAME_MAX_CHARS, "pattern": NO_CONTROL_PATTERN}
 _DESCRIPTION = {"type": "string", "maxLength": DESCRIPTION_MAX_CHARS}
 # A memory path (versions.validation.clean_path): "/" then segments; ≤1,024 UTF-8 bytes (≤1,024 characters).
@@ -140,7 +143,7 @@ class MemoryStoreUpdateRequestSerializer(StrictSerializer):
 
     name = raw(**_NAME, nullable=True)(required=False, allow_null=True)
     description = raw(**_DESCRIPTION, nullable=True)(required=False, allow_null=True)
-    metadata = raw(**_METADATA_PATCH, nullable=True)(required=False, allow_null=True)
+    metadata = raw(**METADATA_PATCH_SCHEMA, nullable=True)(required=False, allow_null=True)
 
     def validate_name(self, value: Any) -> str | None:
         return None if value is None else store_validation.clean_name(value)

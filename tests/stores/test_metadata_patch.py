@@ -1,0 +1,79 @@
+"""A metadata patch is judged as a whole before it is applied (SPEC §5 update; stores.validation.patch_metadata).
+
+A delete (`{"k": null}`) of a key that could never be stored was a silent no-op: any length, any count, U+2028
+(a breaker). Every key of a patch — the ones that delete included — follows the key rule, and a patch holds
+at most 32 keys (delete all 16 pairs and set 16 new ones in one request).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from config.errors import InvalidRequest
+from sessions.models import Environment
+from stores.validation import METADATA_PATCH_MAX_KEYS, patch_metadata
+from tests.factories import StoreFactory
+
+pytestmark = pytest.mark.django_db
+
+BAD_PATCHES = [
+    pytest.param({"k" * 65: None}, id="long-key-delete"),
+    pytest.param({"": None}, id="empty-key-delete"),
+    pytest.param({"k\u2028": None}, id="line-separator-key-delete"),
+    pytest.param({"k\x1b": None}, id="control-key-delete"),
+    pytest.param({"k\ud800": None}, id="lone-surrogate-key-delete"),
+    pytest.param({f"k{i}": None for i in range(METADATA_PATCH_MAX_KEYS + 1)}, id="too-many-deletes"),
+    pytest.param({"k": 5}, id="number-value"),
+    pytest.param({"k": ["v"]}, id="list-value"),
+    pytest.param({"k": True}, id="boolean-value"),
+]
+
+
+@pytest.mark.parametrize("patch", BAD_PATCHES)
+def test_the_merge_refuses_a_bad_patch_whatever_its_values_do(patch):
+    with pytest.raises(InvalidRequest) as refused:
+        patch_metadata({"k": "v"}, patch)
+    assert refused.value.details == {"error_code": "invalid_metadata"}
+    assert refused.value.message.startswith("metadata: ")
+
+
+def test_one_patch_may_replace_all_sixteen_pairs():
+    current = {f"old{i}": "v" for i in range(16)}
+    patch = {**dict.fromkeys(current), **{f"new{i}": "w" for i in range(16)}}
+    assert len(patch) == METADATA_PATCH_MAX_KEYS
+    assert patch_metadata(current, patch) == {f"new{i}": "w" for i in range(16)}
+
+
+def test_the_result_still_holds_at_most_sixteen_pairs():
+    with pytest.raises(InvalidRequest, match="at most 16 pairs"):
+        patch_metadata({f"old{i}": "v" for i in range(10)}, {f"new{i}": "w" for i in range(7)})
+
+
+def test_deleting_a_key_that_is_not_there_is_allowed():
+    assert patch_metadata({"a": "1"}, {"b": None}) == {"a": "1"}
+
+
+@pytest.mark.parametrize("patch", BAD_PATCHES)
+def test_a_store_update_with_a_bad_patch_is_a_400_and_changes_nothing(owner_client, owner, patch):
+    store = StoreFactory(owner=owner, metadata={"k": "v"})
+    before = store.updated_at
+    body = json.dumps({"metadata": patch})  # ASCII-escaped: a lone surrogate travels as `\ud800`
+    response = owner_client.post(f"/api/v1/memory_stores/{store.pk}", body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["message"].startswith("metadata")  # a lone surrogate: the body screening's
+    store.refresh_from_db()
+    assert (store.metadata, store.updated_at) == ({"k": "v"}, before)
+
+
+def test_an_environment_update_judges_the_keys_it_deletes(owner_client, owner):
+    environment = Environment.objects.create(owner=owner, name="env", metadata={"k": "v"})
+    url = f"/api/v1/environments/{environment.pk}"
+    response = owner_client.post(url, {"metadata": {"k" * 65: None}}, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["details"]["error_code"] == "invalid_metadata"
+    response = owner_client.post(url, {"metadata": {"k": None}}, format="json")
+    assert response.status_code == 200, response.content
+    environment.refresh_from_db()
+    assert environment.metadata == {}
