@@ -70,8 +70,9 @@ class Summary(models.Model):
 
     Never edited: `forget` sets `invalidated_at` (kept for audit). At most one live summary per range
     (partial unique constraint). `source_digest` identifies the two children it was built from.
-    Redacting an entry inside the range nulls `summary_md` (it may quote the entry) and sets
-    `redacted_at`; a redacted summary is always invalidated.
+    Redacting an entry inside the range nulls `summary_md` (it may quote the entry) and `source_digest` (a
+    hash over the redacted text: with a sibling's text beside it in an export, it told whether a guess of
+    the redacted text was right) and sets `redacted_at`; a redacted summary is always invalidated.
     """
 
     id = models.BigAutoField(primary_key=True)
@@ -83,7 +84,7 @@ class Summary(models.Model):
     size_bytes = models.IntegerField()
     model = models.CharField(max_length=MODEL_MAX_CHARS)
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    source_digest = models.CharField(max_length=64)
+    source_digest = models.CharField(max_length=64, null=True, blank=True)  # null once redacted
     generation = models.BigIntegerField()
     created_at = models.DateTimeField(default=timezone.now)
     invalidated_at = models.DateTimeField(null=True, blank=True)
@@ -107,8 +108,13 @@ class Summary(models.Model):
             ),
             models.CheckConstraint(
                 name="summary_redaction_shape",
-                condition=Q(redacted_at__isnull=True, summary_md__isnull=False)
-                | Q(redacted_at__isnull=False, summary_md__isnull=True, invalidated_at__isnull=False),
+                condition=Q(redacted_at__isnull=True, summary_md__isnull=False, source_digest__isnull=False)
+                | Q(
+                    redacted_at__isnull=False,
+                    summary_md__isnull=True,
+                    source_digest__isnull=True,
+                    invalidated_at__isnull=False,
+                ),
             ),
         ]
         indexes = [

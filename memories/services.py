@@ -468,8 +468,9 @@ def redact_entry(*, store: Store, actor: User, seq: int, reason: object, request
     (`redact_entry`) and nowhere else — never to readers, never into an export.
     The entry keeps seq, author, created_at, size_bytes and client_nonce; `body_md` becomes null with
     `redacted_at`/`redacted_by`. Every summary whose range contains `seq` — live or already invalidated —
-    has its `summary_md` nulled (`redacted_at` set); the live ones are first invalidated as `forget` does,
-    and `generation` increments, so in-flight nap jobs built from the old text fail with
+    has its `summary_md` and `source_digest` nulled (`redacted_at` set; the digest hashes the text, a guess
+    oracle beside a sibling's text); the live ones are first invalidated as `forget` does, and `generation`
+    increments, so in-flight nap jobs built from the old text fail with
     `stale_generation`. Irreversible and idempotent: an entry already redacted is returned unchanged
     (changed=False, no new event, generation untouched). Allowed on archived stores, like redacting a file
     version (SPEC §3). Locks the store row, then the entry: serialised with note, compact and forget.
@@ -516,7 +517,11 @@ def redact_entry(*, store: Store, actor: User, seq: int, reason: object, request
         )
     unredacted = [pk for pk, _, _, _, redacted_at in rows if redacted_at is None]
     if unredacted:
-        Summary.objects.filter(store_id=locked.pk, pk__in=unredacted).update(summary_md=None, redacted_at=now)
+        Summary.objects.filter(store_id=locked.pk, pk__in=unredacted).update(
+            summary_md=None,
+            source_digest=None,  # it hashes the redacted text: beside a sibling's text, a guess oracle
+            redacted_at=now,
+        )
     invalidated = sorted((tree.Block(start, end - start + 1) for _, start, end in live), key=lambda b: b.size)
     locked.generation += 1
     locked.summary_count -= len(live)

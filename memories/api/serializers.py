@@ -27,7 +27,7 @@ from memories import tree
 from memories.models import BODY_MAX_BYTES, MODEL_MAX_CHARS, NONCE_MAX_CHARS, SUMMARY_MAX_BYTES
 from memories.nap import NAP_MAX_LIMIT
 from memories.selectors import RECALL_MAX_PATTERN_CHARS as PATTERN_MAX_CHARS
-from stores.validation import clean_name
+from memories.validation import clean_model
 
 DIGEST_MESSAGE = "Must be 64 lowercase hexadecimal characters (a SHA-256), as nap handed it out."
 
@@ -100,15 +100,15 @@ class NoteRequestSerializer(StrictSerializer):
 
 @extend_schema_field({"type": "string", "minLength": 1, "maxLength": MODEL_MAX_CHARS, "pattern": NO_CONTROL_PATTERN})
 class ModelNameField(serializers.CharField):
-    """The summarising model's self-declared id: 1–200 characters, no control characters — the one name rule
-    (`stores.validation.clean_name`); every reader sees it on wake and zoom lines (a breaker stored "\n")."""
+    """The summarising model's self-declared id: `memories.validation.clean_model` (1–200 characters, the one
+    name rule); every reader sees it on wake and zoom lines."""
 
     def __init__(self, **kwargs):
         kwargs.setdefault("trim_whitespace", False)
         super().__init__(min_length=1, max_length=MODEL_MAX_CHARS, **kwargs)
 
     def to_internal_value(self, data):
-        return clean_name(data, field=self.field_name, max_chars=MODEL_MAX_CHARS)  # its 400 names the field
+        return clean_model(data, field=self.field_name)  # its 400 names the field
 
 
 class CompactRequestSerializer(StrictSerializer):

@@ -17,7 +17,7 @@ from accounts.models import User
 from memories.exchange.errors import ImportInvalid, StoreNotEmpty, UnknownHandles
 from memories.exchange.format import Chain, dump_line
 from memories.exchange.services import import_file
-from memories.models import Entry
+from memories.models import Entry, Summary
 from stores.models import Store
 from tests.exchange.conftest import STAMP, assemble, census, export_bytes, import_bytes, without_export_time
 from tests.factories import ProjectFactory, StoreFactory, project_store
@@ -118,6 +118,41 @@ def test_an_edited_summary_breaks_its_parents_digest(sample):
     parent = line_of(sample, lambda o: o["type"] == "summary" and o["range"] == "0-3" and not o["invalidated_at"])
     error = refuse(assemble(sample))
     assert error.details["line"] == parent and "source_digest of 0-3" in error.message
+
+
+@pytest.mark.parametrize(
+    ("model", "problem"),
+    [
+        ("evil\n# injected", "control characters or line separators"),  # a breaker: 201, shown on every wake line
+        ("evil\u2028- access: write", "control characters or line separators"),
+        ("", "must be 1–200 characters"),
+        ("m" * 201, "must be 1–200 characters"),
+        (7, "must be a string"),
+    ],
+)
+def test_a_summary_model_follows_the_name_rule_compact_applies(sample, model, problem):
+    target = next(o for o in sample if o["type"] == "summary" and o["range"] == "0-1" and not o["invalidated_at"])
+    target["model"] = model  # not covered by any digest: only the field rule can refuse it
+    error = refuse(assemble(sample))
+    assert error.details["line"] == line_of(sample, lambda o: o is target)
+    assert problem in error.message and "model" in error.message
+
+
+def test_a_redacted_summary_from_an_older_file_loses_its_digest_on_import(sample):
+    """Files exported before redacted summaries dropped their digest still import; the digest is not kept."""
+    target = next(o for o in sample if o["type"] == "summary" and o["redacted_at"])
+    assert target["source_digest"] is None  # what this server exports
+    target["source_digest"] = "ab" * 32
+    store = import_bytes(assemble(sample)).store
+    assert not Summary.objects.filter(store=store, redacted_at__isnull=False).exclude(source_digest=None).exists()
+    target["source_digest"] = "not a digest"
+    assert "source_digest" in refuse(assemble(sample)).message
+
+
+def test_a_live_summary_without_a_digest_is_refused(sample):
+    target = next(o for o in sample if o["type"] == "summary" and o["redacted_at"] is None)
+    target["source_digest"] = None
+    assert "source_digest" in refuse(assemble(sample)).message
 
 
 def test_a_changed_digest_is_refused(sample):

@@ -173,6 +173,27 @@ def test_redaction_records_one_audit_event_with_metadata_only(owner_client, owne
     assert event.request_id.startswith("req_")
 
 
+def test_a_redacted_summary_keeps_no_digest_that_could_confirm_a_guess(owner_client, leaky):
+    """A summary's `source_digest` hashes its children's texts: with the sibling's text beside it in an export,
+    the digest of 4-5 told whether a guess of entry 5 was right (a breaker recovered a key's last digits)."""
+    sibling = Entry.objects.get(store=leaky, seq=4).body_md
+    guess = source_digest(Block(4, 1), sibling, Block(5, 1), body_with_secret(5))
+    assert Summary.objects.get(store=leaky, start=4, end=5).source_digest == guess  # the oracle, before
+    redact(owner_client, leaky, 5)
+    redacted = Summary.objects.filter(store=leaky, redacted_at__isnull=False)
+    assert redacted.count() == 4 and set(redacted.values_list("source_digest", flat=True)) == {None}
+    assert Summary.objects.filter(store=leaky, redacted_at=None, source_digest=None).count() == 0
+    export = b"".join(owner_client.get(url(leaky, "export")).streaming_content)
+    assert guess.encode() not in export
+    summaries = [json.loads(line) for line in export.splitlines() if b'"type":"summary"' in line]
+    assert {(obj["range"], obj["source_digest"]) for obj in summaries if obj["redacted_at"]} == {
+        ("4-5", None),
+        ("4-7", None),
+        ("0-7", None),
+        ("0-15", None),
+    }
+
+
 def test_redacting_again_returns_the_entry_unchanged(owner_client, leaky):
     first = redact(owner_client, leaky, 5).json()
     again = redact(owner_client, leaky, 5, reason="another reason")
