@@ -13,8 +13,10 @@ unreachable server is retried with backoff (the SDK poller's).
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
+import sys
 from pathlib import Path
 
 import anyio
@@ -22,6 +24,38 @@ import click
 
 from worker import runner
 from worker.sync import set_delete_corroboration
+
+KEY_VARIABLE = "MEMORIES_ENVIRONMENT_KEY"
+_PR_SET_DUMPABLE = 4
+
+
+def take_environment_key() -> str:
+    """Return the environment key from `MEMORIES_ENVIRONMENT_KEY` and leave no copy an agent can read.
+
+    The agent runs as the worker's child, as the same user: it read the key from `/proc/$PPID/environ` (which
+    shows the environment the worker *started* with, whatever `os.environ` says later), polled with it, and
+    claimed other sessions' work and their credentials (a breaker). So, on Linux: the variable's bytes in the
+    process's initial environment block are overwritten with NULs, the variable is unset, and the process is
+    made non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`: same-user processes can no longer read its `/proc` files
+    or its memory, nor ptrace it). An agent running as root can still read the worker's memory: run agents as
+    another user, or in a sandbox, for more (docs/worker.md). Returns "" when the variable is unset.
+    """
+    key = os.environ.get(KEY_VARIABLE, "")
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        prefix = KEY_VARIABLE.encode() + b"="
+        entries = ctypes.POINTER(ctypes.c_char_p).in_dll(libc, "environ")
+        entry_addresses = ctypes.cast(entries, ctypes.POINTER(ctypes.c_void_p))
+        index = 0
+        while entry_addresses[index]:
+            address = entry_addresses[index]
+            text = ctypes.string_at(address)
+            if text.startswith(prefix):
+                ctypes.memset(address + len(prefix), 0, len(text) - len(prefix))
+            index += 1
+        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    os.environ.pop(KEY_VARIABLE, None)
+    return key
 
 
 class Seconds(click.FloatRange):
@@ -98,7 +132,7 @@ def run_command(
     agent_cmd,
 ) -> None:
     """Claim work from ENV_ID and run AGENT_CMD (after `--`) once per work item."""
-    key = os.environ.get("MEMORIES_ENVIRONMENT_KEY", "")
+    key = take_environment_key()
     if not key:
         raise click.UsageError("set MEMORIES_ENVIRONMENT_KEY to the environment key (menv_…)")
     runner.configure_logging(verbose)

@@ -55,6 +55,12 @@ def test_the_agent_edits_creates_and_deletes_and_only_that_reaches_the_server(
         context = (WORK / "MEMORY_CONTEXT.md").read_text()
         assert os.environ["MEMORIES_SYSTEM_CONTEXT"] == context
         assert "MEMORIES_ENVIRONMENT_KEY" not in os.environ
+        # Nor in the worker's own start-up environment, which its children read as the same user (a breaker
+        # polled with the key from there and took other sessions' work): worker.cli.take_environment_key.
+        parent = Path(f"/proc/{os.getppid()}")
+        worker_environ = (parent / "environ").read_bytes()  # root reads it even from a non-dumpable process
+        assert b"memories-worker" in (parent / "cmdline").read_bytes() and b"PATH=" in worker_environ
+        assert b"menv_" not in worker_environ
         json.dump({"seen": seen, "context": context}, open(WORK / "report.json", "w"))
         (notes / "todo.md").write_text("buy oat milk")
         (notes / "summary.md").write_text("done")
