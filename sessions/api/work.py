@@ -63,6 +63,10 @@ class WorkPollView(APIView):
     """GET /environments/{environment_id}/work/poll."""
 
     accepted_credentials = ENVIRONMENT_KEY
+    # No HEAD: Django answers HEAD with `get`, and a poll claims an item and mints its credential — a HEAD
+    # (a proxy's probe, a link checker) claimed one nobody received and held it from workers for the reclaim
+    # window (a breaker), as nap's HEAD once held compaction jobs.
+    http_method_names = ["get", "options"]
 
     @extend_schema(
         operation_id="environments_work_poll",

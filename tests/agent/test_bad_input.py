@@ -217,6 +217,16 @@ def test_poll_parameters_out_of_range_are_400_and_claim_nothing(key_api, environ
     assert Work.objects.get().claim_id is None
 
 
+def test_a_head_of_poll_claims_nothing(key_api, environment, make_session, notes_store):
+    """HEAD ran `get`: it claimed an item and minted a credential nobody received, holding the item from
+    workers for the reclaim window (a breaker). Poll has no HEAD, as nap has none."""
+    make_session(notes_store)
+    response = key_api.head(f"/api/v1/environments/{environment.pk}/work/poll")
+    assert response.status_code == 405 and "HEAD" not in response["Allow"]
+    assert Work.objects.get().claim_id is None
+    assert key_api.get(f"/api/v1/environments/{environment.pk}/work/poll").json()["id"] == str(Work.objects.get().pk)
+
+
 def test_stop_force_must_be_a_json_boolean(run_session, notes_store):
     running = run_session(notes_store)
     url = f"/api/v1/environments/{running.work.environment_id}/work/{running.work.pk}/stop"
