@@ -180,3 +180,37 @@ class SectionMembership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} in {self.section_id} ({self.role})"
+
+
+class RetiredSlug(models.Model):
+    """A slug a project or section had before a rename (SPEC §3; docs/access.md "Renamed slugs").
+
+    Nobody else may take it: after `apollo` was renamed, a stranger created a new `apollo`, added its members
+    without asking, and their agents' `--project apollo` notes landed in the stranger's store (a breaker). The
+    old slug keeps naming its project (lookups by slug fall back to it, as a renamed repository's old name
+    does), the project may take it back, and it is freed only with its project. Exactly one of `project` and
+    `section` is set; a slug is retired at most once per kind (case-insensitively).
+    """
+
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="retired_slugs")
+    section = models.ForeignKey(Section, null=True, blank=True, on_delete=models.CASCADE, related_name="retired_slugs")
+    slug = models.CharField(max_length=64, validators=[slug_validator])
+    retired_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                name="retired_slug_one_parent",
+                condition=models.Q(project__isnull=False, section__isnull=True)
+                | models.Q(project__isnull=True, section__isnull=False),
+            ),
+            models.UniqueConstraint(
+                Lower("slug"), condition=models.Q(project__isnull=False), name="retired_project_slug_ci_unique"
+            ),
+            models.UniqueConstraint(
+                Lower("slug"), condition=models.Q(section__isnull=False), name="retired_section_slug_ci_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.slug} (retired)"

@@ -93,7 +93,15 @@ def _lookup(queryset: QuerySet, ref: object) -> Model | None:
         found = queryset.filter(pk=pk).first()
         if found is not None:
             return found
-    return queryset.filter(slug__iexact=ref).first()
+    return by_slug(queryset, ref)
+
+
+def by_slug(queryset: QuerySet, slug: str) -> Model | None:
+    """The project or section of `queryset` whose slug is `slug`, case-insensitively — or, failing that, the
+    one that had it before a rename (`RetiredSlug`: an old slug keeps naming its parent, so agents set up
+    with it keep writing where they did, and nobody else can take it). None when neither matches. The one
+    slug lookup of the API, the resolver and the importer (SPEC §3; docs/access.md "Renamed slugs")."""
+    return queryset.filter(slug__iexact=slug).first() or queryset.filter(retired_slugs__slug__iexact=slug).first()
 
 
 def _require(parent: Model, need: Need) -> Model:

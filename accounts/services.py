@@ -25,6 +25,7 @@ from accounts.models import (
     Posting,
     Project,
     ProjectMembership,
+    RetiredSlug,
     Role,
     Section,
     SectionMembership,
@@ -144,22 +145,22 @@ def ensure_user(*, handle: str, **fields) -> tuple[User, bool]:
 
 
 def ensure_project(*, slug: str, name: str, visibility: str = "private") -> tuple[Project, bool]:
-    """Return the project with `slug` (case-insensitive), creating it with `name`/`visibility` if absent.
+    """Return the project with `slug` (case-insensitive, a retired slug naming its project), creating it
+    with `name`/`visibility` if absent.
 
     slug: 1–64 ASCII letters, digits, '_' or '-'; name: 1–255 characters. Returns ``(project, created)``;
     an existing project is returned unchanged. Raises django ValidationError for a bad slug or name.
     Concurrent calls are safe: the case-insensitive unique constraint decides, the loser reads the winner.
     """
-    existing = Project.objects.filter(slug__iexact=slug).first()
+    existing = selectors.by_slug(Project.objects.all(), slug)
     if existing is not None:
         return existing, False
     project = Project(slug=slug, name=name, visibility=visibility)
     project.full_clean(validate_constraints=False)
     try:
-        with transaction.atomic():
-            project.save()
-    except IntegrityError:
-        return Project.objects.get(slug__iexact=slug), False
+        _save_parent(project)
+    except SlugTaken:
+        return selectors.by_slug(Project.objects.all(), slug), False
     return project, True
 
 
@@ -237,13 +238,29 @@ def check_slug(slug: str) -> str:
     raise InvalidRequest("slug: must not look like a UUID (ids and slugs share one namespace in URLs).")
 
 
-def _save_parent(parent: Model) -> None:
-    """Insert or update a project/section row; a case-insensitive slug collision is SlugTaken (409)."""
+def _save_parent(parent: Model, *, old_slug: str | None = None) -> None:
+    """Insert or update a project/section row. SlugTaken (409) when another project (section) holds the slug
+    now or held it before a rename (`RetiredSlug`), case-insensitively. `old_slug`: the slug a rename leaves,
+    retired for this parent (a slug this parent had retired before is taken back).
+
+    Retired slugs are checked *after* the row is written: another parent's rename away from this slug, in
+    flight, holds the old index entry, so this write waits on the unique index until that rename commits,
+    and the check (a statement after it) then sees its retirement — no window in which a freed slug can be
+    taken (docs/access.md "Renamed slugs").
+    """
+    field = "project" if isinstance(parent, Project) else "section"
+    taken = SlugTaken(f"The slug {parent.slug!r} is already taken.", details={"slug": parent.slug})
     try:
         with transaction.atomic():
             parent.save()
+            retired = RetiredSlug.objects.filter(**{f"{field}__isnull": False}, slug__iexact=parent.slug)
+            if retired.exclude(**{field: parent}).exists():
+                raise taken
+            if old_slug is not None and old_slug.lower() != parent.slug.lower():
+                retired.delete()  # this parent's own old slug, taken back
+                RetiredSlug.objects.create(**{field: parent}, slug=old_slug)
     except IntegrityError:
-        raise SlugTaken(f"The slug {parent.slug!r} is already taken.", details={"slug": parent.slug}) from None
+        raise taken from None
 
 
 @transaction.atomic
@@ -308,13 +325,14 @@ def _update_parent(parent: Model, changes: dict[str, Any], actor: User | None) -
     """Lock `parent`'s row (`_lock_parent`: `actor` still an owner) and apply `changes` ({field: value});
     save only what differs."""
     locked = _lock_parent(parent, actor)
+    old_slug = locked.slug
     changed = [field for field, value in changes.items() if getattr(locked, field) != value]
     for field in changed:
         setattr(locked, field, changes[field])
     if "slug" in changed:
         check_slug(locked.slug)
     if changed:
-        _save_parent(locked)
+        _save_parent(locked, old_slug=old_slug if "slug" in changed else None)
     if {"visibility", "posting"} & set(changed):  # who may read or post may have narrowed
         parent_rights_changed(locked)
     return locked

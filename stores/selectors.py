@@ -12,6 +12,7 @@ from django.db.models import FloatField, Q, QuerySet
 from django.db.models.functions import Cast
 from django.utils.dateparse import parse_datetime
 
+from accounts import selectors as account_selectors
 from accounts.models import Posting, Project, ProjectMembership, Role, Section, SectionMembership, User, Visibility
 from config.compiled import CompiledQuery, prepared_cursor
 from config.errors import AuthenticationError, InvalidRequest
@@ -289,7 +290,7 @@ def _by_uuid_or_slug(model, value: str):
         found = model.objects.filter(pk=pk).first()
         if found is not None:
             return found
-    return model.objects.filter(slug__iexact=value).first()
+    return account_selectors.by_slug(model.objects.all(), value)
 
 
 def find_subject(user, *, scope: str, subject: str) -> Subject | None:

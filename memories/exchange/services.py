@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Lower, Now
 from django.utils import timezone
 
+from accounts import selectors as account_selectors
 from accounts.models import Project, Section, User
 from config.constraints import violates
 from config.fields import canonical_uuid
@@ -84,7 +85,7 @@ def _subject_of(header: Header) -> Subject:
         user = User.objects.filter(handle__iexact=name).first()
         return Subject(scope=scope, user=user)
     model = Project if scope == Scope.PROJECT else Section
-    found = model.objects.filter(slug__iexact=name).first()
+    found = account_selectors.by_slug(model.objects.all(), name)
     if found is None:
         noun = "project" if scope == Scope.PROJECT else "section"
         raise ImportInvalid(1, f"the {noun} {name!r} does not exist on this server; create it first.")

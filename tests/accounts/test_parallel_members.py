@@ -9,7 +9,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from accounts import services
-from accounts.models import ProjectMembership, SectionMembership
+from accounts.models import Project, ProjectMembership, SectionMembership
 from tests.factories import (
     ProjectFactory,
     ProjectMembershipFactory,
@@ -171,6 +171,52 @@ def test_parallel_creates_of_one_slug_make_one_project_and_one_owner():
     responses = _race([(lambda c=c: c.post("/api/v1/projects", {"slug": "Same-Slug"})) for c in clients])
     assert sorted(r.status_code for r in responses) == [201] + [409] * 4
     assert ProjectMembership.objects.filter(project__slug__iexact="same-slug").count() == 1
+
+
+def test_a_create_of_a_slug_whose_rename_is_in_flight_waits_and_then_sees_it_retired():
+    """The rename that frees `apollo` has updated the row but not committed; a create of `apollo` then waits on
+    the slug's unique index, and once the rename commits it must see the retirement (the check runs after the
+    insert, accounts.services._save_parent) — a check before the insert would have let it through."""
+    from django.db import transaction
+
+    from accounts.errors import SlugTaken
+
+    owner, stranger = UserFactory(handle="olivia"), UserFactory(handle="sam")
+    project = ProjectFactory(slug="apollo")
+    ProjectMembershipFactory(project=project, user=owner, role="owner")
+    renamed, release = threading.Event(), threading.Event()
+    outcome: dict[str, object] = {}
+
+    def rename():
+        try:
+            with transaction.atomic():
+                services.update_project(project=project, actor=owner, slug="artemis")
+                renamed.set()
+                release.wait(timeout=10)  # the create is blocked on the index by now
+        finally:
+            connection.close()
+
+    def create():
+        try:
+            renamed.wait(timeout=10)
+            try:
+                outcome["created"] = services.create_project(creator=stranger, slug="apollo")
+            except SlugTaken as exc:
+                outcome["refused"] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=rename), threading.Thread(target=create)]
+    for thread in threads:
+        thread.start()
+    renamed.wait(timeout=10)
+    threading.Event().wait(0.5)  # let the create reach its insert and block on the rename's index entry
+    assert not outcome, "the create did not wait for the rename in flight"
+    release.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert "refused" in outcome and "created" not in outcome
+    assert list(Project.objects.values_list("slug", flat=True)) == ["artemis"]
 
 
 def test_a_parent_deleted_between_the_lookup_and_the_lock_is_a_404_not_a_500():

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from accounts.models import Project, ProjectMembership, Section, SectionMembership
+from accounts.models import Project, ProjectMembership, RetiredSlug, Section, SectionMembership
 from stores.models import Store
 from tests.accounts.conftest import make_project, make_section
-from tests.factories import ProjectFactory, UserFactory
+from tests.factories import ProjectFactory, ProjectMembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -98,7 +98,55 @@ def test_owners_rename_reslug_and_publish_a_project(cast):
         "role": "owner",
     }
     assert clients["anonymous"].get("/api/v1/projects/artemis").status_code == 200
-    assert clients["owner"].get("/api/v1/projects/apollo").status_code == 404
+    # The old slug keeps naming the project (docs/access.md "Renamed slugs").
+    assert clients["owner"].get("/api/v1/projects/apollo").json()["data"]["slug"] == "artemis"
+
+
+def test_a_renamed_slug_cannot_be_taken_and_keeps_leading_members_to_their_project(cast):
+    """After `apollo` was renamed, a stranger created a new `apollo`, added its members without asking, and
+    their agents' `--project apollo` notes landed in the stranger's store (a breaker)."""
+    users, clients = cast
+    project = make_project(users)
+    store = clients["member"].post("/api/v1/memories", {"scope": "project", "subject": "apollo"}).json()["data"]
+    assert clients["owner"].patch("/api/v1/projects/apollo", {"slug": "artemis"}).status_code == 200
+    for slug in ("apollo", "APOLLO"):
+        taken = clients["stranger"].post("/api/v1/projects", {"slug": slug})
+        assert taken.status_code == 409 and taken.json()["error"]["details"] == {"reason": "slug_taken", "slug": slug}
+    other = ProjectFactory(slug="other")
+    ProjectMembershipFactory(project=other, user=users["stranger"], role="owner")
+    assert clients["stranger"].patch("/api/v1/projects/other", {"slug": "Apollo"}).status_code == 409
+    assert Project.objects.count() == 2 and Project.objects.get(pk=other.pk).slug == "other"
+    # The member's agent, still set up with the old slug, reaches the same store; a stranger still sees nothing.
+    again = clients["member"].post("/api/v1/memories", {"scope": "project", "subject": "apollo"})
+    assert again.status_code == 200 and again.json()["data"]["id"] == store["id"]
+    resolved = clients["member"].get("/api/v1/memories/resolve?scope=project&subject=apollo")
+    assert resolved.json()["data"]["id"] == store["id"]
+    assert clients["stranger"].get("/api/v1/projects/apollo").status_code == 404
+    # The project may take its old slug back; the slug it leaves is then retired in turn.
+    assert clients["owner"].patch("/api/v1/projects/artemis", {"slug": "apollo"}).json()["data"]["slug"] == "apollo"
+    assert clients["stranger"].post("/api/v1/projects", {"slug": "artemis"}).status_code == 409
+    assert list(RetiredSlug.objects.values_list("project_id", "slug")) == [(project.pk, "artemis")]
+    # A rename in case only retires nothing.
+    assert clients["owner"].patch("/api/v1/projects/apollo", {"slug": "Apollo"}).status_code == 200
+    assert RetiredSlug.objects.count() == 1
+
+
+def test_deleting_a_project_frees_the_slugs_it_retired(cast):
+    users, clients = cast
+    project = make_project(users, slug="gemini")  # no store: a project with one cannot be deleted
+    assert clients["owner"].patch("/api/v1/projects/gemini", {"slug": "mercury"}).status_code == 200
+    Project.objects.filter(pk=project.pk).delete()
+    assert not RetiredSlug.objects.exists()
+    assert clients["stranger"].post("/api/v1/projects", {"slug": "gemini"}).status_code == 201
+
+
+def test_a_renamed_section_slug_cannot_be_taken_either(cast):
+    users, clients = cast
+    make_section(users)
+    assert clients["owner"].patch("/api/v1/sections/needhelp", {"slug": "help"}).status_code == 200
+    assert clients["staff"].post("/api/v1/sections", {"slug": "NeedHelp"}).status_code == 409
+    assert clients["owner"].get("/api/v1/sections/needhelp").json()["data"]["slug"] == "help"
+    assert clients["staff"].post("/api/v1/projects", {"slug": "needhelp"}).status_code == 201  # another namespace
 
 
 def test_renaming_onto_a_taken_slug_is_a_conflict_and_changes_nothing(cast):
