@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import unicodedata
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -35,6 +34,7 @@ from accounts.models import (
 )
 from config.errors import InvalidRequest
 from stores.services import rights_changed
+from stores.validation import name_problem
 
 TOKEN_PREFIX = "mem_"  # noqa: S105 (a public prefix, not a secret)
 ALL_SCOPES = (TokenScope.AGENT_READ.value, TokenScope.MEMORIES_WRITE.value)
@@ -96,15 +96,17 @@ TOKEN_NAME_MAX_CHARS = 100  # ApiToken.name
 
 
 def clean_token_name(value: object) -> str:
-    """Return a valid token name: a string of 1–100 characters without control (Cc) characters or lone
-    surrogates — the one rule for the API (`TokenNameField`) and the back office. Raises InvalidRequest whose
+    """Return a valid token name: a string of 1–100 characters with nothing `stores.validation.name_problem`
+    refuses (control characters, lone surrogates, line separators, invisible formatting characters, spaces
+    only) — the one rule for the API (`TokenNameField`) and the back office. Raises InvalidRequest whose
     message names no field (callers add it)."""
     if not isinstance(value, str):
         raise InvalidRequest("Must be a string.")
     if not 1 <= len(value) <= TOKEN_NAME_MAX_CHARS:
         raise InvalidRequest(f"Must be 1–{TOKEN_NAME_MAX_CHARS} characters (got {len(value)}).")
-    if any(unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") for ch in value):
-        raise InvalidRequest("Must not contain control characters or line separators.")
+    problem = name_problem(value)
+    if problem:
+        raise InvalidRequest(problem[0].upper() + problem[1:])
     return value
 
 

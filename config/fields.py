@@ -118,8 +118,18 @@ def canonical_uuid(value: object) -> uuid.UUID | None:
 
 
 # Text without control characters (Unicode Cc: U+0000–U+001F, U+007F–U+009F) or line separators (U+2028,
-# U+2029), as names and metadata are.
+# U+2029), as metadata values are.
 NO_CONTROL_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f\u2028\u2029]*$"
+
+# A display name (stores.validation.name_problem): no control characters or line separators, no format (Cf)
+# characters of the Basic Multilingual Plane but ZWNJ and ZWJ (U+200C, U+200D), and not spaces only.
+_NAME_FORBIDDEN = (
+    r"\u0000-\u001f\u007f-\u009f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b"
+    r"\u200e\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+)
+_NAME_BODY = rf"[^{_NAME_FORBIDDEN}]*[^{_NAME_FORBIDDEN}\s][^{_NAME_FORBIDDEN}]*"
+NAME_PATTERN = rf"^{_NAME_BODY}$"
+NAME_OR_EMPTY_PATTERN = rf"^({_NAME_BODY})?$"  # session titles and environment key names may be ""
 
 # A memory path (versions.validation.clean_path): "/" then segments free of "/", control (Cc) and format
 # (Cf, those of the Basic Multilingual Plane) characters and U+2028/U+2029. What a pattern cannot say

@@ -21,19 +21,50 @@ def _has_control(text: str) -> bool:
     return any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in text)
 
 
-def clean_name(value: object, *, field: str = "name", max_chars: int = NAME_MAX_CHARS) -> str:
-    """Return a valid store name: a string of 1–255 characters without control (Cc) characters or line
-    separators (U+2028, U+2029).
+def _format_character_allowed(ch: str) -> bool:
+    """The format (Cf) characters a name may hold: ZWNJ and ZWJ (Persian and Indic spelling, emoji sequences)
+    and the tag characters of subdivision flags (U+E0020–U+E007F). Every other one is invisible, and the
+    bidirectional controls (U+202A–U+202E, U+2066–U+2069, U+200E/U+200F, U+061C) make a name display as
+    another (`"evil\u202egpj.md"` shows as "evildm.jpg")."""
+    return ch in "\u200c\u200d" or "\U000e0020" <= ch <= "\U000e007f"
 
-    The one rule for every name-like text (environment names, session titles, environment key names);
-    `max_chars` lowers the bound for the shorter ones. Raises InvalidRequest naming `field`.
+
+def name_problem(value: str) -> str | None:
+    """What is wrong with a display name's characters (a lowercase sentence naming no field), or None.
+
+    Refused: control (Cc) characters, lone surrogates, U+2028/U+2029 (a name is one line: a store name with
+    U+2028 forged lines of the worker's system context), format (Cf) characters other than those
+    `_format_character_allowed` keeps (a bidi override spoofed names in the public directory), and a name of
+    spaces only. Names are never normalised or trimmed. The schema's `config.fields.NAME_PATTERN` says the same
+    for the Basic Multilingual Plane.
+    """
+    if first_forbidden_char(value) or _has_control(value):
+        return "must not contain control characters or line separators."
+    for ch in value:
+        if unicodedata.category(ch) == "Cf" and not _format_character_allowed(ch):
+            return (
+                f"must not contain U+{ord(ch):04X}, an invisible formatting character (bidirectional controls "
+                "make a name display as another)."
+            )
+    if value.isspace():
+        return "must contain a character other than spaces."
+    return None
+
+
+def clean_name(value: object, *, field: str = "name", max_chars: int = NAME_MAX_CHARS) -> str:
+    """Return a valid store name: a string of 1–255 characters that `name_problem` finds nothing wrong with
+    (no control characters, line separators, invisible formatting characters; not spaces only).
+
+    The one rule for every name-like text (environment names, session titles, environment key names, a
+    summary's model); `max_chars` lowers the bound for the shorter ones. Raises InvalidRequest naming `field`.
     """
     if not isinstance(value, str):
         raise InvalidRequest(f"{field}: must be a string.")
     if not 1 <= len(value) <= max_chars:
         raise InvalidRequest(f"{field}: must be 1–{max_chars} characters (got {len(value)}).")
-    if first_forbidden_char(value) or _has_control(value):
-        raise InvalidRequest(f"{field}: must not contain control characters or line separators.")
+    problem = name_problem(value)
+    if problem:
+        raise InvalidRequest(f"{field}: {problem}")
     return value
 
 

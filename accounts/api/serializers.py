@@ -20,9 +20,9 @@ from config.api import (
     StrictSerializer,
 )
 from config.errors import InvalidRequest
-from stores import validation
+from config.fields import NAME_PATTERN
 from stores.api.pagination import DEFAULT_LIMIT, MAX_LIMIT
-from stores.api.serializers import CursorField, ListMetaSerializer
+from stores.api.serializers import CursorField, ListMetaSerializer, NameField
 
 TOKEN_NAME_MAX_CHARS = services.TOKEN_NAME_MAX_CHARS
 TOKEN_MAX_DAYS = 3650
@@ -55,24 +55,9 @@ def handle_field(**kwargs) -> StrictRegexField:
     return StrictRegexField(HANDLE_RE, max_length=64, help_text="A user's handle (case-insensitive).", **kwargs)
 
 
-NO_CONTROL = r"^[^\u0000-\u001F\u007F-\u009F\u2028\u2029]+$"  # what the server accepts: no Cc, no line separators
-
-
-@extend_schema_field({"type": "string", "minLength": 1, "maxLength": validation.NAME_MAX_CHARS, "pattern": NO_CONTROL})
-class NameField(serializers.CharField):
-    """A display name: 1–255 characters, no control characters (the store-name rule)."""
-
-    def __init__(self, **kwargs):
-        kwargs.setdefault("trim_whitespace", False)
-        super().__init__(min_length=1, max_length=validation.NAME_MAX_CHARS, **kwargs)
-
-    def to_internal_value(self, data):
-        return validation.clean_name(data, field=self.field_name)
-
-
-@extend_schema_field({"type": "string", "minLength": 1, "maxLength": TOKEN_NAME_MAX_CHARS, "pattern": NO_CONTROL})
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": TOKEN_NAME_MAX_CHARS, "pattern": NAME_PATTERN})
 class TokenNameField(serializers.CharField):
-    """A token's label: 1–100 characters, no control characters."""
+    """A token's label: 1–100 characters, the display-name rule (`stores.validation.name_problem`)."""
 
     def __init__(self, **kwargs):
         kwargs.setdefault("trim_whitespace", False)

@@ -22,7 +22,7 @@ from config.api import (
 )
 from config.api import datetime_formatter as _formatter
 from config.errors import InvalidRequest
-from config.fields import NO_CONTROL_PATTERN, SignedTokenField
+from config.fields import NAME_PATTERN, SignedTokenField
 from memories import tree
 from memories.models import BODY_MAX_BYTES, MODEL_MAX_CHARS, NONCE_MAX_CHARS, SUMMARY_MAX_BYTES
 from memories.nap import NAP_MAX_LIMIT
@@ -98,7 +98,7 @@ class NoteRequestSerializer(StrictSerializer):
     )
 
 
-@extend_schema_field({"type": "string", "minLength": 1, "maxLength": MODEL_MAX_CHARS, "pattern": NO_CONTROL_PATTERN})
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": MODEL_MAX_CHARS, "pattern": NAME_PATTERN})
 class ModelNameField(serializers.CharField):
     """The summarising model's self-declared id: `memories.validation.clean_model` (1–200 characters, the one
     name rule); every reader sees it on wake and zoom lines."""

@@ -16,7 +16,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config.api import StrictQuerySerializer, StrictSerializer
-from config.fields import NO_CONTROL_PATTERN, SignedTokenField
+from config.fields import NAME_OR_EMPTY_PATTERN, NAME_PATTERN, SignedTokenField
 from sessions.api.schema import ClosedSerializer
 from sessions.models import (
     INSTRUCTIONS_MAX_CHARS,
@@ -56,12 +56,12 @@ def _schema(**schema: Any):
     return extend_schema_field(schema)
 
 
-@_schema(type="string", minLength=1, maxLength=NAME_MAX_CHARS, pattern=NO_CONTROL_PATTERN)
+@_schema(type="string", minLength=1, maxLength=NAME_MAX_CHARS, pattern=NAME_PATTERN)
 class RawNameField(RawField):
     pass
 
 
-@_schema(type="string", minLength=1, maxLength=NAME_MAX_CHARS, pattern=NO_CONTROL_PATTERN, nullable=True)
+@_schema(type="string", minLength=1, maxLength=NAME_MAX_CHARS, pattern=NAME_PATTERN, nullable=True)
 class RawNullableNameField(RawField):
     pass
 
@@ -102,7 +102,7 @@ class RawConfigField(RawField):
     pass
 
 
-@_schema(type="string", maxLength=KEY_NAME_MAX_CHARS, pattern=NO_CONTROL_PATTERN)
+@_schema(type="string", maxLength=KEY_NAME_MAX_CHARS, pattern=NAME_OR_EMPTY_PATTERN)
 class RawKeyNameField(RawField):
     pass
 
@@ -149,7 +149,7 @@ class RawEnvironmentIdField(RawField):
     """Raw, so a JSON number is a 400 (DRF's UUIDField reads ``5`` as ``UUID(int=5)``, a 404)."""
 
 
-@_schema(type="string", maxLength=TITLE_MAX_CHARS, pattern=NO_CONTROL_PATTERN, nullable=True)
+@_schema(type="string", maxLength=TITLE_MAX_CHARS, pattern=NAME_OR_EMPTY_PATTERN, nullable=True)
 class RawTitleField(RawField):
     pass
 

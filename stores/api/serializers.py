@@ -11,13 +11,12 @@ from rest_framework import serializers
 from accounts.models import HANDLE_RE, Visibility
 from accounts.permissions import token_scopes
 from config.api import StrictBooleanField, StrictIntegerField, StrictQuerySerializer, StrictSerializer, Utf8TextField
-from config.fields import NO_CONTROL_PATTERN, UUID_PATTERN, SignedTokenField, canonical_uuid
+from config.fields import NAME_PATTERN, UUID_PATTERN, SignedTokenField, canonical_uuid
 from stores import validation
 from stores.api.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from stores.models import DESCRIPTION_MAX_CHARS, NAME_MAX_CHARS, Scope, Store
 from stores.selectors import permissions_of
 
-NO_CONTROL_MESSAGE = "Must not contain control characters or line separators."
 SUBJECT_MAX_CHARS = 64  # handles and slugs are ≤64 ASCII characters, UUIDs 36
 CURSOR_MAX_CHARS = 1024
 SEARCH_TEXT_MAX_CHARS = 256
@@ -26,6 +25,20 @@ SEARCH_TEXT_MAX_CHARS = 256
 # `str.isspace` also counts U+001C–U+001F and U+0085, which a schema-valid request may send (schemathesis).
 _NOT_BLANK = r"[^\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
 BIGINT_MAX = 2**63 - 1
+
+
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": NAME_MAX_CHARS, "pattern": NAME_PATTERN})
+class NameField(serializers.CharField):
+    """A display name (stores, projects, sections): `stores.validation.clean_name` — 1–255 characters, no
+    control characters, line separators or invisible formatting characters, not spaces only; its 400 names
+    the field."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(min_length=1, max_length=NAME_MAX_CHARS, **kwargs)
+
+    def to_internal_value(self, data):
+        return validation.clean_name(data, field=self.field_name)
 
 
 class CursorField(SignedTokenField):
@@ -239,17 +252,8 @@ class StoreEnsureSerializer(StrictSerializer):
 
     scope = serializers.ChoiceField(choices=Scope.choices, required=False, default=Scope.USER)
     subject = SubjectField(required=False, default="me")
-    name = Utf8TextField(
-        required=False,
-        min_bytes=1,
-        min_length=1,
-        max_length=NAME_MAX_CHARS,
-        validators=[RegexValidator(NO_CONTROL_PATTERN, message=NO_CONTROL_MESSAGE)],
-    )
+    name = NameField(required=False)
     description_md = Utf8TextField(required=False, max_length=DESCRIPTION_MAX_CHARS)
-
-    def validate_name(self, value: str) -> str:
-        return validation.clean_name(value)
 
     def validate_description_md(self, value: str) -> str:
         return validation.clean_description(value, field="description_md")
@@ -258,18 +262,9 @@ class StoreEnsureSerializer(StrictSerializer):
 class StoreUpdateSerializer(StrictSerializer):
     """PATCH /api/v1/memories/{id}: `name`, `description_md`, and `visibility` (user stores only)."""
 
-    name = Utf8TextField(
-        required=False,
-        min_bytes=1,
-        min_length=1,
-        max_length=NAME_MAX_CHARS,
-        validators=[RegexValidator(NO_CONTROL_PATTERN, message=NO_CONTROL_MESSAGE)],
-    )
+    name = NameField(required=False)
     description_md = Utf8TextField(required=False, max_length=DESCRIPTION_MAX_CHARS)
     visibility = serializers.ChoiceField(choices=Visibility.choices, required=False)
-
-    def validate_name(self, value: str) -> str:
-        return validation.clean_name(value)
 
     def validate_description_md(self, value: str) -> str:
         return validation.clean_description(value, field="description_md")

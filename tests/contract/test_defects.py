@@ -160,6 +160,53 @@ def test_a_name_is_one_line_on_every_surface(owner_client, store, separator):
     assert separator not in store.name
 
 
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("evil\u202egpj.md", "U+202E"),  # displays as "evildm.jpg"
+        ("a\u2066b\u2069", "U+2066"),
+        ("zero\u200bwidth", "U+200B"),
+        ("\ufeffbom", "U+FEFF"),
+        ("soft\u00adhyphen", "U+00AD"),
+        ("lang\U000e0001tag", "U+E0001"),
+        (" ", "other than spaces"),
+        ("\u3000\u00a0 ", "other than spaces"),
+    ],
+)
+def test_names_refuse_invisible_formatting_characters_and_blanks_on_every_surface(owner_client, store, name, problem):
+    """Names accepted bidi overrides and blank names where paths refused them: a spoofing risk in the public
+    directory and in the worker's system context (a tester). `stores.validation.name_problem` is the one rule."""
+    answers = {
+        "memory_stores": owner_client.post("/api/v1/memory_stores", {"name": name}, format="json"),
+        "memories": owner_client.patch(f"/api/v1/memories/{store.pk}", {"name": name}, format="json"),
+        "project": owner_client.post("/api/v1/projects", {"slug": "p1", "name": name}, format="json"),
+        "token": owner_client.post("/api/v1/me/tokens", {"name": name, "scopes": ["agent:read"]}, format="json"),
+        "environment": owner_client.post("/api/v1/environments", {"name": name}, format="json"),
+    }
+    for surface, response in answers.items():
+        assert response.status_code == 400, (surface, response.content)
+        assert problem in response.json()["error"]["message"], (surface, response.content)
+    store.refresh_from_db()
+    assert store.name != name
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "👩\u200d💻 notes",
+        "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",
+        "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f",
+        " padded ",
+    ],
+)
+def test_names_keep_joiners_tag_flags_and_inner_spaces(owner_client, store, name):
+    """ZWJ (emoji sequences), ZWNJ (Persian spelling) and the tag characters of subdivision flags are format
+    characters a name needs; names are never trimmed."""
+    response = owner_client.patch(f"/api/v1/memories/{store.pk}", {"name": name}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["data"]["name"] == name
+
+
 # --- #11 version filters by ids that name nothing --------------------------------------------------------
 
 

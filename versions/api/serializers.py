@@ -19,6 +19,7 @@ from config.api import StrictQuerySerializer, StrictSerializer
 from config.errors import InvalidRequest
 from config.fields import (
     MEMORY_PATH_PATTERN,
+    NAME_PATTERN,
     NO_CONTROL_PATTERN,
     PATH_PREFIX_PATTERN,
     QueryBooleanField,
@@ -102,7 +103,7 @@ METADATA_PATCH_SCHEMA = {
     "characters without control characters; the result holds at most 16 pairs.",
 }
 RawMetadataField = raw(**METADATA_SCHEMA)
-_NAME = {"type": "string", "minLength": 1, "maxLength": NAME_MAX_CHARS, "pattern": NO_CONTROL_PATTERN}
+_NAME = {"type": "string", "minLength": 1, "maxLength": NAME_MAX_CHARS, "pattern": NAME_PATTERN}
 _DESCRIPTION = {"type": "string", "maxLength": DESCRIPTION_MAX_CHARS}
 # A memory path (versions.validation.clean_path): "/" then segments; ≤1,024 UTF-8 bytes (≤1,024 characters).
 _PATH = {
