@@ -64,8 +64,8 @@ def clean_path(value: object, *, field: str = "path") -> str:
     """Return a valid memory path (SPEC §5): ``/`` then 1–20 non-empty segments separated by ``/``.
 
     No ``.``/``..`` segment, no Cc/Cf characters, no U+2028/U+2029, already NFC, ≤1,024 UTF-8 bytes and
-    ≤255 per segment, not the mount's marker file (`RESERVED_PATHS`), case-sensitive. Raises InvalidRequest
-    naming `field`.
+    ≤255 per segment, not the mount's marker file (`RESERVED_PATHS`, in any case, nor under it); otherwise
+    case-sensitive. Raises InvalidRequest naming `field`.
     """
     if not isinstance(value, str):
         raise InvalidRequest(f"{field}: must be a string.")
@@ -73,8 +73,14 @@ def clean_path(value: object, *, field: str = "path") -> str:
         raise InvalidRequest(f"{field}: must start with '/'.")
     _check_text(value, field)
     _check_segments(value[1:].split("/"), field)
-    reserved = next((path for path in RESERVED_PATHS if value == path or value.startswith(path + "/")), None)
-    if reserved is not None:  # as a folder too: the marker file takes that name at the mount's root
+    # As a folder too (the marker file takes that name at the mount's root), and in any case: on a
+    # case-insensitive file system (macOS, Windows) `/.Anthropic-Memory-Store` is the marker's file.
+    folded = value.casefold()
+    reserved = next(
+        (path for path in RESERVED_PATHS if folded == path.casefold() or folded.startswith(path.casefold() + "/")),
+        None,
+    )
+    if reserved is not None:
         raise InvalidRequest(f"{field}: {reserved} is reserved for the marker file of a mounted store.")
     return value
 

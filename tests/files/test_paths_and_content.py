@@ -37,6 +37,8 @@ INVALID_PATHS = [
     ("/d/" + "é" * 128, "limit is 255 bytes"),
     ("/.anthropic-memory-store", "reserved"),  # the SDK's marker file at the root of every mount
     ("/.anthropic-memory-store/x.md", "reserved"),  # nor a folder of that name (a second breaker)
+    ("/.Anthropic-Memory-Store", "reserved"),  # the marker itself on a case-insensitive file system
+    ("/.ANTHROPIC-MEMORY-STORE/x.md", "reserved"),
     ("/a\tb", "U+0009"),
     ("/a\nb", "U+000A"),
     ("/a\x7fb", "U+007F"),

@@ -112,8 +112,8 @@ _PATH = {
     "maxLength": PATH_MAX_BYTES,
     "pattern": MEMORY_PATH_PATTERN,
     "description": "'/' then 1–20 segments: no '.' or '..' segment, no control or format characters, in "
-    "Unicode NFC, ≤1,024 UTF-8 bytes and ≤255 per segment, not /.anthropic-memory-store (the mount's "
-    "marker file), case-sensitive.",
+    "Unicode NFC, ≤1,024 UTF-8 bytes and ≤255 per segment, not /.anthropic-memory-store in any case "
+    "(the mount's marker file); otherwise case-sensitive.",
 }
 SHA256_SCHEMA = {"type": "string", "pattern": "^[0-9a-f]{64}$", "minLength": 64, "maxLength": 64}
 
