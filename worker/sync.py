@@ -86,6 +86,8 @@ class WorkerMemoryStores(SessionMemoryStores):
     workdir: the agent's work directory; conflicts and unsynced copies go beneath it.
     slugs: ``{memory_store_id: slug}`` (the last component of each `mount_path`) naming the copies' folders.
     Other arguments are the engine's (`sync_interval` ≥ 5 s). `conflicts` and `unsynced` list what was kept.
+    `failed_listings` counts the passes whose listing of a store's memories failed (the engine logs and
+    swallows the error, then syncs nothing of that store in that pass: a 401 once the session is gone).
     """
 
     def __init__(self, client, *, workdir: Path, slugs: dict[str, str], **kwargs) -> None:
@@ -95,22 +97,28 @@ class WorkerMemoryStores(SessionMemoryStores):
         self.conflicts: list[KeptFile] = []
         self.unsynced: list[KeptFile] = []
         self._not_mounted: set[tuple[str, str]] = set()  # (store id, path) already logged
+        self.failed_listings = 0
 
     async def _list_memories(self, memory_store_id: str, **kwargs):
         """The engine's listing of a store's memories, without those that have no file of their own on disk
-        (`mountable`): they are never pulled, pushed or deleted. Each is logged once (WARNING)."""
-        async for item in super()._list_memories(memory_store_id, **kwargs):
-            if mountable(item.path):
-                yield item
-                continue
-            if (memory_store_id, item.path) not in self._not_mounted:
-                self._not_mounted.add((memory_store_id, item.path))
-                log.warning(
-                    "not mounted: %s/%s has no file of its own on disk (a backslash is a folder separator "
-                    "there); it stays on the server untouched",
-                    self._slugs.get(memory_store_id, memory_store_id),
-                    item.path.lstrip("/"),
-                )
+        (`mountable`): they are never pulled, pushed or deleted. Each is logged once (WARNING). A listing that
+        fails is counted in `failed_listings` and raised on to the engine."""
+        try:
+            async for item in super()._list_memories(memory_store_id, **kwargs):
+                if mountable(item.path):
+                    yield item
+                    continue
+                if (memory_store_id, item.path) not in self._not_mounted:
+                    self._not_mounted.add((memory_store_id, item.path))
+                    log.warning(
+                        "not mounted: %s/%s has no file of its own on disk (a backslash is a folder separator "
+                        "there); it stays on the server untouched",
+                        self._slugs.get(memory_store_id, memory_store_id),
+                        item.path.lstrip("/"),
+                    )
+        except Exception:
+            self.failed_listings += 1
+            raise
 
     async def _write(self, store, rel: str, content: str) -> bool:
         """The engine's write of the server's text to disk, after keeping a local edit it would overwrite.

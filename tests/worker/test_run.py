@@ -455,3 +455,28 @@ def test_after_a_force_stop_the_worker_keeps_changes_in_unsynced_without_pushing
     assert summary["outcome"] == "work_stopped" and summary["refused_lease_expired"] == 0, summary
     assert [entry["path"] for entry in summary["unsynced"]] == ["late.md"], summary["unsynced"]
     assert contents(notes_store) == {}
+
+
+def test_a_session_deleted_while_its_agent_runs_is_not_a_final_sync(
+    worker, client_for, owner_token, notes_store, make_session
+):
+    """Every sync of a deleted session is refused (401) and the engine swallows it: the summary said
+    `final_sync: true` with the files unsynced (a breaker). Nothing is lost: they are kept in .memory-unsynced."""
+    session = make_session(notes_store)
+    run = worker(
+        """
+        (MOUNTS / "team-notes" / "late.md").write_text("written after the session was deleted")
+        say("written")
+        wait("deleted")
+        """,
+        sync_interval=60,
+    )
+    run.wait_for("written")
+    client_for(owner_token.secret).beta.sessions.delete(str(session.pk))
+    run.tell("deleted")
+    summary = run.finish(timeout=60)
+    assert summary["outcome"] == "completed" and summary["agent_exit"] == 0
+    assert summary["final_sync"] is False and "final sync refused for 1 store" in run.log()
+    assert [kept["path"] for kept in summary["unsynced"]] == ["late.md"]
+    assert (run.workdir / ".memory-unsynced" / "team-notes" / "late.md").read_text().startswith("written after")
+    assert contents(notes_store) == {}
