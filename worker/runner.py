@@ -92,6 +92,7 @@ class ItemSummary:
     final_sync: bool = False
     conflicts: list[dict] = field(default_factory=list)
     unsynced: list[dict] = field(default_factory=list)
+    deletes_not_sent: list[dict] = field(default_factory=list)
     refused_lease_expired: int = 0
     work_stopped: bool = False
     error: str | None = None
@@ -511,6 +512,9 @@ async def _teardown(opts, item, summary: ItemSummary, stores: WorkerMemoryStores
     else:
         log.warning("no lease left to flush in; changed files are kept in .memory-unsynced")
     await stores.preserve_unsynced()
+    summary.deletes_not_sent = stores.deletes_not_sent()
+    for pending in summary.deletes_not_sent:
+        log.warning("delete not sent: %s/%s stays on the server", pending["slug"], pending["path"])
     await stores.dispose()
     summary.conflicts = [asdict(k) for k in stores.conflicts]
     summary.unsynced = [asdict(k) for k in stores.unsynced]

@@ -150,6 +150,18 @@ class WorkerMemoryStores(SessionMemoryStores):
     def _slug(self, store) -> str:
         return self._slugs.get(store.memory_store_id, store.memory_store_id)
 
+    def deletes_not_sent(self) -> list[dict[str, str]]:
+        """``[{slug, path}]``: local deletions the engine saw and never sent to the server — still inside the
+        corroboration window when the item ended, held back by the per-pass cap, or refused by the engine's
+        re-check (a folder replaced by a file of the same name: `e/f.md` cannot be checked under the file `e`,
+        and its delete was dropped without a word — a breaker). Read after the last flush: the engine's
+        `pending_deletes` of each store (SDK internals, pinned; tests/worker/test_run.py)."""
+        return [
+            {"slug": self._slug(store), "path": path}
+            for store in self._stores
+            for path in sorted(store.pending_deletes)
+        ]
+
     @property
     def last_sync(self) -> float:
         """The engine's monotonic time of its last completed sync (changes when `sync_if_due` ran one)."""

@@ -480,3 +480,26 @@ def test_a_session_deleted_while_its_agent_runs_is_not_a_final_sync(
     assert [kept["path"] for kept in summary["unsynced"]] == ["late.md"]
     assert (run.workdir / ".memory-unsynced" / "team-notes" / "late.md").read_text().startswith("written after")
     assert contents(notes_store) == {}
+
+
+def test_a_delete_the_engine_never_sent_is_reported(worker, owner_token, notes_store, make_session):
+    """A folder replaced by a file of the same name: the engine cannot re-check `e/f.md` under the file `e`,
+    so it drops that delete without a word, and the upload of `e` conflicts with the folder on the server.
+    The summary said nothing of the delete (a breaker): it is in `deletes_not_sent`, and the file `e` is kept."""
+    seed(notes_store, owner_token, {"/e/f.md": "inside the folder", "/keep.md": "kept"})
+    session = make_session(notes_store)
+    run = worker(
+        """
+        import shutil
+        notes = MOUNTS / "team-notes"
+        shutil.rmtree(notes / "e")
+        (notes / "e").write_text("now a file")
+        """,
+    )
+    summary = run.finish()
+    assert summary["outcome"] == "completed" and summary["agent_exit"] == 0
+    assert summary["deletes_not_sent"] == [{"slug": "team-notes", "path": "e/f.md"}]
+    assert "delete not sent: team-notes/e/f.md" in run.log()
+    assert "e" in [kept["path"] for kept in summary["conflicts"] + summary["unsynced"]]
+    assert contents(notes_store) == {"/e/f.md": "inside the folder", "/keep.md": "kept"}
+    assert session_versions(session) == []
