@@ -93,6 +93,7 @@ class ItemSummary:
     conflicts: list[dict] = field(default_factory=list)
     unsynced: list[dict] = field(default_factory=list)
     deletes_not_sent: list[dict] = field(default_factory=list)
+    not_mounted: list[dict] = field(default_factory=list)
     refused_lease_expired: int = 0
     work_stopped: bool = False
     error: str | None = None
@@ -513,6 +514,7 @@ async def _teardown(opts, item, summary: ItemSummary, stores: WorkerMemoryStores
         log.warning("no lease left to flush in; changed files are kept in .memory-unsynced")
     await stores.preserve_unsynced()
     summary.deletes_not_sent = stores.deletes_not_sent()
+    summary.not_mounted = stores.not_mounted()
     for pending in summary.deletes_not_sent:
         log.warning("delete not sent: %s/%s stays on the server", pending["slug"], pending["path"])
     await stores.dispose()

@@ -70,9 +70,15 @@ def set_delete_corroboration(seconds: float) -> None:
 def mountable(path: str) -> bool:
     """Whether a memory's server path (``/x/y.md``) is a file of its own under a mount: True when the engine's
     file store maps it to itself. False for a backslash anywhere (the store reads it as ``/``: ``/x\\y.md``
-    would be ``x/y.md``, another memory's file). The server refuses empty, ``.`` and ``..`` segments."""
+    would be ``x/y.md``, another memory's file), for a segment over 255 UTF-8 bytes (no Linux file system
+    takes the name) and for the mount's marker file in any case — paths the server refuses since 2026-12-06
+    but a store may hold from before. The server refuses empty, ``.`` and ``..`` segments."""
     rel = path.lstrip("/")
-    return "\\" not in rel and PurePosixPath(rel).as_posix() == rel
+    if "\\" in rel or PurePosixPath(rel).as_posix() != rel:
+        return False
+    if rel.casefold() == MARKER_PATH.casefold():
+        return False
+    return all(len(segment.encode("utf-8", "surrogatepass")) <= 255 for segment in rel.split("/"))
 
 
 def utc_stamp() -> str:
@@ -112,7 +118,8 @@ class WorkerMemoryStores(SessionMemoryStores):
                     self._not_mounted.add((memory_store_id, item.path))
                     log.warning(
                         "not mounted: %s/%s has no file of its own on disk (a backslash is a folder separator "
-                        "there); it stays on the server untouched",
+                        "there, a name is at most 255 bytes, the marker's name is the engine's); it stays on "
+                        "the server untouched",
                         self._slugs.get(memory_store_id, memory_store_id),
                         item.path.lstrip("/"),
                     )
@@ -149,6 +156,14 @@ class WorkerMemoryStores(SessionMemoryStores):
 
     def _slug(self, store) -> str:
         return self._slugs.get(store.memory_store_id, store.memory_store_id)
+
+    def not_mounted(self) -> list[dict[str, str]]:
+        """``[{slug, path}]``: memories left on the server because no file of their own could hold them on disk
+        (`mountable`); the agent never saw them. Sorted."""
+        return [
+            {"slug": self._slugs.get(store_id, store_id), "path": path.lstrip("/")}
+            for store_id, path in sorted(self._not_mounted)
+        ]
 
     def deletes_not_sent(self) -> list[dict[str, str]]:
         """``[{slug, path}]``: local deletions the engine saw and never sent to the server — still inside the
