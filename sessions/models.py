@@ -18,6 +18,7 @@ later distribution by store; the other tables are keyed by their own ids.
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
@@ -295,8 +296,15 @@ class WorkClaim(models.Model):
         return self.work.session_id
 
 
+# `workers_polling` counts workers seen this recently (the SDK's documented window); older Poller rows count
+# for nothing and are pruned by the next poll of their environment (`record_poller`).
+WORKERS_POLLING_WINDOW = timedelta(seconds=30)
+
+
 class Poller(models.Model):
-    """The last time a worker (`Anthropic-Worker-ID`) polled an environment, for `workers_polling`."""
+    """The last time a worker (`Anthropic-Worker-ID`) polled an environment, for `workers_polling`. Only rows
+    of the last `WORKERS_POLLING_WINDOW` are kept: one row per distinct header value, so a key holder sending
+    a new id on every poll grew the table without bound (a breaker)."""
 
     environment = models.ForeignKey(Environment, on_delete=models.CASCADE, related_name="pollers")
     worker_id = models.CharField(max_length=WORKER_ID_MAX_CHARS)

@@ -33,6 +33,7 @@ from sessions.errors import (
 from sessions.models import (
     LEASED_STATES,
     RECLAIM_DEFAULT_MS,
+    WORKERS_POLLING_WINDOW,
     Access,
     Attachment,
     Environment,
@@ -47,9 +48,6 @@ from stores.errors import StoreNotFound, StoreOwnerRequired, StoreWriteForbidden
 from stores.models import Store
 from stores.selectors import Need, get_store_for, judged, parse_store_id
 from versions.selectors import parse_id
-
-# `workers_polling` counts workers seen this recently (the SDK's documented window).
-WORKERS_POLLING_WINDOW = timedelta(seconds=30)
 
 
 def _same_id(value: object, pk: uuid.UUID) -> bool:

@@ -52,6 +52,7 @@ from sessions.models import (
     LEASE_MIN_TTL_SECONDS,
     LEASED_STATES,
     WORK_CREDENTIAL_PREFIX,
+    WORKERS_POLLING_WINDOW,
     Environment,
     EnvironmentKey,
     Poller,
@@ -210,18 +211,30 @@ def _claim_next(
 def record_poller(*, environment: Environment, worker_id: str) -> None:
     """Note that `worker_id` polled `environment` now (for `workers_polling`); at most one write per
     worker per `POLLER_RESOLUTION_SECONDS`. One statement (INSERT … ON CONFLICT), after holding the
-    environment row (``FOR KEY SHARE``): EnvironmentNotFound (404) when it was deleted since it was read."""
+    environment row (``FOR KEY SHARE``): EnvironmentNotFound (404) when it was deleted since it was read.
+    The same statement deletes the environment's rows older than `WORKERS_POLLING_WINDOW` (they count for
+    nothing), skipping rows another poll holds, so the table keeps only the workers of the last window."""
     if not worker_id:
         return
     lock_row(environment, EnvironmentNotFound, strength="key share")
     table = connection.ops.quote_name(Poller._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {table} (environment_id, worker_id, last_polled_at) "  # noqa: S608 (our table name)
+            f"WITH stale AS (SELECT id FROM {table} WHERE environment_id = %s AND worker_id <> %s "  # noqa: S608
+            "AND last_polled_at < statement_timestamp() - make_interval(secs => %s) FOR UPDATE SKIP LOCKED), "
+            f"pruned AS (DELETE FROM {table} WHERE id IN (SELECT id FROM stale)) "
+            f"INSERT INTO {table} (environment_id, worker_id, last_polled_at) "
             "VALUES (%s, %s, statement_timestamp()) "
             "ON CONFLICT (environment_id, worker_id) DO UPDATE SET last_polled_at = EXCLUDED.last_polled_at "
             f"WHERE {table}.last_polled_at < EXCLUDED.last_polled_at - make_interval(secs => %s)",
-            [environment.pk, worker_id, POLLER_RESOLUTION_SECONDS],
+            [
+                environment.pk,
+                worker_id,
+                WORKERS_POLLING_WINDOW.total_seconds(),
+                environment.pk,
+                worker_id,
+                POLLER_RESOLUTION_SECONDS,
+            ],
         )
 
 

@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async
 from django.db import connections
 from django.db.models.functions import Now
 
-from sessions.models import Work, WorkClaim
+from sessions.models import WORKERS_POLLING_WINDOW, Environment, Poller, Work, WorkClaim
 from tests.agent.conftest import sessions_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -259,6 +259,24 @@ def test_stats_count_depth_pending_and_the_workers_seen_polling(owner_sdk, key_s
         stats = client.beta.environments.work.stats(env_id)
         assert (stats.type, stats.depth, stats.pending, stats.workers_polling) == ("work_queue_stats", 2, 1, 1)
         assert stats.oldest_queued_at == Work.objects.get(session=first).queued_at.isoformat().replace("+00:00", "Z")
+
+
+def test_pollers_older_than_the_window_are_pruned_by_the_next_poll(key_sdk, env_id, environment):
+    """One row per distinct `Anthropic-Worker-ID`: a key holder sending a new id on every poll grew the table
+    without bound (a breaker). Rows older than the window count for nothing and the next poll deletes them."""
+    for n in range(5):
+        key_sdk.beta.environments.work.poll(env_id, anthropic_worker_id=f"burst-{n}")
+    assert key_sdk.beta.environments.work.stats(env_id).workers_polling == 5
+    Poller.objects.filter(environment=environment, worker_id__in=["burst-0", "burst-1", "burst-2"]).update(
+        last_polled_at=Now() - WORKERS_POLLING_WINDOW - timedelta(seconds=1)
+    )
+    key_sdk.beta.environments.work.poll(env_id, anthropic_worker_id="burst-4")
+    assert sorted(Poller.objects.values_list("worker_id", flat=True)) == ["burst-3", "burst-4"]
+    assert key_sdk.beta.environments.work.stats(env_id).workers_polling == 2
+    other = Environment.objects.create(owner=environment.owner, name="other")
+    Poller.objects.create(environment=other, worker_id="elsewhere", last_polled_at=Now() - timedelta(days=1))
+    key_sdk.beta.environments.work.poll(env_id, anthropic_worker_id="burst-5")
+    assert Poller.objects.filter(environment=other).exists()  # another environment's rows are its own polls' to prune
 
 
 def test_an_unacknowledged_claim_is_reclaimed_after_reclaim_older_than_ms_and_its_credential_dies(
