@@ -106,13 +106,13 @@ class Importer:
         header_line: bytes,
         users: dict[str, str],
         keep_ids: bool,
-        vouched: list[str] | None = None,
+        vouched: dict[str, list[str]] | None = None,
     ) -> Importer:
         """Start an import of `header` into `store`. `users`: lowercase handle → user id (text).
 
-        vouched: None (the operator's import: any author) or the ids of the users an HTTP import may name as
-        authors, redactors, granters and version actors — the target's writers; such an import also refuses
-        times in the future.
+        vouched: None (the operator's import: any author) or whom an HTTP import may name
+        (`services._vouched`: ``writers`` as authors, redactors, forgetters, granters and version actors,
+        ``active`` as active readers); such an import also refuses times in the future.
         """
         chain = Chain()
         chain.update(header_line)
@@ -204,13 +204,17 @@ class Importer:
     # ------------------------------------------------------------------------------ per-line checks
 
     def _vouch(self, number: int, row: dict[str, Any], *handle_keys: str) -> None:
-        """For an HTTP import: each named handle must be a writer of the target, and no time in the future."""
+        """For an HTTP import: each named handle must be a writer of the target, and no time in the future.
+
+        A redactor, forgetter or granter is held to the same rule, not to the owner right the act needed: a
+        file moves history to another subject (a user's store into a project), where the one who owned the
+        source and redacted there is a member (docs/export-import.md "Who may be an author")."""
         vouched = self.s.get("vouched")
         if vouched is None:
             return
         for key in handle_keys:
             handle = row.get(key)
-            if handle is not None and self.s["users"][handle] not in vouched:
+            if handle is not None and self.s["users"][handle] not in vouched["writers"]:
                 raise ImportInvalid(number, f"{key}: {UNVOUCHED.format(handle=handle)}")
         latest = timezone.now() + FUTURE_SLACK
         for key, value in row.items():
@@ -256,6 +260,11 @@ class Importer:
     def _check_readers(self, obj, number):
         row = verify.check_reader(obj, number, handles=self.handles)
         self._vouch(number, row, "granted_by")
+        vouched = self.s.get("vouched")
+        if vouched is not None and row["active"] and self.s["users"][row["handle"]] not in vouched["active"]:
+            raise ImportInvalid(
+                number, f"grants reading to {row['handle']!r}, an inactive user here (the API refuses that too)."
+            )
         if self.store.scope != Scope.USER:
             raise ImportInvalid(number, "explicit readers belong to user stores; this store's access is by membership.")
         if self.s["users"][row["handle"]] == str(self.store.owner_id):
@@ -430,6 +439,8 @@ class Importer:
                 if row["session_id"] is not None:
                     wanted["session_id"].setdefault(str(row["session_id"]), number)
                 continue
+            if row["redacted_by"] is not None and row["redacted_by"]["type"] == "session_actor":
+                raise ImportInvalid(number, "redacted_by: a session (an agent) cannot redact; people redact.")
             for actor in (row["created_by"], row["redacted_by"]):
                 if actor is not None:
                     key = ID_KEYS[actor["type"]]
@@ -442,7 +453,7 @@ class Importer:
         }
         for key, found in owners.items():
             for pk, user_id in found:
-                if str(user_id) not in vouched:
+                if str(user_id) not in vouched["writers"]:
                     raise ImportInvalid(
                         wanted[key][str(pk)],
                         f"{what} {key} {pk} belongs to someone who may not write the target store here.",

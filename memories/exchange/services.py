@@ -298,9 +298,9 @@ def start_upload(*, actor: User, body: bytes, subject: Subject | None = None) ->
         # foreign key holds nothing meanwhile: Django's foreign keys are checked at commit (DEFERRABLE
         # INITIALLY DEFERRED), and the check's key-share lock lasts as long as the commit.
         _judge_owner(actor, store, hold=False)
-        vouched = _writers(store, users)
+        vouched = _vouched(store, users)
         creator = header.store["created_by"]
-        if creator and users[creator] not in vouched:
+        if creator and users[creator] not in vouched["writers"]:
             raise ImportInvalid(1, f"store.created_by: {UNVOUCHED.format(handle=creator)}")
         for key in ("created_at", "updated_at", "archived_at"):
             if header.store[key] is not None and header.store[key] > timezone.now() + FUTURE_SLACK:
@@ -341,27 +341,33 @@ def _judge_owner(actor: User, store: Store, *, hold: bool = True) -> None:
         raise ImportForbidden()
 
 
-def _confirm_writers(store: Store, users: dict[str, str], vouched: list[str] | None) -> None:
+def _confirm_writers(store: Store, users: dict[str, str], vouched: dict[str, list[str]] | None) -> None:
     """Run with the parent's row held (after `_judge_owner`), just before a chunk commits: every user the
-    chunk was checked against as a possible author (`vouched`, read before its work) still holds the write
-    right, else ImportWritersChanged (409; the chunk is rolled back, and sent again it is judged anew). One
-    query per header user. Without it, an author removed while the chunk worked was written as its author."""
-    if vouched is not None and not set(vouched) <= set(_writers(store, users)):
+    chunk was checked against (`vouched`, read before its work) still holds what it was vouched for —
+    writers the write right, active users their account — else ImportWritersChanged (409; the chunk is
+    rolled back, and sent again it is judged anew). One query per header user. Without it, an author removed
+    while the chunk worked was written as its author."""
+    if vouched is None:
+        return
+    now = _vouched(store, users)
+    if any(not set(vouched.get(key, [])) <= set(now[key]) for key in now):
         raise ImportWritersChanged()
 
 
-def _writers(store: Store, users: dict[str, str]) -> list[str]:
-    """The ids (text) of the header's users who hold the write right on `store` now (SPEC §3 write column).
+def _vouched(store: Store, users: dict[str, str]) -> dict[str, list[str]]:
+    """Whom an HTTP import may name, among the header's users (ids as text), as rights stand now (SPEC §3):
+    ``writers`` (the write right: authors, redactors, forgetters, granters, version actors) and ``active``
+    (active accounts: an active reader grant, which the API refuses to an inactive user, helper-38).
 
-    An HTTP import may name only them as authors, redactors, granters or version actors: a user cannot
-    attribute history to someone who could never have written it here (docs/export-import.md "Who may be
-    an author"). One query per distinct user; a header lists few.
+    A user cannot attribute history to someone who could never have written it here (docs/export-import.md
+    "Who may be an author"). One query per distinct user; a header lists few.
     """
-    writers = []
+    vouched: dict[str, list[str]] = {"writers": [], "active": []}
     for user in User.objects.filter(pk__in=set(users.values()), is_active=True):
+        vouched["active"].append(str(user.pk))
         if Store.objects.filter(pk=store.pk).filter(read_right_q(user) & write_q(user)).exists():
-            writers.append(str(user.pk))
-    return writers
+            vouched["writers"].append(str(user.pk))
+    return vouched
 
 
 def header_subject(body: bytes) -> tuple[str, str]:
@@ -409,7 +415,7 @@ def append_chunk(*, actor: User, import_id: object, from_line: int, body: bytes)
     _judge_owner(actor, store, hold=False)  # refused before any work; judged again, held, before the commit
     vouched, users = None, upload.state["users"]
     if upload.state.get("vouched") is not None:  # an HTTP import: its authors are those who may write there now
-        vouched = upload.state["vouched"] = _writers(store, upload.state["users"])
+        vouched = upload.state["vouched"] = _vouched(store, upload.state["users"])
     importer = Importer(store, upload.state)
     importer.feed(split_chunk(body, from_line))
     upload.state = importer.state()

@@ -492,3 +492,30 @@ def test_a_store_imported_at_the_highest_generation_stays_compactable(owner_clie
     assert forgotten.status_code == 200, forgotten.json()
     beyond = owner_client.post(url(store, "forget"), {"range": "0", "generation": tree.MAX_GENERATION + 1})
     assert beyond.status_code == 400  # past the column's range: a 400, not a database error
+
+
+def test_an_active_reader_grant_to_an_inactive_user_is_refused_as_the_api_refuses_it(owner_client, own_sample, cast):
+    """`POST …/readers` refuses to grant reading to an inactive user; an HTTP import did not (helper-38). A
+    grant the file lists as inactive is kept: revoking one stays possible on the API too."""
+    type(cast["carol"]).objects.filter(pk=cast["carol"].pk).update(is_active=False)
+    grant = next(obj for obj in own_sample if obj["type"] == "reader" and obj["handle"] == "carol")
+    assert grant["active"] is True
+    before = census()
+    refused = post_lines(owner_client, IMPORTS, assemble(own_sample))
+    assert refused.status_code == 400, refused.json()
+    assert "'carol', an inactive user" in refused.json()["error"]["message"]
+    assert census() == before
+    grant["active"] = False
+    taken = post_lines(owner_client, IMPORTS, assemble(own_sample))
+    assert taken.status_code == 201, taken.json()
+
+
+def test_a_version_redacted_by_a_session_is_refused(owner_client, own_sample):
+    """Agents write, people redact: the API refuses a redaction by a work credential (403), so an HTTP import
+    cannot record one either."""
+    version = next(obj for obj in own_sample if obj["type"] == "version" and obj["redacted_at"])
+    version["redacted_by"] = {"type": "session_actor", "session_id": "5f2b7c1e-0000-4000-8000-000000000001"}
+    before = census()
+    refused = post_lines(owner_client, IMPORTS, assemble(own_sample))
+    assert refused.status_code == 400 and "people redact" in refused.json()["error"]["message"], refused.json()
+    assert census() == before
