@@ -276,10 +276,16 @@ class ParentAdmin(AtomicActionsAdmin, RowLockedOnPost, admin.ModelAdmin):
     """Projects and sections: not created here, slug fixed (see the module docstring). Making one private
     or closing its posting has its stores judge in-flight writes again (`services.parent_rights_changed`)."""
 
-    readonly_fields = ["slug", "created_at"]
+    readonly_fields = ["slug", "former_slugs", "created_at"]
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    @admin.display(description="former slugs")
+    def former_slugs(self, obj) -> str:
+        """The slugs a rename retired (docs/access.md "Renamed slugs"): they still name this parent and nobody
+        else can take them — what staff need to know when a create is refused `slug_taken`."""
+        return ", ".join(sorted(obj.retired_slugs.values_list("slug", flat=True))) or "—"
 
     def save_model(self, request, obj, form, change) -> None:
         super().save_model(request, obj, form, change)
@@ -488,7 +494,7 @@ class ProjectAdmin(ParentAdmin):
     form = ProjectForm
     list_display = ["slug", "name", "visibility", "created_at"]
     list_filter = ["visibility"]
-    search_fields = ["slug", "name", "id"]
+    search_fields = ["slug", "retired_slugs__slug", "name", "id"]
     inlines = [ProjectMembershipInline]
 
 
@@ -504,7 +510,7 @@ class SectionAdmin(ParentAdmin):
     form = SectionForm
     list_display = ["slug", "name", "visibility", "posting", "created_at"]
     list_filter = ["visibility", "posting"]
-    search_fields = ["slug", "name", "id"]
+    search_fields = ["slug", "retired_slugs__slug", "name", "id"]
     inlines = [SectionMembershipInline]
 
 

@@ -381,3 +381,16 @@ def test_a_write_judged_before_a_back_office_narrowing_is_judged_again(staff_cli
     )
     private_project.refresh_from_db()
     assert private_project.rights_version == 2
+
+
+def test_staff_find_a_renamed_project_by_its_former_slug_and_see_it_on_the_page(staff_client, owner):
+    """A retired slug still names its project and nobody else can take it (docs/access.md "Renamed slugs"):
+    staff who see a create refused `slug_taken` find the project holding it."""
+    from accounts import services as account_services
+
+    project = account_services.create_project(creator=owner, slug="apollo", name="Moon program")
+    account_services.update_project(project=project, actor=owner, slug="artemis")
+    found = staff_client.get(reverse("admin:accounts_project_changelist"), {"q": "apollo"}).content.decode()
+    assert "artemis" in found
+    page = staff_client.get(reverse("admin:accounts_project_change", args=[project.pk])).content.decode()
+    assert "former slugs" in page.lower() and "apollo" in page
