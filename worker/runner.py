@@ -489,18 +489,19 @@ def _group_alive(pgid: int) -> bool:
 
 async def _teardown(opts, item, summary: ItemSummary, stores: WorkerMemoryStores, lease, beats) -> None:
     if summary.outcome == "completed" and not lease.ended:
-        failed_before = stores.failed_listings
+        stores.listed.clear()
         with anyio.move_on_after(opts.flush_timeout) as scope:
             await stores.finish()
-            # In time *and* every store listed: a refused listing (the session deleted meanwhile: 401) made
-            # the engine sync nothing of that store, and the summary said `final_sync: true` (a breaker).
-            summary.final_sync = stores.failed_listings == failed_before
+            # In time *and* every store listed: a refused listing (the session deleted meanwhile: 401), a
+            # damaged marker or a folder replaced by a file made the engine sync nothing of that store, and
+            # the summary said `final_sync: true` (breakers).
+            unsynced_stores = stores.unlisted()
+            summary.final_sync = not unsynced_stores
         if scope.cancelled_caught:
             log.warning("final sync cut off after %gs; the flush still pushes changed files", opts.flush_timeout)
         elif not summary.final_sync:
             log.warning(
-                "final sync refused for %d store(s); changed files are kept in .memory-unsynced",
-                stores.failed_listings - failed_before,
+                "final sync did not reach %s; changed files are kept in .memory-unsynced", ", ".join(unsynced_stores)
             )
     # stopped from outside: only what is left of the lease (`flush_budget`); else the option's bound
     budget = flush_budget(opts, beats) if lease.ended and not lease.lost else None

@@ -92,8 +92,9 @@ class WorkerMemoryStores(SessionMemoryStores):
     workdir: the agent's work directory; conflicts and unsynced copies go beneath it.
     slugs: ``{memory_store_id: slug}`` (the last component of each `mount_path`) naming the copies' folders.
     Other arguments are the engine's (`sync_interval` ≥ 5 s). `conflicts` and `unsynced` list what was kept.
-    `failed_listings` counts the passes whose listing of a store's memories failed (the engine logs and
-    swallows the error, then syncs nothing of that store in that pass: a 401 once the session is gone).
+    `listed` holds the ids of the stores whose listing of memories completed (reset by the caller before a
+    pass it judges): the engine syncs nothing of a store it could not list — a 401 once the session is gone —
+    or would not (its marker damaged, its folder replaced by a file), and logs and swallows why.
     """
 
     def __init__(self, client, *, workdir: Path, slugs: dict[str, str], **kwargs) -> None:
@@ -103,29 +104,26 @@ class WorkerMemoryStores(SessionMemoryStores):
         self.conflicts: list[KeptFile] = []
         self.unsynced: list[KeptFile] = []
         self._not_mounted: set[tuple[str, str]] = set()  # (store id, path) already logged
-        self.failed_listings = 0
+        self.listed: set[str] = set()
 
     async def _list_memories(self, memory_store_id: str, **kwargs):
         """The engine's listing of a store's memories, without those that have no file of their own on disk
         (`mountable`): they are never pulled, pushed or deleted. Each is logged once (WARNING). A listing that
-        fails is counted in `failed_listings` and raised on to the engine."""
-        try:
-            async for item in super()._list_memories(memory_store_id, **kwargs):
-                if mountable(item.path):
-                    yield item
-                    continue
-                if (memory_store_id, item.path) not in self._not_mounted:
-                    self._not_mounted.add((memory_store_id, item.path))
-                    log.warning(
-                        "not mounted: %s/%s has no file of its own on disk (a backslash is a folder separator "
-                        "there, a name is at most 255 bytes, the marker's name is the engine's); it stays on "
-                        "the server untouched",
-                        self._slugs.get(memory_store_id, memory_store_id),
-                        item.path.lstrip("/"),
-                    )
-        except Exception:
-            self.failed_listings += 1
-            raise
+        completes adds the store to `listed`."""
+        async for item in super()._list_memories(memory_store_id, **kwargs):
+            if mountable(item.path):
+                yield item
+                continue
+            if (memory_store_id, item.path) not in self._not_mounted:
+                self._not_mounted.add((memory_store_id, item.path))
+                log.warning(
+                    "not mounted: %s/%s has no file of its own on disk (a backslash is a folder separator "
+                    "there, a name is at most 255 bytes, the marker's name is the engine's); it stays on "
+                    "the server untouched",
+                    self._slugs.get(memory_store_id, memory_store_id),
+                    item.path.lstrip("/"),
+                )
+        self.listed.add(memory_store_id)
 
     async def _write(self, store, rel: str, content: str) -> bool:
         """The engine's write of the server's text to disk, after keeping a local edit it would overwrite.
@@ -165,17 +163,28 @@ class WorkerMemoryStores(SessionMemoryStores):
             for store_id, path in sorted(self._not_mounted)
         ]
 
+    def unlisted(self) -> list[str]:
+        """The slugs of the stores not in `listed`: not synced in the passes since `listed` was cleared."""
+        return sorted(self._slug(store) for store in self._stores if store.memory_store_id not in self.listed)
+
     def deletes_not_sent(self) -> list[dict[str, str]]:
-        """``[{slug, path}]``: local deletions the engine saw and never sent to the server — still inside the
-        corroboration window when the item ended, held back by the per-pass cap, or refused by the engine's
-        re-check (a folder replaced by a file of the same name: `e/f.md` cannot be checked under the file `e`,
-        and its delete was dropped without a word — a breaker). Read after the last flush: the engine's
-        `pending_deletes` of each store (SDK internals, pinned; tests/worker/test_run.py)."""
-        return [
-            {"slug": self._slug(store), "path": path}
-            for store in self._stores
-            for path in sorted(store.pending_deletes)
-        ]
+        """``[{slug, path}]``: files the agent deleted whose server delete never went out. Read after the last
+        flush, before `dispose`: every path of a store's baseline (what the server held at the last sync)
+        with no file on disk, and the engine's `pending_deletes` (SDK internals, pinned;
+        tests/worker/test_run.py). That covers a delete still inside the corroboration window, held back by
+        the per-pass cap, dropped by the engine's re-check (a folder replaced by a file of the same name), or
+        never looked at because the store was not synced (its marker damaged, its folder replaced) — the
+        summary said nothing of any of them (breakers)."""
+        missing: set[tuple[str, str]] = set()
+        for store in self._stores:
+            slug = self._slug(store)
+            try:
+                root: Path | None = Path(store.files.root().path)
+            except Exception:  # no root: nothing was ever written there
+                root = None
+            missing.update((slug, path) for path in store.pending_deletes)
+            missing.update((slug, path) for path in store.baseline if root is None or not os.path.lexists(root / path))
+        return [{"slug": slug, "path": path} for slug, path in sorted(missing)]
 
     @property
     def last_sync(self) -> float:

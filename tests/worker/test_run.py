@@ -476,7 +476,7 @@ def test_a_session_deleted_while_its_agent_runs_is_not_a_final_sync(
     run.tell("deleted")
     summary = run.finish(timeout=60)
     assert summary["outcome"] == "completed" and summary["agent_exit"] == 0
-    assert summary["final_sync"] is False and "final sync refused for 1 store" in run.log()
+    assert summary["final_sync"] is False and "final sync did not reach team-notes" in run.log()
     assert [kept["path"] for kept in summary["unsynced"]] == ["late.md"]
     assert (run.workdir / ".memory-unsynced" / "team-notes" / "late.md").read_text().startswith("written after")
     assert contents(notes_store) == {}
@@ -502,4 +502,36 @@ def test_a_delete_the_engine_never_sent_is_reported(worker, owner_token, notes_s
     assert "delete not sent: team-notes/e/f.md" in run.log()
     assert "e" in [kept["path"] for kept in summary["conflicts"] + summary["unsynced"]]
     assert contents(notes_store) == {"/e/f.md": "inside the folder", "/keep.md": "kept"}
+    assert session_versions(session) == []
+
+
+@pytest.mark.parametrize("damage", ["marker", "folder"])
+def test_a_mount_the_agent_damaged_is_not_a_final_sync_and_its_deletes_are_reported(
+    worker, owner_token, notes_store, make_session, damage
+):
+    """The engine refuses to sync a mount whose marker is damaged, and fails on one replaced by a file; the
+    summary said `final_sync: true` with no delete reported (a breaker). Nothing reaches the server."""
+    seed(notes_store, owner_token, {"/keep.md": "kept", "/gone.md": "deleted by the agent"})
+    session = make_session(notes_store)
+    run = worker(
+        f"""
+        import shutil
+        notes = MOUNTS / "team-notes"
+        (notes / "gone.md").unlink()
+        (notes / "new.md").write_text("written by the agent")
+        if {damage!r} == "marker":
+            (notes / ".anthropic-memory-store").write_text("garbage")
+        else:
+            shutil.rmtree(notes)
+            notes.write_text("a file where the mount was")
+        """,
+    )
+    summary = run.finish()
+    assert summary["outcome"] == "completed" and summary["final_sync"] is False
+    assert "final sync did not reach team-notes" in run.log()
+    expected = ["gone.md"] if damage == "marker" else ["gone.md", "keep.md"]
+    assert summary["deletes_not_sent"] == [{"slug": "team-notes", "path": path} for path in expected]
+    if damage == "marker":  # the agent's new file is still on disk, and kept
+        assert [kept["path"] for kept in summary["unsynced"]] == ["new.md"]
+    assert contents(notes_store) == {"/keep.md": "kept", "/gone.md": "deleted by the agent"}
     assert session_versions(session) == []
