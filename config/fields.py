@@ -122,12 +122,15 @@ def canonical_uuid(value: object) -> uuid.UUID | None:
 NO_CONTROL_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f\u2028\u2029]*$"
 
 # A display name (stores.validation.name_problem): no control characters or line separators, no format (Cf)
-# characters of the Basic Multilingual Plane but ZWNJ and ZWJ (U+200C, U+200D), and not spaces only.
+# characters of the Basic Multilingual Plane but ZWNJ and ZWJ (U+200C, U+200D), and at least one visible
+# character — not a space, joiner, filler, variation selector or the Braille blank (`_NAME_INVISIBLE`).
+# Other planes' characters are the server's to judge: a pattern has no portable way to name them.
 _NAME_FORBIDDEN = (
     r"\u0000-\u001f\u007f-\u009f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b"
     r"\u200e\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
 )
-_NAME_BODY = rf"[^{_NAME_FORBIDDEN}]*[^{_NAME_FORBIDDEN}\s][^{_NAME_FORBIDDEN}]*"
+_NAME_INVISIBLE = r"\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200c\u200d\u2800\u3164\ufe00-\ufe0f\uffa0\ufff0-\ufff8"
+_NAME_BODY = rf"[^{_NAME_FORBIDDEN}]*[^{_NAME_FORBIDDEN}{_NAME_INVISIBLE}\s][^{_NAME_FORBIDDEN}]*"
 NAME_PATTERN = rf"^{_NAME_BODY}$"
 NAME_OR_EMPTY_PATTERN = rf"^({_NAME_BODY})?$"  # session titles and environment key names may be ""
 

@@ -29,25 +29,38 @@ def _format_character_allowed(ch: str) -> bool:
     return ch in "\u200c\u200d" or "\U000e0020" <= ch <= "\U000e007f"
 
 
+# Characters that show nothing although they are not spaces: the default-ignorable ones a name may hold (ZWNJ,
+# ZWJ, the combining grapheme joiner, variation selectors, Hangul fillers, Khmer inherent vowels, tags) and
+# the Braille blank. A name of only these and spaces looked blank in the directory (a breaker).
+_INVISIBLE = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u200c\u200d\u2800\u3164\uffa0") | frozenset(
+    map(chr, [*range(0x180B, 0x1810), *range(0xFE00, 0xFE10), *range(0xFFF0, 0xFFF9), *range(0xE0000, 0xE1000)])
+)
+
+
+def _visible(ch: str) -> bool:
+    return not ch.isspace() and ch not in _INVISIBLE and unicodedata.category(ch) != "Cf"
+
+
 def name_problem(value: str) -> str | None:
     """What is wrong with a display name's characters (a lowercase sentence naming no field), or None.
 
     Refused: control (Cc) characters, lone surrogates, U+2028/U+2029 (a name is one line: a store name with
     U+2028 forged lines of the worker's system context), format (Cf) characters other than those
-    `_format_character_allowed` keeps (a bidi override spoofed names in the public directory), and a name of
-    spaces only. Names are never normalised or trimmed. The schema's `config.fields.NAME_PATTERN` says the same
-    for the Basic Multilingual Plane.
+    `_format_character_allowed` keeps (a bidi override spoofed names in the public directory), and a name
+    with no visible character (spaces, joiners, fillers, the Braille blank only). Names are never normalised
+    or trimmed. The schema's `config.fields.NAME_PATTERN` says the same for the Basic Multilingual Plane (a
+    JSON Schema pattern has no portable way to name other planes' characters).
     """
     if first_forbidden_char(value) or _has_control(value):
         return "must not contain control characters or line separators."
     for ch in value:
         if unicodedata.category(ch) == "Cf" and not _format_character_allowed(ch):
             return (
-                f"must not contain U+{ord(ch):04X}, an invisible formatting character (bidirectional controls "
-                "make a name display as another)."
+                f"must not contain U+{ord(ch):04X}, an invisible formatting character (they hide text or, as "
+                "bidirectional controls do, make a name display as another)."
             )
-    if value.isspace():
-        return "must contain a character other than spaces."
+    if not any(map(_visible, value)):
+        return "must contain a visible character (not only spaces, joiners or blank characters)."
     return None
 
 
