@@ -49,7 +49,15 @@ from rest_framework import exceptions as drf
 from accounts.authentication import BearerTokenAuthentication
 from config import mcp_tools
 from config.database import ANSWER_BY
-from config.errors import describe, error_response
+from config.errors import (
+    DATABASE_FAULT_MESSAGE,
+    describe,
+    error_payload,
+    error_response,
+    is_database_fault,
+    log_fault,
+    request_id_of,
+)
 from config.parsers import duplicate_key
 
 # Where the Django request travels inside the ASGI scope handed to the SDK (read back in `call_tool`).
@@ -221,14 +229,17 @@ def endpoint(request: HttpRequest) -> HttpResponse:
         credentials = authenticate_bearer(request)
     except (drf.AuthenticationFailed, drf.NotAuthenticated) as exc:
         return _unauthorized(request, exc)
+    except Exception as exc:
+        if not is_database_fault(exc):
+            raise
+        log_fault(request, exc)
+        return _fault_before_any_message(request)
     if credentials is None:
         return _unauthorized(request, None)
     try:
         body = request.body
     except RequestDataTooBig:
-        limit = settings.MAX_REQUEST_BYTES
-        message = f"Request body is over the limit of {limit} bytes."
-        return error_response(request, status=413, type="request_too_large", message=message)
+        return _too_large(request)
     twice = duplicate_key(body)
     if twice is not None:  # as REST: a key given twice is an error, never "the last one wins" (SPEC §2)
         return _rpc_error(types.PARSE_ERROR, f"Parse error: {twice}.")
@@ -241,6 +252,56 @@ def endpoint(request: HttpRequest) -> HttpResponse:
         return _rpc_error(types.INVALID_REQUEST, f"Invalid Request: {problem}")
     status, headers, content = async_to_sync(serve_exchange)(request, body)
     return _django_response(request, status, headers, content)
+
+
+def _too_large(request: HttpRequest) -> HttpResponse:
+    limit = settings.MAX_REQUEST_BYTES
+    message = f"Request body is over the limit of {limit} bytes."
+    return error_response(request, status=413, type="request_too_large", message=message)
+
+
+def _fault_before_any_message(request: HttpRequest) -> HttpResponse:
+    """The answer when the database fails while the caller's token is checked, before any message ran.
+
+    REST's answer — HTTP 503, Retry-After and the §2 error object — is no JSON-RPC message: the official
+    client reported only "Server returned an error response", even for `initialize`, so no agent learnt the
+    call was worth repeating (a breaker, with the database stopped and frozen). So each request of the body
+    gets an answer in the protocol, HTTP 200: a `tools/call` the tool error a fault inside a tool gets (the
+    §2 error object with `retry_after`, README "MCP"), any other method the JSON-RPC error a batch member
+    not run gets (-32000, `data: {type: overloaded_error, retry_after}`). Notifications get none (202 when
+    nothing else is left); a body that is no JSON-RPC request gets one error with `id` null. Nothing ran.
+    """
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        return _too_large(request)
+    batch = _batch_in(body)
+    messages = [_object_in(body)] if batch is None else batch
+    replies = [reply for message in messages if (reply := _fault_reply(request, message)) is not None]
+    if not replies:
+        return HttpResponse(status=202)
+    payload = replies[0] if batch is None else replies
+    return HttpResponse(json.dumps(payload), status=200, content_type="application/json")  # ASCII: any id
+
+
+def _fault_reply(request: HttpRequest, message: Any) -> dict[str, Any] | None:
+    """`_fault_before_any_message`'s reply to one parsed message, or None for a notification."""
+    retry_after = max(1, int(settings.RETRY_AFTER))
+    if isinstance(message, dict) and isinstance(message.get("method"), str) and "id" not in message:
+        return None
+    rid = message.get("id") if isinstance(message, dict) and _valid_id(message.get("id")) else None
+    if isinstance(message, dict) and message.get("method") == "tools/call":
+        error = error_payload(
+            status=503,
+            type="overloaded_error",
+            message=DATABASE_FAULT_MESSAGE,
+            request_id=request_id_of(request),
+            extra={"retry_after": retry_after},
+        )
+        text = json.dumps(error, ensure_ascii=False)
+        return {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}], "isError": True}}
+    data = {"type": "overloaded_error", "retry_after": retry_after}
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": NOT_RUN, "message": DATABASE_FAULT_MESSAGE, "data": data}}
 
 
 # The revision whose clients may batch; also the one the SDK assumes when MCP-Protocol-Version is absent.

@@ -242,6 +242,62 @@ def test_a_fault_before_the_view_also_says_when_to_retry(client, secret, setting
     assert result["isError"] is True and error["type"] == "overloaded_error" and error["retry_after"] == 3
 
 
+@pytest.fixture
+def auth_fault(monkeypatch, settings):
+    """The database fails while the bearer token is checked — the first query of every /mcp request."""
+    from accounts.authentication import BearerTokenAuthentication
+
+    settings.RETRY_AFTER = 4
+
+    def failing(self, request):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(BearerTokenAuthentication, "authenticate", failing)
+
+
+@pytest.mark.usefixtures("auth_fault")
+def test_a_fault_while_the_token_is_checked_is_answered_in_the_protocol(client, secret):
+    """REST's 503 body is no JSON-RPC message: the official client reported "Server returned an error
+    response" even for `initialize`, and no agent learnt the call was worth repeating (a breaker)."""
+    import mcp_types as types
+
+    initialize = {"jsonrpc": "2.0", "id": "i-1", "method": "initialize", "params": {}}
+    response = rpc(client, secret, initialize)
+    assert response.status_code == 200 and response["Request-Id"]
+    reply = types.JSONRPCError.model_validate(response.json())  # what the official client reads
+    assert reply.id == "i-1" and reply.error.code == -32000
+    assert reply.error.data == {"type": "overloaded_error", "retry_after": 4}
+
+    note = {"id": "00000000-0000-4000-8000-000000000000", "body_md": "x", "client_nonce": "k"}
+    message = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "note_memories", "arguments": note},
+    }
+    response = rpc(client, secret, message)
+    assert response.status_code == 200 and response.json()["id"] == 7
+    result = types.CallToolResult.model_validate(response.json()["result"])
+    error = json.loads(result.content[0].text)
+    assert result.is_error and error["error"]["type"] == "overloaded_error" and error["error"]["retry_after"] == 4
+    assert error["request_id"] == response["Request-Id"]
+    assert not Entry.objects.exists()
+
+
+@pytest.mark.usefixtures("auth_fault")
+def test_a_fault_while_the_token_is_checked_answers_each_batch_request_and_no_notification(client, secret):
+    notification = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert rpc(client, secret, notification).status_code == 202
+    batch = [notification, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, {"jsonrpc": "2.0", "id": "\ud800"}]
+    response = rpc(client, secret, json.dumps(batch), HTTP_MCP_PROTOCOL_VERSION="2025-03-26")
+    assert response.status_code == 200
+    replies = response.json()
+    assert [reply["id"] for reply in replies] == [1, "\ud800"]
+    assert all(reply["error"]["data"]["type"] == "overloaded_error" for reply in replies)
+    unreadable = rpc(client, secret, b"{not json")
+    assert unreadable.status_code == 200 and unreadable.json()["id"] is None
+
+
 def test_a_tool_error_that_is_not_worth_retrying_has_no_retry_after(client, secret):
     result = call(client, secret, "wake_memories", {"id": "00000000-0000-4000-8000-000000000000"})
     error = json.loads(result["content"][0]["text"])["error"]
