@@ -27,6 +27,7 @@ import io
 import json
 import logging
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -136,10 +137,29 @@ def _closing(scope: dict) -> dict[str, str]:
     return {"Connection": "close"}
 
 
+# `http://host:port` or `https://…` at the start of a request target: the absolute form (RFC 9112 §3.2.2).
+_ABSOLUTE_FORM = re.compile(rb"[hH][tT][tT][pP][sS]?://[^/]*")
+
+
+def origin_form(scope: dict) -> dict:
+    """`scope` with an absolute-form target (``GET http://host/healthz``) reduced to its path.
+
+    RFC 9112 §3.2.2: a server MUST accept the absolute form; gunicorn passes it on whole, so every route
+    answered 404 (a breaker). The scheme and authority are dropped from `raw_path` and `path` (an empty path
+    is ``/``); the Host header is left as sent. Any other scope is returned as it is."""
+    raw = scope.get("raw_path") or b""
+    found = _ABSOLUTE_FORM.match(raw)
+    if found is None:
+        return scope
+    raw = raw[found.end() :] or b"/"
+    return {**scope, "raw_path": raw, "path": unquote_to_bytes(raw).decode("utf-8", "replace")}
+
+
 async def application(scope: dict, receive: Callable, send: Callable) -> None:
     """The ASGI 3 entry point (HTTP and lifespan; WebSocket connections are closed)."""
     kind = scope["type"]
     if kind == "http":
+        scope = origin_form(scope)
         path = scope["path"]
         if scope["method"] == "HEAD":
             send = _headless(send)

@@ -108,3 +108,30 @@ def test_what_the_front_answers_itself_carries_the_security_headers(method, path
     assert sent[b"referrer-policy"] == b"same-origin"
     assert sent[b"cross-origin-opener-policy"] == b"same-origin"
     assert sent[b"x-frame-options"] == b"DENY"
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        (b"http://127.0.0.1:8000/healthz", "/healthz"),
+        (b"HTTPS://example.test/healthz", "/healthz"),
+        (b"http://example.test", "/"),
+        (b"/healthz", "/healthz"),  # the origin form, untouched
+        (b"/http://x/healthz", "/http://x/healthz"),
+    ],
+)
+def test_an_absolute_form_target_is_reduced_to_its_path(target, expected):
+    """RFC 9112 §3.2.2: servers MUST accept `GET http://host/path`; gunicorn passed it on whole and every
+    route answered 404 (a breaker)."""
+    scope = http_scope("GET", target.decode("latin-1"), [(b"host", b"testserver")])
+    scope["raw_path"] = target
+    assert front.origin_form(scope)["path"] == expected
+    assert front.origin_form(scope)["raw_path"] == expected.encode()
+
+
+@pytest.mark.parametrize(("target", "status"), [(b"http://127.0.0.1:8000/healthz", 200), (b"http://h/api/v1/me", 401)])
+def test_an_absolute_form_request_reaches_its_route(target, status):
+    scope = http_scope("GET", target.decode(), [(b"host", b"testserver")])
+    scope["raw_path"] = target
+    start, body = run_asgi(scope)
+    assert start["status"] == status, body
