@@ -151,10 +151,41 @@ SERVER: Server[Any] = Server(
     on_list_tools=list_tools,
     on_call_tool=call_tool,
 )
+
+
+async def answer_faulted(ctx, call_next):
+    """Server middleware: every request of an HTTP request whose token check met a database fault gets its
+    fault answer instead of running — a `tools/call` the tool error a fault inside a tool gets (the §2 error
+    object with `retry_after`, README "MCP"), any other method (`initialize` included) the JSON-RPC error
+    -32000 a batch member not run gets (`data: {type: overloaded_error, retry_after}`). Notifications and
+    everything else pass. Being a middleware, it runs after every check the transport, the batch rules and
+    the SDK apply to a body (revision, size, ids, headers, responses): an outage changes the answer of a
+    request, never which bodies are answered (breakers: REST's 503 body, which the official client could not
+    read; then a first version that answered a 1 MB batch of 520,000 members with 107 MB).
+
+    The SDK's middleware list is provisional API (pinned; tests/mcp/test_endpoint.py covers it)."""
+    request = ctx.request.scope[SCOPE_KEY] if ctx.request is not None else None
+    if ctx.request_id is None or not getattr(request, "mcp_fault", False):
+        return await call_next(ctx)
+    retry_after = max(1, int(settings.RETRY_AFTER))
+    if ctx.method == "tools/call":
+        error = error_payload(
+            status=503,
+            type="overloaded_error",
+            message=DATABASE_FAULT_MESSAGE,
+            request_id=request_id_of(request),
+            extra={"retry_after": retry_after},
+        )
+        text = json.dumps(error, ensure_ascii=False)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+    data = {"type": "overloaded_error", "retry_after": retry_after}
+    raise MCPError(code=NOT_RUN, message=DATABASE_FAULT_MESSAGE, data=data)
+
+
 # The SDK ships an OpenTelemetry span middleware switched on; with no exporter it only costs time (about a
 # tenth of a tool call's server CPU, bench/mcp_calls.py). Dropping it is the SDK's documented opt-out;
-# requests are traced by their Request-Id instead.
-SERVER.middleware = []
+# requests are traced by their Request-Id instead. Ours answers requests whose caller a fault left unknown.
+SERVER.middleware = [answer_faulted]
 
 
 # ------------------------------------------------------------------------------------------ the view
@@ -232,10 +263,13 @@ def endpoint(request: HttpRequest) -> HttpResponse:
     except Exception as exc:
         if not is_database_fault(exc):
             raise
-        log_fault(request, exc)
-        return _fault_before_any_message(request)
-    if credentials is None:
-        return _unauthorized(request, None)
+        # Answered in the protocol, after every check a body gets anyway (`answer_faulted`, decisions.md
+        # "A fault before any message ran"): HTTP 200, the reply's own error. The caller is unknown.
+        log_fault(request, exc, status=200)
+        credentials, request.mcp_fault = None, True
+    else:
+        if credentials is None:
+            return _unauthorized(request, None)
     try:
         body = request.body
     except RequestDataTooBig:
@@ -258,50 +292,6 @@ def _too_large(request: HttpRequest) -> HttpResponse:
     limit = settings.MAX_REQUEST_BYTES
     message = f"Request body is over the limit of {limit} bytes."
     return error_response(request, status=413, type="request_too_large", message=message)
-
-
-def _fault_before_any_message(request: HttpRequest) -> HttpResponse:
-    """The answer when the database fails while the caller's token is checked, before any message ran.
-
-    REST's answer — HTTP 503, Retry-After and the §2 error object — is no JSON-RPC message: the official
-    client reported only "Server returned an error response", even for `initialize`, so no agent learnt the
-    call was worth repeating (a breaker, with the database stopped and frozen). So each request of the body
-    gets an answer in the protocol, HTTP 200: a `tools/call` the tool error a fault inside a tool gets (the
-    §2 error object with `retry_after`, README "MCP"), any other method the JSON-RPC error a batch member
-    not run gets (-32000, `data: {type: overloaded_error, retry_after}`). Notifications get none (202 when
-    nothing else is left); a body that is no JSON-RPC request gets one error with `id` null. Nothing ran.
-    """
-    try:
-        body = request.body
-    except RequestDataTooBig:
-        return _too_large(request)
-    batch = _batch_in(body)
-    messages = [_object_in(body)] if batch is None else batch
-    replies = [reply for message in messages if (reply := _fault_reply(request, message)) is not None]
-    if not replies:
-        return HttpResponse(status=202)
-    payload = replies[0] if batch is None else replies
-    return HttpResponse(json.dumps(payload), status=200, content_type="application/json")  # ASCII: any id
-
-
-def _fault_reply(request: HttpRequest, message: Any) -> dict[str, Any] | None:
-    """`_fault_before_any_message`'s reply to one parsed message, or None for a notification."""
-    retry_after = max(1, int(settings.RETRY_AFTER))
-    if isinstance(message, dict) and isinstance(message.get("method"), str) and "id" not in message:
-        return None
-    rid = message.get("id") if isinstance(message, dict) and _valid_id(message.get("id")) else None
-    if isinstance(message, dict) and message.get("method") == "tools/call":
-        error = error_payload(
-            status=503,
-            type="overloaded_error",
-            message=DATABASE_FAULT_MESSAGE,
-            request_id=request_id_of(request),
-            extra={"retry_after": retry_after},
-        )
-        text = json.dumps(error, ensure_ascii=False)
-        return {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}], "isError": True}}
-    data = {"type": "overloaded_error", "retry_after": retry_after}
-    return {"jsonrpc": "2.0", "id": rid, "error": {"code": NOT_RUN, "message": DATABASE_FAULT_MESSAGE, "data": data}}
 
 
 # The revision whose clients may batch; also the one the SDK assumes when MCP-Protocol-Version is absent.
