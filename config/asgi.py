@@ -138,7 +138,7 @@ def _closing(scope: dict) -> dict[str, str]:
 
 
 # `http://host:port` or `https://…` at the start of a request target: the absolute form (RFC 9112 §3.2.2).
-_ABSOLUTE_FORM = re.compile(rb"[hH][tT][tT][pP][sS]?://[^/]*")
+_ABSOLUTE_FORM = re.compile(rb"[hH][tT][tT][pP][sS]?://[^/?#\\]*")  # the authority ends where a path could begin
 
 
 def origin_form(scope: dict) -> dict:
@@ -163,6 +163,12 @@ async def application(scope: dict, receive: Callable, send: Callable) -> None:
         path = scope["path"]
         if scope["method"] == "HEAD":
             send = _headless(send)
+        if scope.get("http_version") == "1.1" and not any(name == b"host" for name, _ in scope["headers"]):
+            # RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host; gunicorn served it
+            # (a breaker: harmless alone, a smuggling ingredient behind a proxy that routes by Host).
+            message = "An HTTP/1.1 request must carry a Host header."
+            await _send_error(send, 400, "invalid_request_error", message, _closing(scope), path=path)
+            return
         for prefix, (app, _) in MOUNTS.items():
             if path == prefix or path.startswith(prefix + "/"):
                 await app(scope, receive, send)

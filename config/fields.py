@@ -129,7 +129,9 @@ _NAME_FORBIDDEN = (
     r"\u0000-\u001f\u007f-\u009f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b"
     r"\u200e\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
 )
-_NAME_INVISIBLE = r"\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200c\u200d\u2800\u3164\ufe00-\ufe0f\uffa0\ufff0-\ufff8"
+_NAME_INVISIBLE = (
+    r"\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200c\u200d\u2065\u2800\u3164\ufe00-\ufe0f\uffa0\ufff0-\ufff8"
+)
 _NAME_BODY = rf"[^{_NAME_FORBIDDEN}]*[^{_NAME_FORBIDDEN}{_NAME_INVISIBLE}\s][^{_NAME_FORBIDDEN}]*"
 NAME_PATTERN = rf"^{_NAME_BODY}$"
 NAME_OR_EMPTY_PATTERN = rf"^({_NAME_BODY})?$"  # session titles and environment key names may be ""

@@ -32,7 +32,9 @@ def _format_character_allowed(ch: str) -> bool:
 # Characters that show nothing although they are not spaces: the default-ignorable ones a name may hold (ZWNJ,
 # ZWJ, the combining grapheme joiner, variation selectors, Hangul fillers, Khmer inherent vowels, tags) and
 # the Braille blank. A name of only these and spaces looked blank in the directory (a breaker).
-_INVISIBLE = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u200c\u200d\u2800\u3164\uffa0") | frozenset(
+_INVISIBLE = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u200c\u200d\u2065\u2800\u3164\uffa0\U0001107f\U00016fe4"
+) | frozenset(
     map(chr, [*range(0x180B, 0x1810), *range(0xFE00, 0xFE10), *range(0xFFF0, 0xFFF9), *range(0xE0000, 0xE1000)])
 )
 

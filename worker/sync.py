@@ -213,6 +213,9 @@ class WorkerMemoryStores(SessionMemoryStores):
             except Exception as e:  # no root: nothing was ever written there
                 log.warning("could not preserve unsynced files memory_store_id=%s: %s", store.memory_store_id, e)
                 continue
+            if root.is_symlink():  # the agent replaced its mount by a link: what it points at is not the mount's
+                log.warning("unsynced: %s is a symbolic link now; not followed, nothing under it kept", root)
+                continue
             for dirpath, _dirs, names in os.walk(root):
                 for name in sorted(names):
                     path = Path(dirpath) / name
@@ -233,9 +236,19 @@ class WorkerMemoryStores(SessionMemoryStores):
         return kept
 
     async def dispose(self) -> None:
-        """The engine's dispose, after making read-only roots writable again so they can be removed."""
+        """The engine's dispose, after making read-only roots writable again so they can be removed, and
+        after removing a mount the agent replaced by a symbolic link (the link only, never what it points at:
+        the engine could not remove it, and it stayed in the mount root, a breaker)."""
         for root in self.read_only_roots:
             make_writable(root)
+        for store in self._stores:
+            try:
+                root = Path(store.files.root().path)
+                if root.is_symlink():
+                    root.unlink()
+                    log.warning("removed %s: the agent had replaced its mount by a symbolic link", root)
+            except Exception as e:  # no root, or the link cannot go: the engine's dispose reports the rest
+                log.warning("could not remove a linked mount memory_store_id=%s: %s", store.memory_store_id, e)
         await super().dispose()
 
 

@@ -176,6 +176,8 @@ def test_a_name_is_one_line_on_every_surface(owner_client, store, separator):
         ("\u3164 \u3164", "a visible character"),
         ("\u034f\ufe0f", "a visible character"),
         ("\U000e0061", "a visible character"),
+        ("\u2065", "a visible character"),  # reserved default-ignorable: renders as nothing (a third tester)
+        ("\U00016fe4 \U0001107f", "a visible character"),
         ("x\U0001d173", "U+1D173"),
     ],
 )

@@ -118,6 +118,8 @@ def test_what_the_front_answers_itself_carries_the_security_headers(method, path
         (b"http://example.test", "/"),
         (b"/healthz", "/healthz"),  # the origin form, untouched
         (b"/http://x/healthz", "/http://x/healthz"),
+        (b"http://h#frag/healthz", "#frag/healthz"),  # not a way around the origin form's answer (404)
+        (b"http://h\\/healthz", "\\/healthz"),
     ],
 )
 def test_an_absolute_form_target_is_reduced_to_its_path(target, expected):
@@ -135,3 +137,15 @@ def test_an_absolute_form_request_reaches_its_route(target, status):
     scope["raw_path"] = target
     start, body = run_asgi(scope)
     assert start["status"] == status, body
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/api/v1/me", "/mcp", "/backoffice/login/"])
+def test_an_http_1_1_request_without_host_is_a_400(path):
+    """RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host; gunicorn served it (a
+    breaker). HTTP/1.0 needs none."""
+    scope = {**http_scope("GET", path), "headers": []}
+    start, body = run_asgi(scope)
+    assert start["status"] == 400, body
+    assert b"Host header" in body["body"]
+    start, _body = run_asgi({**scope, "http_version": "1.0"})
+    assert start["status"] != 400

@@ -275,9 +275,14 @@ def run_asgi(scope: dict, messages: list[dict] | None = None, *, stall: bool = F
 
 
 def http_scope(method: str, path: str, headers: list[tuple[bytes, bytes]] | None = None, query: bytes = b"") -> dict:
+    """An HTTP/1.1 scope as gunicorn builds it; `Host: testserver` is added unless `headers` name a host (an
+    HTTP/1.1 request without one is a 400, RFC 9112 §3.2)."""
+    headers = list(headers or [])
+    if not any(name == b"host" for name, _ in headers):
+        headers.insert(0, (b"host", b"testserver"))
     return {
         "type": "http", "method": method, "path": path, "raw_path": path.encode() + (b"?" + query if query else b""),
-        "query_string": query, "headers": headers or [(b"host", b"testserver")], "http_version": "1.1",
+        "query_string": query, "headers": headers, "http_version": "1.1",
         "scheme": "http", "server": ("testserver", 80), "client": ("127.0.0.1", 5000), "root_path": "",
     }  # fmt: skip
 

@@ -535,3 +535,29 @@ def test_a_mount_the_agent_damaged_is_not_a_final_sync_and_its_deletes_are_repor
         assert [kept["path"] for kept in summary["unsynced"]] == ["new.md"]
     assert contents(notes_store) == {"/keep.md": "kept", "/gone.md": "deleted by the agent"}
     assert session_versions(session) == []
+
+
+def test_a_mount_replaced_by_a_symbolic_link_is_not_followed_and_the_link_is_removed(
+    worker, owner_token, notes_store, make_session, tmp_path
+):
+    """The unsynced walk followed the link and copied what it pointed at, and the link stayed in the mount
+    root (a breaker). The link is neither followed nor copied, and it goes; its target is untouched."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "other.md").write_text("not the store's")
+    seed(notes_store, owner_token, {"/log.md": "kept"})
+    make_session(notes_store)
+    run = worker(
+        f"""
+        import shutil
+        notes = MOUNTS / "team-notes"
+        shutil.rmtree(notes)
+        notes.symlink_to({str(elsewhere)!r})
+        """,
+    )
+    summary = run.finish()
+    assert summary["final_sync"] is False and summary["unsynced"] == []
+    assert summary["deletes_not_sent"] == [{"slug": "team-notes", "path": "log.md"}]
+    assert list(run.mounts.iterdir()) == []
+    assert (elsewhere / "other.md").read_text() == "not the store's"
+    assert contents(notes_store) == {"/log.md": "kept"}
