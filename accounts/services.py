@@ -97,8 +97,8 @@ TOKEN_NAME_MAX_CHARS = 100  # ApiToken.name
 
 def clean_token_name(value: object) -> str:
     """Return a valid token name: a string of 1–100 characters with nothing `stores.validation.name_problem`
-    refuses (control characters, lone surrogates, line separators, invisible formatting characters, spaces
-    only) — the one rule for the API (`TokenNameField`) and the back office. Raises InvalidRequest whose
+    refuses (control characters, lone surrogates, line separators, invisible formatting characters, no
+    visible character) — the one rule for the API (`TokenNameField`) and the back office. Raises InvalidRequest whose
     message names no field (callers add it)."""
     if not isinstance(value, str):
         raise InvalidRequest("Must be a string.")

@@ -146,13 +146,18 @@ def origin_form(scope: dict) -> dict:
 
     RFC 9112 §3.2.2: a server MUST accept the absolute form; gunicorn passes it on whole, so every route
     answered 404 (a breaker). The scheme and authority are dropped from `raw_path` and `path` (an empty path
-    is ``/``); the Host header is left as sent. Any other scope is returned as it is."""
+    is ``/``), and the authority, when there is one, replaces the Host header, as the RFC asks (so
+    ALLOWED_HOSTS judges the host that was asked for, a second breaker). Any other scope is returned as it is."""
     raw = scope.get("raw_path") or b""
     found = _ABSOLUTE_FORM.match(raw)
     if found is None:
         return scope
+    authority = found.group(0).split(b"://", 1)[1]
+    headers = scope["headers"]
+    if authority:
+        headers = [(b"host", authority), *((name, value) for name, value in headers if name != b"host")]
     raw = raw[found.end() :] or b"/"
-    return {**scope, "raw_path": raw, "path": unquote_to_bytes(raw).decode("utf-8", "replace")}
+    return {**scope, "raw_path": raw, "path": unquote_to_bytes(raw).decode("utf-8", "replace"), "headers": headers}
 
 
 async def application(scope: dict, receive: Callable, send: Callable) -> None:

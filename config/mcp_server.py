@@ -50,13 +50,10 @@ from accounts.authentication import BearerTokenAuthentication
 from config import mcp_tools
 from config.database import ANSWER_BY
 from config.errors import (
-    DATABASE_FAULT_MESSAGE,
     describe,
-    error_payload,
     error_response,
     is_database_fault,
     log_fault,
-    request_id_of,
 )
 from config.parsers import duplicate_key
 
@@ -165,21 +162,15 @@ async def answer_faulted(ctx, call_next):
 
     The SDK's middleware list is provisional API (pinned; tests/mcp/test_endpoint.py covers it)."""
     request = ctx.request.scope[SCOPE_KEY] if ctx.request is not None else None
-    if ctx.request_id is None or not getattr(request, "mcp_fault", False):
+    fault = getattr(request, "mcp_fault", None)
+    if ctx.request_id is None or fault is None:
         return await call_next(ctx)
-    retry_after = max(1, int(settings.RETRY_AFTER))
+    reply = mcp_tools.error_reply(fault, request=request)  # what a tool meeting this fault answers
     if ctx.method == "tools/call":
-        error = error_payload(
-            status=503,
-            type="overloaded_error",
-            message=DATABASE_FAULT_MESSAGE,
-            request_id=request_id_of(request),
-            extra={"retry_after": retry_after},
-        )
-        text = json.dumps(error, ensure_ascii=False)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
-    data = {"type": "overloaded_error", "retry_after": retry_after}
-    raise MCPError(code=NOT_RUN, message=DATABASE_FAULT_MESSAGE, data=data)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=reply.text)], is_error=True)
+    error = reply.data["error"]
+    data = {"type": error["type"], "retry_after": error["retry_after"]}
+    raise MCPError(code=NOT_RUN, message=error["message"], data=data)
 
 
 # The SDK ships an OpenTelemetry span middleware switched on; with no exporter it only costs time (about a
@@ -266,7 +257,7 @@ def endpoint(request: HttpRequest) -> HttpResponse:
         # Answered in the protocol, after every check a body gets anyway (`answer_faulted`, decisions.md
         # "A fault before any message ran"): HTTP 200, the reply's own error. The caller is unknown.
         log_fault(request, exc, status=200)
-        credentials, request.mcp_fault = None, True
+        credentials, request.mcp_fault = None, exc
     else:
         if credentials is None:
             return _unauthorized(request, None)

@@ -491,20 +491,22 @@ def call(operation: Operation, arguments: Any, *, request: HttpRequest) -> ToolR
             text = json.dumps(data, ensure_ascii=False)
         return ToolReply(status=response.status_code, text=text, data=data)
     except Exception as exc:  # every failure becomes the same error object REST would show
-        status, type_, message, details, extra, headers = describe(exc)
-        if status >= 500:
-            logger.exception("MCP tool %s failed", operation.tool.name, exc_info=exc)
-        if "Retry-After" in headers:
-            extra = {**(extra or {}), "retry_after": _seconds(headers["Retry-After"])}
-        payload = error_payload(
-            status=status,
-            type=type_,
-            message=message,
-            request_id=request_id_of(request),
-            details=details,
-            extra=extra,
-        )
-        return ToolReply(status=status, text=json.dumps(payload, ensure_ascii=False), data=payload)
+        return error_reply(exc, request=request, tool=operation.tool.name)
+
+
+def error_reply(exc: BaseException, *, request: HttpRequest, tool: str = "") -> ToolReply:
+    """The tool error for `exc`: the SPEC §2 error object REST would answer (`config.errors.describe`), with
+    the request id of `request` and, where REST would send ``Retry-After``, ``retry_after`` (whole seconds).
+    A 5xx is logged with its traceback, naming `tool`."""
+    status, type_, message, details, extra, headers = describe(exc)
+    if status >= 500:
+        logger.exception("MCP tool %s failed", tool or "-", exc_info=exc)
+    if "Retry-After" in headers:
+        extra = {**(extra or {}), "retry_after": _seconds(headers["Retry-After"])}
+    payload = error_payload(
+        status=status, type=type_, message=message, request_id=request_id_of(request), details=details, extra=extra
+    )
+    return ToolReply(status=status, text=json.dumps(payload, ensure_ascii=False), data=payload)
 
 
 def _seconds(retry_after: str) -> int:

@@ -68,7 +68,7 @@ def name_problem(value: str) -> str | None:
 
 def clean_name(value: object, *, field: str = "name", max_chars: int = NAME_MAX_CHARS) -> str:
     """Return a valid store name: a string of 1–255 characters that `name_problem` finds nothing wrong with
-    (no control characters, line separators, invisible formatting characters; not spaces only).
+    (no control characters, line separators, invisible formatting characters; a visible character).
 
     The one rule for every name-like text (environment names, session titles, environment key names, a
     summary's model); `max_chars` lowers the bound for the shorter ones. Raises InvalidRequest naming `field`.

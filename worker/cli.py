@@ -44,16 +44,17 @@ def take_environment_key() -> str:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         prefix = KEY_VARIABLE.encode() + b"="
-        entries = ctypes.POINTER(ctypes.c_char_p).in_dll(libc, "environ")
-        entry_addresses = ctypes.cast(entries, ctypes.POINTER(ctypes.c_void_p))
+        environ = ctypes.POINTER(ctypes.c_void_p).in_dll(libc, "environ")  # char **environ, as addresses
         index = 0
-        while entry_addresses[index]:
-            address = entry_addresses[index]
-            text = ctypes.string_at(address)
+        while environ[index]:
+            text = ctypes.string_at(environ[index])
             if text.startswith(prefix):
-                ctypes.memset(address + len(prefix), 0, len(text) - len(prefix))
+                ctypes.memset(environ[index] + len(prefix), 0, len(text) - len(prefix))
             index += 1
-        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            raise click.ClickException(
+                f"prctl(PR_SET_DUMPABLE, 0) failed: {os.strerror(ctypes.get_errno())}; the agent could read the key"
+            )
     os.environ.pop(KEY_VARIABLE, None)
     return key
 

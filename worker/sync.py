@@ -183,7 +183,9 @@ class WorkerMemoryStores(SessionMemoryStores):
             except Exception:  # no root: nothing was ever written there
                 root = None
             missing.update((slug, path) for path in store.pending_deletes)
-            missing.update((slug, path) for path in store.baseline if root is None or not os.path.lexists(root / path))
+            # A mount the agent replaced by a link or a file holds nothing of the store: never look through it.
+            gone = root is None or root.is_symlink() or not root.is_dir()
+            missing.update((slug, path) for path in store.baseline if gone or not os.path.lexists(root / path))
         return [{"slug": slug, "path": path} for slug, path in sorted(missing)]
 
     @property

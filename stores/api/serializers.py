@@ -30,7 +30,7 @@ BIGINT_MAX = 2**63 - 1
 @extend_schema_field({"type": "string", "minLength": 1, "maxLength": NAME_MAX_CHARS, "pattern": NAME_PATTERN})
 class NameField(serializers.CharField):
     """A display name (stores, projects, sections): `stores.validation.clean_name` — 1–255 characters, no
-    control characters, line separators or invisible formatting characters, not spaces only; its 400 names
+    control characters, line separators or invisible formatting characters, a visible character; its 400 names
     the field."""
 
     def __init__(self, **kwargs):

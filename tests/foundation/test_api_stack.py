@@ -131,7 +131,14 @@ def test_an_absolute_form_target_is_reduced_to_its_path(target, expected):
     assert front.origin_form(scope)["raw_path"] == expected.encode()
 
 
-@pytest.mark.parametrize(("target", "status"), [(b"http://127.0.0.1:8000/healthz", 200), (b"http://h/api/v1/me", 401)])
+@pytest.mark.parametrize(
+    ("target", "status"),
+    [
+        (b"http://127.0.0.1:8000/healthz", 200),
+        (b"http://testserver/api/v1/me", 401),
+        (b"http://evil.example/api/v1/me", 400),  # the target's host is the one judged, not Host (RFC 9112)
+    ],
+)
 def test_an_absolute_form_request_reaches_its_route(target, status):
     scope = http_scope("GET", target.decode(), [(b"host", b"testserver")])
     scope["raw_path"] = target

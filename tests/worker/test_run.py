@@ -545,6 +545,7 @@ def test_a_mount_replaced_by_a_symbolic_link_is_not_followed_and_the_link_is_rem
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "other.md").write_text("not the store's")
+    (elsewhere / "log.md").write_text("a decoy: the link is never looked through")
     seed(notes_store, owner_token, {"/log.md": "kept"})
     make_session(notes_store)
     run = worker(

@@ -99,8 +99,8 @@ METADATA_PATCH_SCHEMA = {
     "type": "object",
     "maxProperties": store_validation.METADATA_PATCH_MAX_KEYS,
     "additionalProperties": {**_METADATA_VALUE, "nullable": True},
-    "description": "A patch: a string sets the key, null deletes it; at most 32 keys, every key 1–64 "
-    "characters without control characters; the result holds at most 16 pairs.",
+    "description": 'A patch: a string sets the key, null deletes it (on environments "" deletes it too); at '
+    "most 32 keys, every key 1–64 characters without control characters; the result holds at most 16 pairs.",
 }
 RawMetadataField = raw(**METADATA_SCHEMA)
 _NAME = {"type": "string", "minLength": 1, "maxLength": NAME_MAX_CHARS, "pattern": NAME_PATTERN}
