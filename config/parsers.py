@@ -8,6 +8,7 @@ from typing import Any
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
+from config.errors import InvalidRequest
 from config.text import first_forbidden_char
 
 
@@ -93,7 +94,10 @@ class StrictJSONParser(BaseParser):
     """Parse `application/json` bodies strictly (UTF-8 only, no NaN/Infinity, no NUL, no lone surrogates,
     no key twice in one object).
 
-    Raises ParseError (→ 400 invalid_request_error) with a message naming the field.
+    Raises ParseError (→ 400 invalid_request_error) with a message naming the field; when that field is the
+    top-level `metadata` or inside it, InvalidRequest with ``details.error_code = "invalid_metadata"``
+    instead (same status, type and message), the code every other metadata refusal carries and the anthropic
+    SDK maps (`stores.validation.patch_metadata`; docs/access.md).
     """
 
     media_type = "application/json"
@@ -117,5 +121,7 @@ class StrictJSONParser(BaseParser):
         found = find_forbidden(data)
         if found:
             field, problem = found
+            if field == "metadata" or field.startswith("metadata."):
+                raise InvalidRequest(f"{field} {problem}.", details={"error_code": "invalid_metadata"})
             raise ParseError(f"{field} {problem}.")
         return data

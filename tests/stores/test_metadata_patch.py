@@ -62,7 +62,9 @@ def test_a_store_update_with_a_bad_patch_is_a_400_and_changes_nothing(owner_clie
     body = json.dumps({"metadata": patch})  # ASCII-escaped: a lone surrogate travels as `\ud800`
     response = owner_client.post(f"/api/v1/memory_stores/{store.pk}", body, content_type="application/json")
     assert response.status_code == 400, response.content
-    assert response.json()["error"]["message"].startswith("metadata")  # a lone surrogate: the body screening's
+    error = response.json()["error"]
+    assert error["message"].startswith("metadata")  # a lone surrogate: the body screening's
+    assert error["details"]["error_code"] == "invalid_metadata"
     store.refresh_from_db()
     assert (store.metadata, store.updated_at) == ({"k": "v"}, before)
 
@@ -77,3 +79,53 @@ def test_an_environment_update_judges_the_keys_it_deletes(owner_client, owner):
     assert response.status_code == 200, response.content
     environment.refresh_from_db()
     assert environment.metadata == {}
+
+
+# NUL and lone surrogates are refused by the body screening (config.parsers), before any serializer: the
+# refusal still carries the code every other metadata refusal does, which the anthropic SDK maps.
+SCREENED = [
+    pytest.param('{"metadata": {"k\\u0000": "v"}}', "metadata has a key that", id="nul-key"),
+    pytest.param('{"metadata": {"k": "v\\u0000"}}', "metadata.k ", id="nul-value"),
+    pytest.param('{"metadata": {"k": "\\udc00"}}', "metadata.k ", id="lone-surrogate-value"),
+    pytest.param('{"metadata": {"\\ud800": null}}', "metadata has a key that", id="lone-surrogate-key"),
+]
+
+
+def _metadata_targets(owner):
+    store = StoreFactory(owner=owner, metadata={"k": "v"})
+    environment = Environment.objects.create(owner=owner, name="env", metadata={"k": "v"})
+    return [
+        ("/api/v1/memory_stores", {"name": "s"}),
+        (f"/api/v1/memory_stores/{store.pk}", {}),
+        ("/api/v1/environments", {"name": "e2"}),
+        (f"/api/v1/environments/{environment.pk}", {}),
+    ]
+
+
+@pytest.mark.parametrize(("body", "message"), SCREENED)
+def test_screened_metadata_carries_the_invalid_metadata_code(owner_client, owner, body, message):
+    from stores.models import Store
+
+    targets = _metadata_targets(owner)
+    stores_before, environments_before = Store.objects.count(), Environment.objects.count()
+    for url, extra in targets:
+        # The JSON text keeps the escape, so the server decodes the bad character itself.
+        merged = body if not extra else json.dumps(extra)[:-1] + ", " + body[1:]
+        response = owner_client.post(url, merged, content_type="application/json")
+        assert response.status_code == 400, (url, response.content)
+        error = response.json()["error"]
+        assert error["type"] == "invalid_request_error"
+        assert error["message"].startswith(message), error
+        assert error["details"] == {"error_code": "invalid_metadata"}, error
+    assert (Store.objects.count(), Environment.objects.count()) == (stores_before, environments_before)
+    assert Store.objects.get(metadata={"k": "v"}) and Environment.objects.get(metadata={"k": "v"})
+
+
+def test_other_screened_fields_keep_the_plain_parse_error(owner_client, owner):
+    response = owner_client.post(
+        "/api/v1/memory_stores", '{"name": "s\\u0000"}', content_type="application/json"
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["message"].startswith("name ")
+    assert "error_code" not in error.get("details", {})
