@@ -222,6 +222,9 @@ class Work(models.Model):
     acknowledged_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # The expectation the last successful heartbeat was made with (None: NO_HEARTBEAT or none yet): a retry of
+    # that heartbeat by the claim's own credential, whose answer was lost, is taken as the same heartbeat.
+    previous_heartbeat_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     lease_ttl_seconds = models.PositiveIntegerField(default=0)
     stop_requested_at = models.DateTimeField(null=True, blank=True)

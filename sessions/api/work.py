@@ -189,8 +189,9 @@ class WorkHeartbeatView(APIView):
         responses={200: objects.WorkHeartbeatSerializer, 412: objects.HeartbeatPreconditionErrorSerializer},
         description="Extend the lease (TTL clamped to 10–300 s) and move to `active`. A stale "
         "`expected_last_heartbeat`, or a credential whose claim ended, is 412 with the lease the server holds "
-        "in `error.details.current_state`. On `stopping`/`stopped` nothing is compared: 200 with "
-        "`lease_extended: false`.",
+        "in `error.details.current_state`; with the item's own per-work credential, a repeat of the last "
+        "successful heartbeat's expectation (a retry whose answer was lost) is that heartbeat again, not a 412. "
+        "On `stopping`/`stopped` nothing is compared: 200 with `lease_extended: false`.",
     )
     def post(self, request, environment_id, work_id):
         environment = selectors.environment_for_request(request, environment_id)

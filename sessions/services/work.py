@@ -98,7 +98,7 @@ def _requeue(work: Work, now: datetime) -> None:
     work.state = WorkState.QUEUED
     work.claim_id = None
     work.polled_at = work.acknowledged_at = work.started_at = None
-    work.last_heartbeat_at = work.lease_expires_at = None
+    work.last_heartbeat_at = work.previous_heartbeat_at = work.lease_expires_at = None
     work.lease_ttl_seconds = 0
     work.worker_id = ""
     work.queued_at = now
@@ -357,9 +357,16 @@ def heartbeat_work(
             )
         elif locked.state not in (WorkState.STARTING, WorkState.ACTIVE):
             rejected = "This work item holds no lease (it is queued): claim it again with a poll."
-        elif expected_last_heartbeat is not UNSET and expected_last_heartbeat != locked.last_heartbeat_at:
+        elif (
+            expected_last_heartbeat is not UNSET
+            and expected_last_heartbeat != locked.last_heartbeat_at
+            and not _a_retry(locked, claim, expected_last_heartbeat)
+        ):
             rejected = HeartbeatPreconditionFailed.message
         if rejected is None:
+            locked.previous_heartbeat_at = (
+                locked.last_heartbeat_at if expected_last_heartbeat is UNSET else expected_last_heartbeat
+            )
             locked.last_heartbeat_at = now
             locked.lease_ttl_seconds = ttl
             locked.lease_expires_at = now + timedelta(seconds=ttl)
@@ -367,11 +374,33 @@ def heartbeat_work(
                 locked.state = WorkState.ACTIVE
                 locked.started_at = now
             locked.save(
-                update_fields=["last_heartbeat_at", "lease_ttl_seconds", "lease_expires_at", "state", "started_at"]
+                update_fields=[
+                    "previous_heartbeat_at",
+                    "last_heartbeat_at",
+                    "lease_ttl_seconds",
+                    "lease_expires_at",
+                    "state",
+                    "started_at",
+                ]
             )
             return Heartbeat(last_heartbeat=rfc3339(now), lease_extended=True, state=locked.state, ttl_seconds=ttl)
         current = lease_state(locked)
     raise HeartbeatPreconditionFailed(current_state=current, message=rejected)
+
+
+def _a_retry(locked: Work, claim: WorkClaim | None, expected: datetime | None) -> bool:
+    """Whether a heartbeat whose expectation is stale repeats the last successful one: made with the per-work
+    credential of the claim that holds `locked` (checked by the caller), expecting what that heartbeat expected.
+
+    Its answer was lost — a timeout, a reset connection, a 503 from a deadline the committed heartbeat
+    outlived — and the SDK retries a request with the same body (its client's own retries, then
+    `_heartbeat_loop`'s): before, that retry was the 412 of a lost lease, and the worker killed its agent
+    (docs/agent-access.md, "Heartbeats"). Only the claim's own credential is believed: it names one claim,
+    which no other worker holds. The environment key names none — a worker whose claim lapsed before its first
+    heartbeat would send `NO_HEARTBEAT` just as a retry of the new claim's first one does — so it is held to
+    the exact expectation. A retry two heartbeats back is a 412 as before.
+    """
+    return claim is not None and locked.last_heartbeat_at is not None and expected == locked.previous_heartbeat_at
 
 
 def _held_until_now(locked: Work, claim: WorkClaim) -> bool:

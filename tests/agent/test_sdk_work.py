@@ -170,9 +170,9 @@ def test_desired_ttl_seconds_is_clamped_to_10_through_300(key_sdk, env_id, sessi
     assert row.lease_expires_at - row.last_heartbeat_at == timedelta(seconds=applied)
 
 
-def test_a_stale_expected_last_heartbeat_is_412_with_the_lease_the_server_holds(client_for, env_id, session, claim):
+def test_a_stale_expected_last_heartbeat_is_412_with_the_lease_the_server_holds(key_sdk, env_id, session, claim):
     claimed = claim(heartbeat=False)
-    work = client_for(claimed.token).beta.environments.work
+    work = key_sdk.beta.environments.work  # the key names no claim: held to the exact expectation
     beat = work.heartbeat(claimed.work_id, environment_id=env_id, expected_last_heartbeat="NO_HEARTBEAT")
     before = claimed.row
     with pytest.raises(BetaHeartbeatPreconditionFailedError) as caught:
@@ -191,6 +191,89 @@ def test_a_stale_expected_last_heartbeat_is_412_with_the_lease_the_server_holds(
     }
     after = claimed.row
     assert (after.last_heartbeat_at, after.lease_expires_at) == (before.last_heartbeat_at, before.lease_expires_at)
+
+
+def test_the_claims_own_credential_may_repeat_the_last_heartbeat_but_not_an_older_one(
+    client_for, env_id, session, claim
+):
+    """A heartbeat whose answer was lost is retried with the same expectation: with the claim's own
+    credential that is the same heartbeat again (lease extended), never a lost lease; two back is 412."""
+    claimed = claim(heartbeat=False)
+    work = client_for(claimed.token).beta.environments.work
+
+    def beat(expected: str):
+        return work.heartbeat(claimed.work_id, environment_id=env_id, expected_last_heartbeat=expected)
+
+    first = beat("NO_HEARTBEAT")
+    retried = beat("NO_HEARTBEAT")  # the first one's answer "was lost"
+    assert retried.lease_extended and retried.last_heartbeat > first.last_heartbeat
+    assert beat("NO_HEARTBEAT").last_heartbeat > retried.last_heartbeat  # the SDK's client retries twice
+    with pytest.raises(BetaHeartbeatPreconditionFailedError):
+        beat(first.last_heartbeat)  # an answer the worker never got, or one two heartbeats back
+    latest = claimed.row.last_heartbeat_at
+    second = work.heartbeat(claimed.work_id, environment_id=env_id, expected_last_heartbeat=latest.isoformat())
+    assert beat(latest.isoformat()).last_heartbeat > second.last_heartbeat  # a retry of the second
+    with pytest.raises(BetaHeartbeatPreconditionFailedError):
+        beat("NO_HEARTBEAT")  # two back now
+    row = claimed.row
+    assert row.lease_expires_at - row.last_heartbeat_at == timedelta(seconds=60)
+
+
+def test_the_sdks_heartbeat_loop_keeps_the_lease_when_an_answer_is_lost(api_url, env_id, session, claim):
+    """The SDK's own `_heartbeat_loop` (what memories-worker runs) with its client's retries: the first
+    heartbeat commits but its answer is lost on the way back, so the client retries it with the same
+    expectation. Before, that retry was 412 and the loop ended the lease as lost (the worker kills its agent)."""
+    import anyio
+    import httpx2 as httpx  # the SDK's HTTP package (it refuses httpx objects)
+    from anthropic.lib.environments._worker import _heartbeat_loop, _Lease, _LeaseEndReason
+
+    class LoseTheFirstAnswer(httpx.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx.AsyncHTTPTransport()
+            self.statuses: list[int] = []
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            response = await self.inner.handle_async_request(request)
+            await response.aread()
+            self.statuses.append(response.status_code)
+            if len(self.statuses) == 1:
+                raise httpx.ReadError("the answer was lost on the way back", request=request)
+            return response
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    claimed = claim(heartbeat=False)
+    transport = LoseTheFirstAnswer()
+
+    async def run() -> _Lease:
+        lease = _Lease()
+        async with AsyncAnthropic(
+            base_url=api_url,
+            auth_token=claimed.token,
+            max_retries=2,
+            http_client=httpx.AsyncClient(transport=transport),
+        ) as client:
+
+            async def end_once_retried() -> None:
+                while len(transport.statuses) < 2:
+                    await anyio.sleep(0.02)
+                await anyio.sleep(0.3)  # the loop has read the retry's answer by now
+                lease.finish(_LeaseEndReason.RUNNER_DONE)
+
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(end_once_retried)
+                    await _heartbeat_loop(
+                        client.beta.environments.work, work_id=claimed.work_id, environment_id=env_id, lease=lease
+                    )
+        return lease
+
+    lease = asyncio.run(run())
+    assert transport.statuses == [200, 200]
+    assert not lease.lost and lease.kept
+    row = claimed.row
+    assert row.state == "active" and row.lease_expires_at > row.last_heartbeat_at
 
 
 def test_a_heartbeat_on_a_stopping_item_is_not_compared_and_says_the_lease_was_not_extended(

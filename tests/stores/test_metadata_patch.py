@@ -122,9 +122,7 @@ def test_screened_metadata_carries_the_invalid_metadata_code(owner_client, owner
 
 
 def test_other_screened_fields_keep_the_plain_parse_error(owner_client, owner):
-    response = owner_client.post(
-        "/api/v1/memory_stores", '{"name": "s\\u0000"}', content_type="application/json"
-    )
+    response = owner_client.post("/api/v1/memory_stores", '{"name": "s\\u0000"}', content_type="application/json")
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["message"].startswith("name ")
