@@ -346,6 +346,7 @@ def heartbeat_work(
     )
     with _settled(work) as (locked, now):
         rejected = None
+        stale = expected_last_heartbeat is not UNSET and expected_last_heartbeat != locked.last_heartbeat_at
         if claim is not None and not _held_until_now(locked, claim):
             rejected = "This credential's claim has ended: the item was re-queued or claimed by another worker."
         elif locked.state in (WorkState.STOPPING, WorkState.STOPPED):
@@ -357,17 +358,12 @@ def heartbeat_work(
             )
         elif locked.state not in (WorkState.STARTING, WorkState.ACTIVE):
             rejected = "This work item holds no lease (it is queued): claim it again with a poll."
-        elif (
-            expected_last_heartbeat is not UNSET
-            and expected_last_heartbeat != locked.last_heartbeat_at
-            and not _a_retry(locked, claim, expected_last_heartbeat)
-        ):
+        elif stale and not _a_retry(locked, claim, expected_last_heartbeat):
             rejected = HeartbeatPreconditionFailed.message
         if rejected is None:
-            locked.previous_heartbeat_at = (
-                locked.last_heartbeat_at if expected_last_heartbeat is UNSET else expected_last_heartbeat
-            )
-            locked.last_heartbeat_at = now
+            if not stale:  # a retry (stale, yet accepted) repeats that heartbeat: same `last_heartbeat`
+                locked.previous_heartbeat_at = locked.last_heartbeat_at
+                locked.last_heartbeat_at = now
             locked.lease_ttl_seconds = ttl
             locked.lease_expires_at = now + timedelta(seconds=ttl)
             if locked.state == WorkState.STARTING:
@@ -383,22 +379,31 @@ def heartbeat_work(
                     "started_at",
                 ]
             )
-            return Heartbeat(last_heartbeat=rfc3339(now), lease_extended=True, state=locked.state, ttl_seconds=ttl)
+            return Heartbeat(
+                last_heartbeat=rfc3339(locked.last_heartbeat_at),
+                lease_extended=True,
+                state=locked.state,
+                ttl_seconds=ttl,
+            )
         current = lease_state(locked)
     raise HeartbeatPreconditionFailed(current_state=current, message=rejected)
 
 
 def _a_retry(locked: Work, claim: WorkClaim | None, expected: datetime | None) -> bool:
     """Whether a heartbeat whose expectation is stale repeats the last successful one: made with the per-work
-    credential of the claim that holds `locked` (checked by the caller), expecting what that heartbeat expected.
+    credential of the claim that holds `locked` (checked by the caller), expecting what that heartbeat expected
+    (`previous_heartbeat_at`). Such a retry extends the lease from now and answers the same `last_heartbeat`
+    as the heartbeat it repeats, whichever of the copies lands first.
 
     Its answer was lost — a timeout, a reset connection, a 503 from a deadline the committed heartbeat
     outlived — and the SDK retries a request with the same body (its client's own retries, then
     `_heartbeat_loop`'s): before, that retry was the 412 of a lost lease, and the worker killed its agent
-    (docs/agent-access.md, "Heartbeats"). Only the claim's own credential is believed: it names one claim,
-    which no other worker holds. The environment key names none — a worker whose claim lapsed before its first
-    heartbeat would send `NO_HEARTBEAT` just as a retry of the new claim's first one does — so it is held to
-    the exact expectation. A retry two heartbeats back is a 412 as before.
+    (docs/agent-access.md, "Heartbeats"). Answering the *same* value matters when the original lands after its
+    retry: a new value would replace the one the worker holds, and its next heartbeat would be the 412 (a
+    breaker). Only the claim's own credential is believed: it names one claim, which no other worker holds.
+    The environment key names none — a worker whose claim lapsed before its first heartbeat would send
+    `NO_HEARTBEAT` just as a retry of the new claim's first one does — so it is held to the exact expectation.
+    A retry two heartbeats back is a 412 as before.
     """
     return claim is not None and locked.last_heartbeat_at is not None and expected == locked.previous_heartbeat_at
 

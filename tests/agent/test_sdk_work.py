@@ -197,7 +197,8 @@ def test_the_claims_own_credential_may_repeat_the_last_heartbeat_but_not_an_olde
     client_for, env_id, session, claim
 ):
     """A heartbeat whose answer was lost is retried with the same expectation: with the claim's own
-    credential that is the same heartbeat again (lease extended), never a lost lease; two back is 412."""
+    credential that is the same heartbeat again — the lease extended from now, the same `last_heartbeat`
+    answered — never a lost lease; two back is 412."""
     claimed = claim(heartbeat=False)
     work = client_for(claimed.token).beta.environments.work
 
@@ -205,18 +206,35 @@ def test_the_claims_own_credential_may_repeat_the_last_heartbeat_but_not_an_olde
         return work.heartbeat(claimed.work_id, environment_id=env_id, expected_last_heartbeat=expected)
 
     first = beat("NO_HEARTBEAT")
+    expires = claimed.row.lease_expires_at
     retried = beat("NO_HEARTBEAT")  # the first one's answer "was lost"
-    assert retried.lease_extended and retried.last_heartbeat > first.last_heartbeat
-    assert beat("NO_HEARTBEAT").last_heartbeat > retried.last_heartbeat  # the SDK's client retries twice
-    with pytest.raises(BetaHeartbeatPreconditionFailedError):
-        beat(first.last_heartbeat)  # an answer the worker never got, or one two heartbeats back
-    latest = claimed.row.last_heartbeat_at
-    second = work.heartbeat(claimed.work_id, environment_id=env_id, expected_last_heartbeat=latest.isoformat())
-    assert beat(latest.isoformat()).last_heartbeat > second.last_heartbeat  # a retry of the second
+    assert (retried.lease_extended, retried.last_heartbeat) == (True, first.last_heartbeat)
+    assert claimed.row.lease_expires_at > expires
+    assert beat("NO_HEARTBEAT").last_heartbeat == first.last_heartbeat  # the SDK's client retries twice
+    second = beat(first.last_heartbeat)
+    assert second.last_heartbeat > first.last_heartbeat
+    assert beat(first.last_heartbeat).last_heartbeat == second.last_heartbeat  # a retry of the second
     with pytest.raises(BetaHeartbeatPreconditionFailedError):
         beat("NO_HEARTBEAT")  # two back now
-    row = claimed.row
-    assert row.lease_expires_at - row.last_heartbeat_at == timedelta(seconds=60)
+    assert beat(second.last_heartbeat).last_heartbeat > second.last_heartbeat
+
+
+def test_a_heartbeat_landing_after_its_own_retry_leaves_the_worker_its_lease(client_for, env_id, session, claim):
+    """The original request is held up on the way and commits after the client's retry (a deadline's 503 and a
+    request still running, say): both answer the same `last_heartbeat`, so the value the worker holds stays
+    the one to expect. A first version answered the late copy a new value, and the worker's next heartbeat
+    was a 412 (a breaker)."""
+    claimed = claim(heartbeat=False)
+    work = client_for(claimed.token).beta.environments.work
+
+    def beat(expected: str):
+        return work.heartbeat(claimed.work_id, environment_id=env_id, expected_last_heartbeat=expected)
+
+    held = beat("NO_HEARTBEAT")  # the retry: its answer is the one the worker reads
+    assert beat("NO_HEARTBEAT").last_heartbeat == held.last_heartbeat  # the original, late
+    later = beat(held.last_heartbeat)
+    assert beat(held.last_heartbeat).last_heartbeat == later.last_heartbeat  # the same one beat later
+    assert beat(later.last_heartbeat).lease_extended
 
 
 def test_the_sdks_heartbeat_loop_keeps_the_lease_when_an_answer_is_lost(api_url, env_id, session, claim):
@@ -274,6 +292,85 @@ def test_the_sdks_heartbeat_loop_keeps_the_lease_when_an_answer_is_lost(api_url,
     assert not lease.lost and lease.kept
     row = claimed.row
     assert row.state == "active" and row.lease_expires_at > row.last_heartbeat_at
+
+
+def test_the_sdks_heartbeat_loop_keeps_the_lease_when_the_original_lands_after_its_retry(
+    api_url, env_id, session, claim
+):
+    """The SDK's `_heartbeat_loop` again, the other order (a breaker): the first attempt is held up on the way
+    (the transport gives up on it at once, as on a reset, and delivers it 2 s later), the client's retry
+    commits first and the loop reads its answer, then the original commits. With TTL 10 the loop's next
+    heartbeat comes 5 s later and must find the value it holds."""
+    import anyio
+    import httpx2 as httpx  # the SDK's HTTP package (it refuses httpx objects)
+    from anthropic.lib.environments._worker import _heartbeat_loop, _Lease, _LeaseEndReason
+
+    class DelayTheFirst(httpx.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx.AsyncHTTPTransport()
+            self.late = httpx.AsyncHTTPTransport()
+            self.statuses: list[tuple[str, int]] = []
+            self.pending: list[asyncio.Task] = []
+
+        async def _deliver_late(self, request: httpx.Request) -> None:
+            await asyncio.sleep(2.0)
+            response = await self.late.handle_async_request(request)
+            await response.aread()
+            self.statuses.append(("late original", response.status_code))
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            if not self.pending:
+                self.pending.append(asyncio.ensure_future(self._deliver_late(request)))
+                raise httpx.ReadError("connection reset; the request is still on its way", request=request)
+            response = await self.inner.handle_async_request(request)
+            await response.aread()
+            self.statuses.append(("loop", response.status_code))
+            return response
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+            await self.late.aclose()
+
+    class WithTtl:
+        def __init__(self, work) -> None:
+            self.work = work
+
+        async def heartbeat(self, work_id, **kwargs):
+            return await self.work.heartbeat(work_id, desired_ttl_seconds=10, **kwargs)
+
+    claimed = claim(heartbeat=False)
+    transport = DelayTheFirst()
+
+    async def run() -> _Lease:
+        lease = _Lease()
+        async with AsyncAnthropic(
+            base_url=api_url,
+            auth_token=claimed.token,
+            max_retries=2,
+            http_client=httpx.AsyncClient(transport=transport),
+        ) as client:
+
+            async def end_after_the_next_beat() -> None:
+                while len([s for s in transport.statuses if s[0] == "loop"]) < 2:
+                    await anyio.sleep(0.05)
+                await anyio.sleep(0.3)
+                lease.finish(_LeaseEndReason.RUNNER_DONE)
+
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(end_after_the_next_beat)
+                    await _heartbeat_loop(
+                        WithTtl(client.beta.environments.work),
+                        work_id=claimed.work_id,
+                        environment_id=env_id,
+                        lease=lease,
+                    )
+                await asyncio.gather(*transport.pending)
+        return lease
+
+    lease = asyncio.run(run())
+    assert transport.statuses == [("loop", 200), ("late original", 200), ("loop", 200)], transport.statuses
+    assert not lease.lost and lease.kept
 
 
 def test_a_heartbeat_on_a_stopping_item_is_not_compared_and_says_the_lease_was_not_extended(
