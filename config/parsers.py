@@ -90,14 +90,24 @@ def find_forbidden(value: Any, path: str = "") -> tuple[str, str] | None:
     return None
 
 
+def _in_metadata(data: Any, found: tuple[str, str], view: Any) -> bool:
+    """Whether `found` (`find_forbidden`'s answer for the body `data`) lies in the top-level `metadata` of a
+    view that takes metadata. Judged on the parsed body, not on the field path's spelling: a top-level key
+    ``"metadata.x"`` names no metadata (a breaker), and a view without metadata calls the field unknown."""
+    if not getattr(view, "takes_metadata", False) or not isinstance(data, dict) or "metadata" not in data:
+        return False
+    return find_forbidden(data["metadata"], "metadata") == found
+
+
 class StrictJSONParser(BaseParser):
     """Parse `application/json` bodies strictly (UTF-8 only, no NaN/Infinity, no NUL, no lone surrogates,
     no key twice in one object).
 
-    Raises ParseError (→ 400 invalid_request_error) with a message naming the field; when that field is the
-    top-level `metadata` or inside it, InvalidRequest with ``details.error_code = "invalid_metadata"``
-    instead (same status, type and message), the code every other metadata refusal carries and the anthropic
-    SDK maps (`stores.validation.patch_metadata`; docs/access.md).
+    Raises ParseError (→ 400 invalid_request_error) with a message naming the field; when the view takes
+    `metadata` (``takes_metadata = True``) and the first bad string or key is inside the body's top-level
+    `metadata`, InvalidRequest with ``details.error_code = "invalid_metadata"`` instead (same status, type
+    and message), the code every other metadata refusal carries and the anthropic SDK maps
+    (`stores.validation.patch_metadata`; docs/access.md).
     """
 
     media_type = "application/json"
@@ -121,7 +131,7 @@ class StrictJSONParser(BaseParser):
         found = find_forbidden(data)
         if found:
             field, problem = found
-            if field == "metadata" or field.startswith("metadata."):
+            if _in_metadata(data, found, (parser_context or {}).get("view")):
                 raise InvalidRequest(f"{field} {problem}.", details={"error_code": "invalid_metadata"})
             raise ParseError(f"{field} {problem}.")
         return data

@@ -23,6 +23,8 @@ TAG = ["environments"]
 class EnvironmentCollectionView(APIView):
     """GET (list) and POST (create) /environments."""
 
+    takes_metadata = True  # a bad character in `metadata` is refused as invalid_metadata (config.parsers)
+
     @extend_schema(
         operation_id="environments_list",
         tags=TAG,
@@ -59,6 +61,8 @@ class EnvironmentCollectionView(APIView):
 
 class EnvironmentDetailView(APIView):
     """GET (retrieve), POST (update) and DELETE /environments/{environment_id}."""
+
+    takes_metadata = True  # a bad character in `metadata` is refused as invalid_metadata (config.parsers)
 
     @extend_schema(
         operation_id="environments_retrieve",

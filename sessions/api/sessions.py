@@ -25,6 +25,8 @@ NOT_HERE = "this service never runs a model"
 class SessionCollectionView(APIView):
     """GET (list) and POST (create) /sessions."""
 
+    takes_metadata = True  # a bad character in `metadata` is refused as invalid_metadata (config.parsers)
+
     @extend_schema(
         operation_id="sessions_list",
         tags=TAG,
@@ -93,6 +95,8 @@ class SessionCollectionView(APIView):
 
 class SessionDetailView(APIView):
     """GET (retrieve), POST (update) and DELETE /sessions/{session_id}."""
+
+    takes_metadata = True  # a bad character in `metadata` is refused as invalid_metadata (config.parsers)
 
     accepted_credentials = {"GET": ("api_token", "work_credential")}
 

@@ -123,6 +123,8 @@ class WorkStatsView(APIView):
 class WorkDetailView(APIView):
     """GET (retrieve) and POST (update metadata) /environments/{environment_id}/work/{work_id}."""
 
+    takes_metadata = True  # a bad character in `metadata` is refused as invalid_metadata (config.parsers)
+
     @extend_schema(
         operation_id="environments_work_retrieve",
         tags=TAG,

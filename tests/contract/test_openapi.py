@@ -257,3 +257,28 @@ def test_the_range_pattern_is_exactly_the_syntax_the_parser_reads(document):
         accepted += syntax
         refused += not syntax
     assert accepted > 3_000 and refused > 3_000
+
+
+def test_the_views_that_take_metadata_are_the_operations_whose_body_has_it(document):
+    """`config.parsers` gives a bad character inside `metadata` the `invalid_metadata` code only on views that
+    declare ``takes_metadata``; elsewhere `metadata` is an unknown field (a breaker: a NUL inside it got the
+    code on `POST …/keys`). The declaration must follow the request bodies this document describes."""
+    from django.urls import resolve
+
+    def body_properties(operation) -> dict:
+        schema = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+        while "$ref" in schema:
+            schema = document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+        return schema.get("properties", {})
+
+    taking, declaring = set(), set()
+    for path, method, operation in operations(document):
+        if method not in {"post", "patch", "put"}:
+            continue
+        view = resolve(re.sub(r"{\w+}", "00000000-0000-4000-8000-000000000000", path)).func.view_class
+        if "metadata" in body_properties(operation):
+            taking.add(view)
+        if getattr(view, "takes_metadata", False):
+            declaring.add(view)
+    assert len(taking) == 7  # stores, environments and sessions (create, update), work update
+    assert taking == declaring

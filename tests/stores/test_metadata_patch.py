@@ -127,3 +127,22 @@ def test_other_screened_fields_keep_the_plain_parse_error(owner_client, owner):
     error = response.json()["error"]
     assert error["message"].startswith("name ")
     assert "error_code" not in error.get("details", {})
+
+
+def test_a_key_spelled_metadata_dot_something_is_no_metadata(owner_client):
+    """The field path `metadata.x` of a top-level key "metadata.x" is not the metadata field (a breaker)."""
+    response = owner_client.post(
+        "/api/v1/environments", '{"name": "e", "metadata.x": "\\u0000"}', content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert "error_code" not in response.json()["error"].get("details", {}), response.content
+
+
+def test_metadata_on_an_operation_without_it_is_an_unknown_field_whatever_it_holds(owner_client, owner):
+    """`POST …/keys` takes no metadata: a NUL inside it is the plain 400, not the SDK's invalid-metadata error."""
+    environment = Environment.objects.create(owner=owner, name="env")
+    url = f"/api/v1/environments/{environment.pk}/keys"
+    for body in ('{"metadata": {"k": "v"}}', '{"metadata": {"k": "v\\u0000"}}'):
+        response = owner_client.post(url, body, content_type="application/json")
+        assert response.status_code == 400, response.content
+        assert "error_code" not in response.json()["error"].get("details", {}), (body, response.content)

@@ -67,6 +67,8 @@ def _view(request, default: str) -> str:
 class MemoryStoreCollectionView(APIView):
     """GET (list) and POST (create) /memory_stores."""
 
+    takes_metadata = True  # a bad character in `metadata` is refused as invalid_metadata (config.parsers)
+
     allow_anonymous_reads = True
 
     @extend_schema(
@@ -112,6 +114,8 @@ class MemoryStoreCollectionView(APIView):
 
 class MemoryStoreDetailView(APIView):
     """GET (retrieve), POST/PATCH (update) and DELETE /memory_stores/{store_id}."""
+
+    takes_metadata = True  # a bad character in `metadata` is refused as invalid_metadata (config.parsers)
 
     store_kwarg = "store_id"  # the store is fetched with the token (accounts.authentication)
 
