@@ -338,8 +338,9 @@ def heartbeat_work(
     HeartbeatPreconditionFailed (412, with the lease the server holds), whatever the state. On
     `stopping`/`stopped` the precondition is not compared: the answer says ``lease_extended: false`` and the
     state, so the worker shuts down. Otherwise raises HeartbeatPreconditionFailed when the expectation
-    differs or when the item is not leased (queued; a lapsed lease is re-queued first). Locks the row: of two
-    heartbeats with one expectation exactly one succeeds.
+    differs — unless the holding claim's own credential repeats its last heartbeat (`_a_retry`: the lease is
+    extended, the same `last_heartbeat` answered) — or when the item is not leased (queued; a lapsed lease is
+    re-queued first). Locks the row: of two heartbeats with one expectation exactly one moves the heartbeat.
     """
     ttl = clamp_ttl(
         desired_ttl_seconds, low=LEASE_MIN_TTL_SECONDS, high=LEASE_MAX_TTL_SECONDS, default=LEASE_DEFAULT_TTL_SECONDS
