@@ -70,6 +70,7 @@ def test_an_empty_poll_is_200_with_the_json_body_null_which_the_sdk_reads_as_non
     assert raw.parse() is None
 
 
+@pytest.mark.serial  # timed
 def test_a_blocking_poll_waits_for_block_ms_but_not_past_about_a_second(key_sdk, env_id):
     started = time.monotonic()
     assert key_sdk.beta.environments.work.poll(env_id, block_ms=999) is None
@@ -77,6 +78,7 @@ def test_a_blocking_poll_waits_for_block_ms_but_not_past_about_a_second(key_sdk,
     assert 0.95 <= elapsed < 2.5
 
 
+@pytest.mark.serial  # timed
 def test_polls_past_poll_waiters_answer_at_once_and_the_slot_comes_back(client_for, env_key, env_id, settings):
     """Each waiting poll holds a request thread: past POLL_WAITERS a poll tries once and answers at once
     (a breaker's 160 idle pollers made every other request of the server wait 7 s)."""
@@ -106,6 +108,7 @@ def test_polls_past_poll_waiters_answer_at_once_and_the_slot_comes_back(client_f
     assert time.monotonic() - started >= 0.95
 
 
+@pytest.mark.serial  # timed
 def test_an_item_queued_during_a_blocking_poll_is_returned_by_that_poll(key_sdk, env_id, make_session, notes_store):
     def queue_one() -> None:
         try:

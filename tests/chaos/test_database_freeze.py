@@ -17,7 +17,7 @@ import pytest
 
 from tests.chaos.harness import Server, wait_until
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.serial]  # answers timed against budgets
 
 FREEZE_S = 8.0
 API_BUDGET_S = 10.0

@@ -20,7 +20,7 @@ import pytest
 
 from tests.chaos.harness import wait_until
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.serial]  # recovery timed
 
 CLIENTS = 16
 

@@ -80,6 +80,7 @@ class Attack:
         self.sel.close()
 
 
+@pytest.mark.serial  # the others' latencies timed
 def test_idle_and_trickling_clients_do_not_starve_others_and_are_closed(server, owners):
     owner = owners[0]
     attack = Attack(server.port)
@@ -158,6 +159,7 @@ def test_a_trickled_body_gets_408_and_frees_nothing_it_held(server, owners):
     assert json.loads(body)["data"]["seq"] == 0
 
 
+@pytest.mark.serial  # counts which worker accepted: a busy neighbour skews it
 def test_connections_spread_evenly_over_the_workers(server):
     """Keep-alive clients land on every worker (one shared listening socket: an idle worker accepts first), so
     one worker's death resets only its share."""

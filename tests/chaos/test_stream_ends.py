@@ -11,6 +11,7 @@ import threading
 import time
 
 import httpx
+import pytest
 
 from tests.chaos import harness
 from tests.chaos.harness import Server, manage
@@ -117,6 +118,7 @@ def test_a_slow_export_client_does_not_hold_the_transaction_or_block_a_migration
     assert sum(json.loads(line)["type"] == "entry" for line in lines) == 40_000
 
 
+@pytest.mark.serial  # timed
 def test_a_slow_export_client_does_not_hold_a_thread_once_the_export_is_read(cluster, owners):
     """One worker with ONE Django thread. An export to a client that stops reading used to keep that
     thread until the answer was cut (STREAM_SEND_TIMEOUT): every other request of the worker waited, then
@@ -280,6 +282,7 @@ def test_a_partial_request_pipelined_behind_an_export_gets_its_408(cluster, owne
     assert b"HTTP/1.1 408" in raw, raw[-600:]
 
 
+@pytest.mark.serial  # timed
 def test_a_head_of_the_export_does_not_stream_the_store(cluster, owners):
     """HEAD has no body, yet the front streams the whole export into gunicorn, which drops every block
     (one WARNING 'ASGI app sent body bytes on a no-body response' per HEAD) and holds the head back until

@@ -25,6 +25,8 @@ from config.middleware import RequestIdMiddleware
 from config.threads import LifoThreadPool
 from tests.factories import StoreFactory
 
+pytestmark = pytest.mark.serial  # lock and statement timeouts measured
+
 
 def test_database_faults_are_503_overloaded_with_retry_after():
     status, type_, message, _, _, headers = describe(OperationalError("server closed the connection unexpectedly"))

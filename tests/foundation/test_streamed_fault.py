@@ -299,6 +299,7 @@ def test_a_handover_nobody_waits_for_is_discarded(settings):
 
 
 @pytest.mark.parametrize("pause", [0.001, 0.0], ids=["while-reading", "while-the-loop-sends"])
+@pytest.mark.serial  # timed
 def test_a_client_that_leaves_ends_the_answer_at_once_without_the_servers_grace(monkeypatch, settings, pause):
     """gunicorn cancels a vanished client's task only after its 3 s grace period, during which the export
     kept its slot (a breaker's back-to-back exports all got 503): the front watches for http.disconnect."""

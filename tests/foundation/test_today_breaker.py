@@ -336,6 +336,7 @@ def _note_ending_just_after_its_deadline(store, secret, holder, watchdog) -> tup
         return note.result(timeout=10)
 
 
+@pytest.mark.serial  # timed
 def test_a_cancel_landing_after_the_request_ended_fails_the_next_request_only_as_a_clean_503(
     cast, front_pool, settings, monkeypatch
 ):

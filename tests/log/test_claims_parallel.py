@@ -88,6 +88,7 @@ def compact_with(agents: list[Agent], store_id: str, *, seed: int) -> tuple[floa
     return time.monotonic() - began, summariser.paused
 
 
+@pytest.mark.serial  # a time ratio
 def test_four_agents_compact_256_entries_without_waste_in_under_0_4_of_one_agents_time(server_url, team, owner):
     project, handles_tokens = team
     alone_store = fill(project_store(project, canonical=False, name="alone"), ENTRIES, author=owner)
@@ -132,6 +133,7 @@ def test_four_agents_compact_256_entries_without_waste_in_under_0_4_of_one_agent
     assert not Claim.objects.filter(store__in=[alone_store, team_store]).exists(), "compact releases claims"
 
 
+@pytest.mark.serial  # timed against the lapse
 def test_a_crashed_agents_claim_delays_nothing_beyond_its_lapse(live_server, team, owner, settings):
     lapse = 3
     settings.NAP_CLAIM_SECONDS = lapse  # the live server runs in this process: it reads the same settings

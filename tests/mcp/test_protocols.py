@@ -176,6 +176,7 @@ def test_a_batch_answers_its_invalid_members_in_place_and_runs_the_rest(live, al
     assert ensured["result"]["structuredContent"]["data"]["id"] == str(Store.objects.get(owner=alice.user).pk)
 
 
+@pytest.mark.serial  # counts which workers served
 def test_messages_of_one_conversation_served_by_different_workers_all_succeed(live, mcp_client, alice):
     """New TCP connection per request, so the kernel spreads them over both workers; the access log (pid +
     Request-Id) proves the initialize and later tool calls were answered by different processes."""
