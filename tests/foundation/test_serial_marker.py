@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 CONFTEST = """
 import pytest
-from tests.serial import serial_tests_run_alone  # noqa: F401
+from tests.serial import pytest_runtest_protocol  # noqa: F401
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "serial: runs alone")
@@ -33,46 +33,56 @@ def record(name):
 """
 
 
-def test_a_serial_test_overlaps_no_other_while_the_others_overlap_each_other(tmp_path):
+def _run(tmp_path, files: dict[str, str]) -> dict[str, tuple[float, float]]:
+    """Run `files` (name → text, beside CONFTEST) with two xdist workers; the spans each test recorded."""
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "conftest.py").write_text(CONFTEST)
-    plain = "\n".join(f"def test_plain_{i}():\n    record('plain{i}')\n" for i in range(8))
-    (suite / "test_plain.py").write_text(TESTS.format(pause=0.3, tests=plain))
-    serial = "@pytest.mark.serial\ndef test_alone():\n    record('serial')\n"
-    (suite / "test_serial.py").write_text(TESTS.format(pause=0.8, tests=serial))
+    for name, text in files.items():
+        (suite / name).write_text(text)
     record = tmp_path / "record.txt"
     env = {**os.environ, "RECORD": str(record), "PYTHONPATH": str(ROOT)}
     env.pop("PYTEST_XDIST_WORKER", None)  # this test may itself run in a worker
     env.pop("PYTEST_XDIST_TESTRUNUID", None)
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-n",
-            "2",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:django",
-            "-p",
-            "no:randomly",
-            "--basetemp",
-            str(tmp_path / "base"),
-            str(suite),
+            sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "-p", "no:django",
+            "--basetemp", str(tmp_path / "base"), str(suite),
         ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    spans = {name: (float(a), float(b)) for name, a, b in (line.split() for line in record.read_text().splitlines())}
+    return {name: (float(a), float(b)) for name, a, b in (line.split() for line in record.read_text().splitlines())}
+
+
+def test_a_serial_test_overlaps_no_other_while_the_others_overlap_each_other(tmp_path):
+    plain = "\n".join(f"def test_plain_{i}():\n    record('plain{i}')\n" for i in range(8))
+    serial = "@pytest.mark.serial\ndef test_alone():\n    record('serial')\n"
+    spans = _run(
+        tmp_path,
+        {
+            "test_plain.py": TESTS.format(pause=0.3, tests=plain),
+            "test_serial.py": TESTS.format(pause=0.8, tests=serial),
+        },
+    )
     assert len(spans) == 9
     alone = spans.pop("serial")
     assert not [name for name, (a, b) in spans.items() if a < alone[1] and alone[0] < b], (alone, spans)
     ordered = sorted(spans.values())
     assert any(later[0] < earlier[1] for earlier, later in itertools.pairwise(ordered)), spans  # two workers ran
+
+
+def test_waiting_for_the_lock_does_not_count_against_a_tests_timeout(tmp_path):
+    """A serial test that waits behind a long test on the other worker must not time out before it begins: a
+    chaos test with a 150-s limit did, behind the 160-s schemathesis run (a tester)."""
+    long = "def test_long():\n    record('long')\n"
+    quick = "\n".join(f"def test_quick_{i}():\n    record('quick{i}')\n" for i in range(3))
+    serial = "@pytest.mark.serial\n@pytest.mark.timeout(1)\ndef test_alone():\n    record('serial')\n"
+    spans = _run(
+        tmp_path,
+        {
+            "test_a_long.py": TESTS.format(pause=2.5, tests=long),
+            "test_b_quick.py": TESTS.format(pause=0.2, tests=quick + "\n" + serial),
+        },
+    )
+    assert spans["serial"][0] >= spans["long"][1], spans  # it waited for the long test, then ran and passed
