@@ -196,6 +196,12 @@ def test_a_stale_expected_last_heartbeat_is_412_with_the_lease_the_server_holds(
     assert (after.last_heartbeat_at, after.lease_expires_at) == (before.last_heartbeat_at, before.lease_expires_at)
 
 
+def _beats_of_the_claim(client_for, claimed, env_id):
+    """``beat(expected) -> heartbeat answer`` with the claim's own per-work credential."""
+    work = client_for(claimed.token).beta.environments.work
+    return lambda expected: work.heartbeat(claimed.work_id, environment_id=env_id, expected_last_heartbeat=expected)
+
+
 def test_the_claims_own_credential_may_repeat_the_last_heartbeat_but_not_an_older_one(
     client_for, env_id, session, claim
 ):
@@ -203,10 +209,7 @@ def test_the_claims_own_credential_may_repeat_the_last_heartbeat_but_not_an_olde
     credential that is the same heartbeat again — the lease extended from now, the same `last_heartbeat`
     answered — never a lost lease; two back is 412."""
     claimed = claim(heartbeat=False)
-    work = client_for(claimed.token).beta.environments.work
-
-    def beat(expected: str):
-        return work.heartbeat(claimed.work_id, environment_id=env_id, expected_last_heartbeat=expected)
+    beat = _beats_of_the_claim(client_for, claimed, env_id)
 
     first = beat("NO_HEARTBEAT")
     expires = claimed.row.lease_expires_at
@@ -228,10 +231,7 @@ def test_a_heartbeat_landing_after_its_own_retry_leaves_the_worker_its_lease(cli
     the one to expect. A first version answered the late copy a new value, and the worker's next heartbeat
     was a 412 (a breaker)."""
     claimed = claim(heartbeat=False)
-    work = client_for(claimed.token).beta.environments.work
-
-    def beat(expected: str):
-        return work.heartbeat(claimed.work_id, environment_id=env_id, expected_last_heartbeat=expected)
+    beat = _beats_of_the_claim(client_for, claimed, env_id)
 
     held = beat("NO_HEARTBEAT")  # the retry: its answer is the one the worker reads
     assert beat("NO_HEARTBEAT").last_heartbeat == held.last_heartbeat  # the original, late
@@ -240,25 +240,63 @@ def test_a_heartbeat_landing_after_its_own_retry_leaves_the_worker_its_lease(cli
     assert beat(later.last_heartbeat).lease_extended
 
 
-def test_the_sdks_heartbeat_loop_keeps_the_lease_when_an_answer_is_lost(api_url, env_id, session, claim):
-    """The SDK's own `_heartbeat_loop` (what memories-worker runs) with its client's retries: the first
-    heartbeat commits but its answer is lost on the way back, so the client retries it with the same
-    expectation. Before, that retry was 412 and the loop ended the lease as lost (the worker kills its agent)."""
+def _run_the_sdks_heartbeat_loop(api_url, env_id, claimed, transport, *, until, ttl: int = 60):
+    """Run the SDK's own `_heartbeat_loop` (what memories-worker runs) with the claim's credential, its
+    client's retries (2) and `transport` (an httpx2 transport: the SDK refuses httpx objects) until `until()`
+    holds, then end the lease as the runner would. Returns the `_Lease`, whose end reason says whether the loop
+    took the lease for lost first. Waits for any task the transport left in `transport.pending`."""
     import anyio
-    import httpx2 as httpx  # the SDK's HTTP package (it refuses httpx objects)
+    import httpx2
     from anthropic.lib.environments._worker import _heartbeat_loop, _Lease, _LeaseEndReason
 
-    class LoseTheFirstAnswer(httpx.AsyncBaseTransport):
+    class WithTtl:
+        def __init__(self, work) -> None:
+            self.work = work
+
+        async def heartbeat(self, work_id, **kwargs):
+            return await self.work.heartbeat(work_id, desired_ttl_seconds=ttl, **kwargs)
+
+    async def run() -> _Lease:
+        lease = _Lease()
+        http_client = httpx2.AsyncClient(transport=transport)
+        async with AsyncAnthropic(
+            base_url=api_url, auth_token=claimed.token, max_retries=2, http_client=http_client
+        ) as client:
+
+            async def end_once_done() -> None:
+                while not until():
+                    await anyio.sleep(0.02)
+                await anyio.sleep(0.3)  # the loop has read the last answer by now
+                lease.finish(_LeaseEndReason.RUNNER_DONE)
+
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(end_once_done)
+                    work = WithTtl(client.beta.environments.work)
+                    await _heartbeat_loop(work, work_id=claimed.work_id, environment_id=env_id, lease=lease)
+                await asyncio.gather(*getattr(transport, "pending", []))
+        return lease
+
+    return asyncio.run(run())
+
+
+def test_the_sdks_heartbeat_loop_keeps_the_lease_when_an_answer_is_lost(api_url, env_id, session, claim):
+    """The first heartbeat commits but its answer is lost on the way back, so the SDK's client retries it with
+    the same expectation. Before, that retry was 412 and the loop ended the lease as lost (the worker kills
+    its agent)."""
+    import httpx2
+
+    class LoseTheFirstAnswer(httpx2.AsyncBaseTransport):
         def __init__(self) -> None:
-            self.inner = httpx.AsyncHTTPTransport()
+            self.inner = httpx2.AsyncHTTPTransport()
             self.statuses: list[int] = []
 
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
             response = await self.inner.handle_async_request(request)
             await response.aread()
             self.statuses.append(response.status_code)
             if len(self.statuses) == 1:
-                raise httpx.ReadError("the answer was lost on the way back", request=request)
+                raise httpx2.ReadError("the answer was lost on the way back", request=request)
             return response
 
         async def aclose(self) -> None:
@@ -266,31 +304,9 @@ def test_the_sdks_heartbeat_loop_keeps_the_lease_when_an_answer_is_lost(api_url,
 
     claimed = claim(heartbeat=False)
     transport = LoseTheFirstAnswer()
-
-    async def run() -> _Lease:
-        lease = _Lease()
-        async with AsyncAnthropic(
-            base_url=api_url,
-            auth_token=claimed.token,
-            max_retries=2,
-            http_client=httpx.AsyncClient(transport=transport),
-        ) as client:
-
-            async def end_once_retried() -> None:
-                while len(transport.statuses) < 2:
-                    await anyio.sleep(0.02)
-                await anyio.sleep(0.3)  # the loop has read the retry's answer by now
-                lease.finish(_LeaseEndReason.RUNNER_DONE)
-
-            with anyio.fail_after(30):
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(end_once_retried)
-                    await _heartbeat_loop(
-                        client.beta.environments.work, work_id=claimed.work_id, environment_id=env_id, lease=lease
-                    )
-        return lease
-
-    lease = asyncio.run(run())
+    lease = _run_the_sdks_heartbeat_loop(
+        api_url, env_id, claimed, transport, until=lambda: len(transport.statuses) >= 2
+    )
     assert transport.statuses == [200, 200]
     assert not lease.lost and lease.kept
     row = claimed.row
@@ -300,31 +316,29 @@ def test_the_sdks_heartbeat_loop_keeps_the_lease_when_an_answer_is_lost(api_url,
 def test_the_sdks_heartbeat_loop_keeps_the_lease_when_the_original_lands_after_its_retry(
     api_url, env_id, session, claim
 ):
-    """The SDK's `_heartbeat_loop` again, the other order (a breaker): the first attempt is held up on the way
-    (the transport gives up on it at once, as on a reset, and delivers it 2 s later), the client's retry
-    commits first and the loop reads its answer, then the original commits. With TTL 10 the loop's next
-    heartbeat comes 5 s later and must find the value it holds."""
-    import anyio
-    import httpx2 as httpx  # the SDK's HTTP package (it refuses httpx objects)
-    from anthropic.lib.environments._worker import _heartbeat_loop, _Lease, _LeaseEndReason
+    """The other order (a breaker): the first attempt is held up on the way (the transport gives up on it at
+    once, as on a reset, and delivers it 2 s later), the client's retry commits first and the loop reads its
+    answer, then the original commits. With TTL 10 the loop's next heartbeat comes 5 s later and must find the
+    value it holds."""
+    import httpx2
 
-    class DelayTheFirst(httpx.AsyncBaseTransport):
+    class DelayTheFirst(httpx2.AsyncBaseTransport):
         def __init__(self) -> None:
-            self.inner = httpx.AsyncHTTPTransport()
-            self.late = httpx.AsyncHTTPTransport()
+            self.inner = httpx2.AsyncHTTPTransport()
+            self.late = httpx2.AsyncHTTPTransport()
             self.statuses: list[tuple[str, int]] = []
             self.pending: list[asyncio.Task] = []
 
-        async def _deliver_late(self, request: httpx.Request) -> None:
+        async def _deliver_late(self, request: httpx2.Request) -> None:
             await asyncio.sleep(2.0)
             response = await self.late.handle_async_request(request)
             await response.aread()
             self.statuses.append(("late original", response.status_code))
 
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
             if not self.pending:
                 self.pending.append(asyncio.ensure_future(self._deliver_late(request)))
-                raise httpx.ReadError("connection reset; the request is still on its way", request=request)
+                raise httpx2.ReadError("connection reset; the request is still on its way", request=request)
             response = await self.inner.handle_async_request(request)
             await response.aread()
             self.statuses.append(("loop", response.status_code))
@@ -334,44 +348,11 @@ def test_the_sdks_heartbeat_loop_keeps_the_lease_when_the_original_lands_after_i
             await self.inner.aclose()
             await self.late.aclose()
 
-    class WithTtl:
-        def __init__(self, work) -> None:
-            self.work = work
-
-        async def heartbeat(self, work_id, **kwargs):
-            return await self.work.heartbeat(work_id, desired_ttl_seconds=10, **kwargs)
-
     claimed = claim(heartbeat=False)
     transport = DelayTheFirst()
-
-    async def run() -> _Lease:
-        lease = _Lease()
-        async with AsyncAnthropic(
-            base_url=api_url,
-            auth_token=claimed.token,
-            max_retries=2,
-            http_client=httpx.AsyncClient(transport=transport),
-        ) as client:
-
-            async def end_after_the_next_beat() -> None:
-                while len([s for s in transport.statuses if s[0] == "loop"]) < 2:
-                    await anyio.sleep(0.05)
-                await anyio.sleep(0.3)
-                lease.finish(_LeaseEndReason.RUNNER_DONE)
-
-            with anyio.fail_after(30):
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(end_after_the_next_beat)
-                    await _heartbeat_loop(
-                        WithTtl(client.beta.environments.work),
-                        work_id=claimed.work_id,
-                        environment_id=env_id,
-                        lease=lease,
-                    )
-                await asyncio.gather(*transport.pending)
-        return lease
-
-    lease = asyncio.run(run())
+    lease = _run_the_sdks_heartbeat_loop(
+        api_url, env_id, claimed, transport, ttl=10, until=lambda: [s[0] for s in transport.statuses].count("loop") >= 2
+    )
     assert transport.statuses == [("loop", 200), ("late original", 200), ("loop", 200)], transport.statuses
     assert not lease.lost and lease.kept
 
