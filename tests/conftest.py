@@ -7,7 +7,7 @@ from rest_framework.test import APIClient
 
 from accounts import services as account_services
 from tests.factories import StoreFactory, UserFactory
-from tests.serial import pytest_runtest_protocol  # noqa: F401  (`serial` tests run alone under xdist)
+from tests.serial import pytest_configure, pytest_runtest_protocol  # noqa: F401  (serial tests; the run's lock)
 
 
 @pytest.fixture

@@ -10,6 +10,21 @@ from pathlib import Path
 
 import pytest
 
+_run_lock: list = []  # the open lock file of this worker's run, held until the process exits
+
+
+def pytest_configure(config):
+    """An xdist worker of `bin/test` holds the run's lock (``MEMORIES_TEST_RUN_LOCK``) shared until it exits,
+    as its controller does: a run whose controller was killed (SIGTERM ends it at once) goes on in its
+    workers for seconds — the current tests, then each worker drops its test database — and a new `bin/test`
+    against the same database must wait for that (it refuses while anyone holds the lock). Never released
+    here: the kernel releases it when the worker's process ends, after its last teardown."""
+    path = os.environ.get("MEMORIES_TEST_RUN_LOCK")
+    if path and "PYTEST_XDIST_WORKER" in os.environ and not _run_lock:
+        held = open(path, "a")  # noqa: SIM115 (kept open for the process's life)
+        fcntl.flock(held, fcntl.LOCK_SH)
+        _run_lock.append(held)
+
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item, nextitem):
