@@ -706,6 +706,28 @@ def make_owners(n: int, prefix: str) -> list[Owner]:
     return out
 
 
+def session_attaching(owner: Owner, name: str = "bench"):
+    """An environment of `owner`'s user and a session in it attaching the owner's store read_write, made
+    through the services the API uses; returns ``(environment, session)``. Setup only."""
+    from accounts.models import User
+    from sessions import selectors
+    from sessions.services import environments, sessions
+    from sessions.validation import clean_resources
+
+    user = User.objects.get(pk=owner.user)
+    environment = environments.create_environment(owner=user, name=name)
+    resources = [{"type": "memory_store", "memory_store_id": owner.store, "access": "read_write"}]
+    session = sessions.create_session(
+        owner=user,
+        environment_id=environment.pk,
+        agent={"id": name, "version": 1},
+        attach=selectors.stores_to_attach(user, clean_resources(resources)),
+        metadata={},
+        title=None,
+    )
+    return environment, session
+
+
 def load_log(
     owner: Owner, entries: int, *, body, summaries: bool = True, top_level: int | None = None, chunk: int = 50_000
 ) -> None:

@@ -1,6 +1,6 @@
 """CPU per request of one hot endpoint inside this process, without HTTP (issue 17: quick iteration).
 
-    .venv/bin/python bench/inprocess.py note|file_create|file_update|recall|wake|zoom|store_get
+    .venv/bin/python bench/inprocess.py note|file_create|file_update|work_file_update|recall|wake|zoom|store_get
                                         [--requests 2000] [--profile [--cpu] [--sort cumulative] [--callees RE]]
                                         [--queries] [--callgrind] [--front]
 
@@ -36,7 +36,7 @@ from bench.common import bench_database, django_setup, make_owners
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    endpoints = ["note", "file_create", "file_update", "recall", "wake", "zoom", "store_get"]
+    endpoints = ["note", "file_create", "file_update", "work_file_update", "recall", "wake", "zoom", "store_get"]
     parser.add_argument("endpoint", choices=endpoints)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--profile", action="store_true")
@@ -87,9 +87,13 @@ def main() -> None:
 
             loop = uvloop.new_event_loop()
 
+        secret = owner.secret
+        if args.endpoint == "work_file_update":  # the per-work credential of a claimed, heartbeating item
+            secret = claimed_work_credential(owner)
+
         def call(method: str, path: str, payload: dict | None = None, query: str = "") -> dict:
             body = json.dumps(payload).encode() if payload is not None else b""
-            headers = [(b"host", b"127.0.0.1"), (b"authorization", f"Bearer {owner.secret}".encode())]
+            headers = [(b"host", b"127.0.0.1"), (b"authorization", f"Bearer {secret}".encode())]
             if body:
                 headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
             scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(),
@@ -115,6 +119,9 @@ def main() -> None:
 
         def file_create():
             call("POST", files, {"path": f"/f/{next(counter)}.md", "content": "y" * 1000})
+
+        def work_file_update():  # what the worker's sync and flush send: an update fenced by the lease
+            file_update()
 
         def file_update():
             if "memory" not in state:
@@ -182,6 +189,22 @@ def main() -> None:
                     " WHERE datname = current_database() AND pid <> pg_backend_pid()"
                 )
         connections.close_all()
+
+
+def claimed_work_credential(owner) -> str:
+    """A session attaching `owner.store` read_write, its work item claimed, acknowledged and heartbeaten (a
+    lease of 300 s): the item's per-work credential, as the SDK's worker and `memories-worker` hold it."""
+    import base64
+
+    from bench.common import session_attaching
+    from sessions.services import work
+
+    environment, _ = session_attaching(owner)
+    claimed = work.poll_work(environment=environment, block_ms=None, reclaim_older_than_ms=0)
+    work.acknowledge_work(work=claimed.work)
+    work.heartbeat_work(work=claimed.work, desired_ttl_seconds=300)
+    payload = base64.urlsafe_b64decode(claimed.secret + "=" * (-len(claimed.secret) % 4))
+    return json.loads(payload)["sessions_token"]
 
 
 async def through_front(application, scope: dict, body: bytes) -> tuple[int, bytes]:

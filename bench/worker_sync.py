@@ -28,7 +28,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import ServerConfig, bench_database, django_setup, gunicorn, machine_line, make_owners, table
+from bench.common import (
+    ServerConfig,
+    bench_database,
+    django_setup,
+    gunicorn,
+    machine_line,
+    make_owners,
+    session_attaching,
+    table,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(sys.executable).with_name("memories-worker")
@@ -49,11 +58,7 @@ STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 
 def seed(owner, files: int, size: int):
     """The owner's store with `files` files of about `size` bytes; an environment, its key and a session."""
-    from accounts.models import User
-    from sessions import selectors
     from sessions.services import environments as environment_services
-    from sessions.services import sessions as session_services
-    from sessions.validation import clean_resources
     from stores.models import Store
     from versions import services as version_services
     from versions.actors import Actor
@@ -65,18 +70,8 @@ def seed(owner, files: int, size: int):
         version_services.create_memory(
             store=store, path=f"/notes/{k // 100:02d}/file-{k:04d}.md", content=body, actor=actor
         )
-    user = User.objects.get(pk=owner.user)
-    environment = environment_services.create_environment(owner=user, name="bench")
+    environment, _ = session_attaching(owner)
     key = environment_services.issue_environment_key(environment=environment, name="bench")
-    resources = [{"type": "memory_store", "memory_store_id": owner.store, "access": "read_write"}]
-    session_services.create_session(
-        owner=user,
-        environment_id=environment.pk,
-        agent={"id": "bench", "version": 1},
-        attach=selectors.stores_to_attach(user, clean_resources(resources)),
-        metadata={},
-        title=None,
-    )
     return environment, key
 
 

@@ -21,6 +21,7 @@ from django.db.models import BooleanField, Count, ExpressionWrapper, F, Min, Q, 
 from django.db.models.functions import Now
 
 from accounts.models import User
+from config.compiled import CompiledQuery
 from config.fields import canonical_uuid
 from sessions.errors import (
     CredentialNotAccepted,
@@ -69,16 +70,31 @@ def _after(rows: QuerySet, after: tuple[datetime, uuid.UUID] | None, *, descendi
 # --- credentials ----------------------------------------------------------------------------------
 
 
-def claim_by_digest(digest: str) -> WorkClaim | None:
-    """The claim whose credential hashes to `digest`, with its work item, session, owner and environment,
-    annotated ``live`` (its item's current claim, in a leased state, lease not passed by database time)."""
+def _claims_by_digest(digest: str) -> QuerySet:
     live = Q(work__claim_id=F("id"), work__state__in=LEASED_STATES, work__lease_expires_at__gt=Now())
     return (
         WorkClaim.objects.select_related("work__session__owner", "work__environment")
         .annotate(live=ExpressionWrapper(live, output_field=BooleanField()))
-        .filter(digest=digest)
-        .first()
+        .filter(digest=digest)[:1]
     )
+
+
+# The lookups every request made with a per-work credential runs (a worker's sync and flush: one file at a
+# time), compiled once per process and run as prepared statements (config/compiled.py): building them with
+# the ORM was most of such a write's CPU (bench/inprocess.py work_file_update; bench/RESULTS.md).
+_CLAIM_BY_DIGEST = CompiledQuery(_claims_by_digest, digest="compiled-query-sentinel:work-credential-digest")
+_ATTACHMENT = CompiledQuery(
+    lambda session_id, store_id: Attachment.objects.filter(session_id=session_id, store_id=store_id)[:1],
+    session_id=uuid.UUID("00000000-0000-4000-8000-00000000a77a"),
+    store_id=uuid.UUID("00000000-0000-4000-8000-00000000a77b"),
+)
+
+
+def claim_by_digest(digest: str) -> WorkClaim | None:
+    """The claim whose credential hashes to `digest`, with its work item, session, owner and environment,
+    annotated ``live`` (its item's current claim, in a leased state, lease not passed by database time).
+    One prepared statement."""
+    return _CLAIM_BY_DIGEST.first(digest=digest)
 
 
 def environment_key_by_digest(digest: str) -> EnvironmentKey | None:
@@ -300,7 +316,7 @@ def attached_store_for(claim: WorkClaim, store_id: object, *, need: Need = "read
     if not claim.live:
         raise LeaseExpired()
     pk = parse_store_id(store_id)
-    attachment = Attachment.objects.filter(session_id=claim.work.session_id, store_id=pk).first()
+    attachment = _ATTACHMENT.first(session_id=claim.work.session_id, store_id=pk)
     if attachment is None:
         raise StoreNotFound()
     store = get_store_for(claim.work.session.owner, pk, need="read")

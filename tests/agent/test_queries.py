@@ -51,3 +51,30 @@ def test_environment_key_and_work_lists_cost_a_fixed_number_of_queries(
         queries(key_api, f"{env}/work"),
     ]
     assert counts == again and max(again) <= 5  # work: auth, the lapsed-lease settle (3 with its savepoint), the page
+
+
+def test_a_per_work_file_write_runs_its_lookups_as_prepared_statements(run_session, notes_store):
+    """Every request a worker's sync or flush makes carries the per-work credential: its claim, the
+    session's attachment of the store and the fence's lock of the work row are compiled queries
+    (config/compiled.py) — building them with the ORM was most of such a write's CPU (bench/RESULTS.md,
+    2026-12-06). Each runs as a prepared statement, and the write takes a fixed number of statements."""
+    running = run_session(notes_store)
+    files = f"/api/v1/memory_stores/{notes_store.pk}/memories"
+    created = running.api.post(files, {"path": "/plan.md", "content": "one"}, format="json")
+    assert created.status_code == 200, created.content
+    memory = f"{files}/{created.json()['id']}"
+    with CaptureQueriesContext(connection) as captured:
+        updated = running.api.post(memory, {"content": "two"}, format="json")
+    assert updated.status_code == 200, updated.content
+    statements = [q["sql"] for q in captured.captured_queries]
+    # claim, attachment, store access; BEGIN, store lock, work lock, database time, the write, COMMIT
+    assert len(statements) <= 9, statements
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    for table, marker in (
+        ("agent_sessions_workclaim", '"agent_sessions_workclaim"."digest" = $1'),
+        ("agent_sessions_attachment", '"agent_sessions_attachment"."store_id" = $2'),
+        ("agent_sessions_work", "FOR UPDATE OF"),
+    ):
+        assert any(table in statement and marker in statement for statement in prepared), (table, prepared)
