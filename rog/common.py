@@ -11,7 +11,7 @@ import re
 import sys
 from dataclasses import dataclass
 from typing import Any, NoReturn
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit
 
 import click
 import httpx
@@ -100,6 +100,11 @@ class State:
         """The API client, made on first use; a token or URL it cannot use is a usage error (exit 2) that
         never prints the token."""
         if self._client is None:
+            if _has_userinfo(self.api_url):
+                fail_usage(
+                    "--api-url / ROG_API_URL holds a user name or password (user:pass@host); rog authenticates "
+                    "with --token / ROG_TOKEN alone (the URL's would replace it as Basic credentials): remove them."
+                )
             try:
                 self._client = Client(self.api_url, self.token, self.timeout)
             except httpx.InvalidURL as exc:
@@ -117,7 +122,7 @@ class State:
             sys.exit(EXIT_API_4XX if exc.status < 500 else EXIT_API_5XX)
         except NetworkError as exc:
             error = {"type": "network_error", "message": str(exc)}
-            emit({"type": "error", "error": error, "api_url": _without_password(self.api_url)}, stream=sys.stderr)
+            emit({"type": "error", "error": error, "api_url": self.api_url}, stream=sys.stderr)
             sys.exit(EXIT_NETWORK)
 
     def call_all(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -135,13 +140,13 @@ class State:
             params["cursor"] = cursor
 
 
-def _without_password(url: str) -> str:
-    """`url` with the password of its userinfo (``http://user:secret@host``) replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+def _has_userinfo(url: str) -> bool:
+    """Whether `url` names a user or password before its host (``http://user:secret@host``): httpx would send
+    them as Basic credentials in place of the token, and every call would be a confusing 401 (a tester)."""
+    try:
+        return "@" in urlsplit(url).netloc
+    except ValueError:
+        return False  # not a URL at all: the client's own check says so
 
 
 def _current_state() -> State | None:

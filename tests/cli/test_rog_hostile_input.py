@@ -87,7 +87,16 @@ def test_c1_controls_and_bidi_overrides_never_reach_the_terminal_raw(rog, me):  
     assert token  # (the fixture's user can still mint: nothing above changed the account)
 
 
-def test_a_network_error_never_prints_the_urls_password(rog):  # noqa: F811
-    done = run(rog, "me", env={"ROG_API_URL": "http://agent:SECRETPW@127.0.0.1:1"})
+def test_a_url_with_a_user_or_password_is_a_usage_error_that_never_prints_them(rog):  # noqa: F811
+    """httpx sent the URL's userinfo as Basic credentials in place of the token: every call a 401 (a tester)."""
+    for url in ("http://agent:SECRETPW@127.0.0.1:1", "http://agent@127.0.0.1:1", "http://:SECRETPW@127.0.0.1:1"):
+        done = run(rog, "me", env={"ROG_API_URL": url})
+        assert done.returncode == 2, done.stderr
+        assert b"usage_error" in done.stderr and b"user name or password" in done.stderr
+        assert b"SECRETPW" not in done.stderr and b"agent" not in done.stderr
+
+
+def test_a_network_error_names_the_url(rog):  # noqa: F811
+    done = run(rog, "me", env={"ROG_API_URL": "http://127.0.0.1:1"})
     assert done.returncode == 5, done.stderr
-    assert b"SECRETPW" not in done.stderr and b"agent:***@127.0.0.1:1" in done.stderr
+    assert b"network_error" in done.stderr and b"http://127.0.0.1:1" in done.stderr
