@@ -64,16 +64,30 @@ _MAX_START = "9223372036854775807::bigint"  # the largest bigint: an upper bound
 _STORE = Store._meta.db_table
 
 
+# A claimant's own claim row whose hold reached NAP_CLAIM_MAX_SECONDS (`max_hold`) less than NAP_CLAIM_SECONDS
+# ago: the range is not this claimant's to take again yet (`_CLAIM_SQL`), though anyone else may take it.
+# (Never NULL: a reader naps with a NULL claimant.)
+_COOLING = (
+    "COALESCE(c.claimant = %(claimant)s::text AND c.claimed_at + make_interval(secs => %(max_hold)s::int) "
+    "<= statement_timestamp() AND statement_timestamp() < c.claimed_at "
+    "+ make_interval(secs => %(max_hold)s::int + %(seconds)s::int), false)"
+)
+
 # The store's active claims (this generation, not lapsed), with whether each range is still a ready job
-# inside the snapshot, and the database time they are compared with.
+# inside the snapshot, and the database time they are compared with. The caller's own cooling rows come as
+# someone else's claim (`mine` false) that lapses when the caller may take the range again.
 _CLAIMS_SQL = f"""
-SELECT statement_timestamp(), c.start, c.level, c.claimant = %(claimant)s::text, c.expires_at,
+SELECT statement_timestamp(), c.start, c.level,
+       c.claimant = %(claimant)s::text AND c.expires_at > statement_timestamp() AND NOT ({_COOLING}),
+       CASE WHEN c.expires_at > statement_timestamp() AND NOT ({_COOLING}) THEN c.expires_at
+            ELSE c.claimed_at + make_interval(secs => %(max_hold)s::int + %(seconds)s::int) END,
        c."end" < %(n)s::bigint AND NOT {_live("l", "c.level", "c.start")}
        AND (c.level = 1
             OR ({_live("a", "c.level - 1", "c.start")}
                 AND {_live("b", "c.level - 1", "c.start + (1::bigint << (c.level - 1))")})) AS ready
 FROM {_CLAIM} c
-WHERE c.store_id = %(store)s::uuid AND c.generation = %(generation)s::bigint AND c.expires_at > statement_timestamp()
+WHERE c.store_id = %(store)s::uuid AND c.generation = %(generation)s::bigint
+  AND (c.expires_at > statement_timestamp() OR ({_COOLING}))
 """  # noqa: S608 - table names and SQL fragments are module constants, never input
 
 # Few pending summaries: walk every missing range from the missing roots and keep the ready ones.
@@ -289,7 +303,9 @@ SELECT 'pair', level, segment, start, NULL FROM pairs
 # and not claimed by someone else, in one autocommit statement. Two naps racing for one range cannot both
 # claim it: the second INSERT waits for the first to commit, then ON CONFLICT ... WHERE finds the range
 # held and skips it — a claim held by someone else is only taken over once it has lapsed or belongs to
-# an older generation. The caller's own claim is renewed. The statement also reports which candidates it
+# an older generation. The caller's own claim is renewed, up to `claimed_at + NAP_CLAIM_MAX_SECONDS` (its hold):
+# a range whose hold ended is not a candidate for that claimant for one more NAP_CLAIM_SECONDS (`_COOLING`).
+# The statement also reports which candidates it
 # picked, so a nap that lost some to a concurrent one tries the next candidates. It takes FOR KEY SHARE on
 # the store row before it inserts or renews any claim (`store_row`), for the reason the scan does: a
 # renewal locks a claim row, and the foreign-key check of a new claim waited for a `delete_store` then,
@@ -310,6 +326,10 @@ WITH store_row AS MATERIALIZED (
           WHERE o.store_id = %(store)s::uuid AND o.start = r.start AND o."end" = r.start + (1::bigint << r.level) - 1
             AND o.claimant <> %(claimant)s::text AND o.expires_at > statement_timestamp()
             AND o.generation >= %(generation)s::bigint)
+      AND NOT EXISTS (
+          SELECT 1 FROM {_CLAIM} c
+          WHERE c.store_id = %(store)s::uuid AND c.start = r.start AND c."end" = r.start + (1::bigint << r.level) - 1
+            AND c.generation = %(generation)s::bigint AND {_COOLING})
     ORDER BY r.rank LIMIT %(limit)s::int
 ), claimed AS (
     INSERT INTO {_CLAIM} AS c (store_id, start, "end", level, claimant, generation, claimed_at, expires_at)
@@ -319,7 +339,10 @@ WITH store_row AS MATERIALIZED (
     FROM (SELECT * FROM candidate ORDER BY start, level) r CROSS JOIN store_row
     ON CONFLICT (store_id, start, "end") DO UPDATE
     SET claimant = EXCLUDED.claimant, generation = EXCLUDED.generation, level = EXCLUDED.level,
-        expires_at = EXCLUDED.expires_at,
+        expires_at = CASE WHEN c.claimant = EXCLUDED.claimant AND c.generation = EXCLUDED.generation
+                               AND c.expires_at > statement_timestamp()
+                          THEN LEAST(EXCLUDED.expires_at, c.claimed_at + make_interval(secs => %(max_hold)s::int))
+                          ELSE EXCLUDED.expires_at END,
         claimed_at = CASE WHEN c.claimant = EXCLUDED.claimant AND c.generation = EXCLUDED.generation
                                AND c.expires_at > statement_timestamp()
                           THEN c.claimed_at ELSE EXCLUDED.claimed_at END
@@ -374,7 +397,17 @@ def _order(block: tree.Block) -> tuple[int, int]:
 
 def _active_claims(store: Store, n: int, claimant: str | None) -> tuple[datetime | None, list[_ActiveClaim]]:
     with prepared_cursor() as cursor:
-        cursor.execute(_CLAIMS_SQL, {"store": store.pk, "n": n, "generation": store.generation, "claimant": claimant})
+        cursor.execute(
+            _CLAIMS_SQL,
+            {
+                "store": store.pk,
+                "n": n,
+                "generation": store.generation,
+                "claimant": claimant,
+                "seconds": int(settings.NAP_CLAIM_SECONDS),
+                "max_hold": int(settings.NAP_CLAIM_MAX_SECONDS),
+            },
+        )
         rows = cursor.fetchall()
     now = rows[0][0] if rows else None
     claims = [
@@ -476,6 +509,7 @@ def _claim(
             "claimant": claimant,
             "generation": store.generation,
             "seconds": int(settings.NAP_CLAIM_SECONDS),
+            "max_hold": int(settings.NAP_CLAIM_MAX_SECONDS),
             "limit": limit - len(claimed),
             "starts": [block.start for block in remaining],
             "levels": [block.level for block in remaining],
@@ -586,7 +620,9 @@ def nap(*, store: Store, claimant: str | None, snapshot: int | None = None, limi
     ``jobs[0]`` or None. A job is ``{range, level, generation, source_digest, snapshot, children[2],
     max_bytes, prompt, claimed_until}`` (`claimed_until`: when the claim lapses; None when not claimed).
     meta: ``{pending}`` plus ``retry_after`` (whole seconds until the earliest blocking claim lapses) when
-    every ready job is claimed by someone else (then `job` is None and `complete` false).
+    every ready job is claimed by someone else (then `job` is None and `complete` false). A claimant's own
+    range whose hold (`NAP_CLAIM_MAX_SECONDS` from its first claim) ended less than `NAP_CLAIM_SECONDS` ago
+    counts as claimed by someone else, lapsing at the end of that cool-down.
     A constant number of queries whatever the store size (module docstring).
     Raises StoreArchived (409 `store_archived`) for an archived store, for every caller.
     """

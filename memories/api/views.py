@@ -164,7 +164,9 @@ class NapView(APIView):
         },
         description="Up to `limit` ready compaction jobs, lowest level first, then oldest start. With write "
         "access (store right and memories:write) each job is claimed for you for NAP_CLAIM_SECONDS; other "
-        "callers skip it, and your repeated nap returns it again. When every ready job is claimed by someone "
+        "callers skip it, and your repeated nap returns it again and renews the claim, for at most "
+        "NAP_CLAIM_MAX_SECONDS from your first claim of it (then other callers get it, and you not for one "
+        "NAP_CLAIM_SECONDS). When every ready job is claimed by someone "
         "else, job is null, complete false and meta.retry_after says when the earliest claim lapses. An "
         "archived store can hold no new summary: 409 store_archived.",
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import connection
@@ -277,3 +278,53 @@ def test_the_nap_service_refuses_a_bad_limit_from_any_surface(filled_store, limi
 
     with pytest.raises(InvalidRequest, match="limit"):
         nap_service.nap(store=filled_store, claimant=None, limit=limit)
+
+
+def _age_claim(store, start: int, seconds: float, *, renewed: bool = False) -> None:
+    """Move the claim on `start` `seconds` into the past, as time passing would; `renewed`: only its first
+    claim (`claimed_at`), as if its claimant had napped all along."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE memories_claim SET claimed_at = claimed_at - make_interval(secs => %s), "
+            "expires_at = expires_at - make_interval(secs => %s) WHERE store_id = %s AND start = %s",
+            [seconds, 0 if renewed else seconds, store.pk, start],
+        )
+
+
+def test_renewing_never_holds_a_range_past_the_hold_cap_then_another_agent_gets_it(two_agents, shared_store, settings):
+    """An agent that keeps napping (its model failing the job, say) renewed its claim forever, so nobody else
+    was ever given the range and `retry_after` promised a lapse that never came (a tester). A claimant
+    holds a range at most NAP_CLAIM_MAX_SECONDS from its first claim; then the range goes to the others, and
+    the claimant cannot take it again for one NAP_CLAIM_SECONDS."""
+    settings.NAP_CLAIM_SECONDS, settings.NAP_CLAIM_MAX_SECONDS = 100, 300
+    first, second = two_agents
+    assert nap(first, shared_store)["data"]["job"]["range"] == "0-1"
+    assert ranges(nap(second, shared_store, limit=3)) == ["2-3", "4-5", "6-7"]  # nothing else is ready
+
+    _age_claim(shared_store, 0, 250, renewed=True)  # 250 s into its hold: a renewal adds 50 s, not 100
+    renewed = nap(first, shared_store)["data"]["job"]
+    held = Claim.objects.get(store=shared_store, start=0)
+    assert renewed["range"] == "0-1" and held.expires_at == held.claimed_at + timedelta(seconds=300)
+    assert renewed["claimed_until"] == held.expires_at.isoformat().replace("+00:00", "Z")
+    blocked = nap(second, shared_store, limit=4)  # the colleague's own three come back; 0-1 is held
+    assert "0-1" not in ranges(blocked)
+
+    _age_claim(shared_store, 0, 60)  # the hold has ended (10 s ago), however often the claimant naps
+    again = nap(first, shared_store)
+    assert again["data"]["job"] is None and again["meta"]["retry_after"] in (90, 91)  # its cool-down
+    assert Claim.objects.get(store=shared_store, start=0).claimant == f"user:{first.user.pk}"  # not renewed
+    taken = nap(second, shared_store, limit=4)
+    assert "0-1" in ranges(taken)
+    assert Claim.objects.get(store=shared_store, start=0).claimant == f"user:{second.user.pk}"
+
+
+def test_after_its_cool_down_a_claimant_may_take_the_range_again(two_agents, shared_store, settings):
+    settings.NAP_CLAIM_SECONDS, settings.NAP_CLAIM_MAX_SECONDS = 100, 300
+    first, _ = two_agents
+    assert nap(first, shared_store)["data"]["job"]["range"] == "0-1"
+    _age_claim(shared_store, 0, 320)  # the hold ended 20 s ago: cooling down
+    assert nap(first, shared_store)["data"]["job"]["range"] == "2-3"  # not 0-1
+    _age_claim(shared_store, 0, 100)  # the cool-down is over
+    assert ranges(nap(first, shared_store, limit=2)) == ["0-1", "2-3"]
+    held = Claim.objects.get(store=shared_store, start=0)
+    assert held.expires_at == held.claimed_at + timedelta(seconds=100)  # a fresh claim: a new hold begins
