@@ -89,6 +89,13 @@ def decode_line(raw: bytes, line: int) -> dict[str, Any]:
     """Parse one line (bytes without the newline) as a JSON object: strict UTF-8, no NaN, no NUL."""
     if len(raw) > MAX_LINE_BYTES:
         raise ImportInvalid(line, f"is over {MAX_LINE_BYTES} bytes; no valid line is longer than that.")
+    if b"\r" in raw:
+        # JSON would read it as whitespace, but the end line's digest covers every byte: a chunk converted to
+        # CRLF line endings was accepted, and the import could then never finish (a tester). A file this
+        # server wrote holds no CR outside a string, and none raw inside one.
+        raise ImportInvalid(
+            line, "holds a carriage return (CRLF line endings?): lines are separated by LF only, as exported."
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -137,6 +137,24 @@ def test_a_refused_chunk_changes_nothing_and_the_import_can_be_abandoned(owner_c
     assert owner_client.get(f"{IMPORTS}/{upload['id']}").status_code == 404
 
 
+def test_a_chunk_with_crlf_line_endings_is_refused_and_the_same_lines_with_lf_then_finish(owner_client, own_sample):
+    """A CR reads as JSON whitespace, but the end line's digest covers every byte: a chunk converted to CRLF
+    was accepted and the import could never finish (a tester). Refused, naming its first line; the chunk
+    sent again as exported goes through and the import commits."""
+    parts = chunks(assemble(own_sample), 20)
+    upload = post_lines(owner_client, IMPORTS, parts[0][1]).json()["data"]
+    first, body = parts[1]
+    crlf = body.replace(b"\n", b"\r\n")
+    refused = post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", crlf, from_line=first)
+    assert refused.status_code == 400, refused.json()
+    assert refused.json()["error"]["details"]["line"] == first and "LF only" in refused.json()["error"]["message"]
+    assert owner_client.get(f"{IMPORTS}/{upload['id']}").json()["data"]["next_line"] == first
+    for start, chunk in parts[1:]:
+        sent = post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", chunk, from_line=start)
+        assert sent.status_code == 200, sent.json()
+    assert sent.json()["data"]["status"] == "committed"
+
+
 def test_a_retried_chunk_is_told_where_to_resume(owner_client, own_sample):
     parts = chunks(assemble(own_sample), 30)
     upload = post_lines(owner_client, IMPORTS, parts[0][1]).json()["data"]
