@@ -51,10 +51,21 @@ _DESCRIPTIONS = {
     "409": "Conflict (conflict_error with details.reason, or a memory_* error).",
     "406": "No acceptable representation for the `Accept` header (invalid_request_error).",
     "413": "Request body too large (request_too_large).",
+    "408": "The request's headers or body did not arrive in time (invalid_request_error), answered by the HTTP "
+    "layer; the connection is closed.",
     "414": "Request line (path and query) over 8 KiB (invalid_request_error), answered by the HTTP layer.",
+    "431": "Too many request headers, or one over 8 KiB (invalid_request_error), answered by the HTTP layer.",
     "415": "Request body is not `application/json` (invalid_request_error).",
     "503": "Database unavailable or overloaded (overloaded_error); retry after `Retry-After` seconds.",
 }
+
+# The security scheme of per-work credentials (sessions/api/schema.py): an operation that accepts them
+# answers 409 lease_expired to one whose lease has ended, whatever its method (docs/agent-access.md).
+WORK_CREDENTIAL_SCHEME = "workCredential"
+_LEASE_EXPIRED = (
+    "With a per-work credential whose claim or lease has ended (conflict_error, details.reason "
+    "`lease_expired`; reads too, SPEC §5)."
+)
 
 REQUEST_ID_HEADER = {
     "description": "The request's id (`req_…`), also in every error body; quote it when reporting a problem.",
@@ -80,12 +91,16 @@ def add_error_responses(result, generator, request, public):
             if method not in {"get", "post", "put", "patch", "delete"}:
                 continue
             responses = operation.setdefault("responses", {})
-            wanted = ["400", "401", "403", "404", "406", "413", "414", "503"]
+            wanted = ["400", "401", "403", "404", "406", "408", "413", "414", "431", "503"]
             if method in {"post", "patch", "put", "delete"}:
                 wanted += ["409", "415"]
             for status in wanted:
                 content = {"application/json": {"schema": ref}}
                 responses.setdefault(status, {"description": _DESCRIPTIONS[status], "content": content})
+            if any(WORK_CREDENTIAL_SCHEME in requirement for requirement in operation.get("security", [])):
+                # every request made with a per-work credential whose lease has ended, reads included
+                content = {"application/json": {"schema": ref}}
+                responses.setdefault("409", {"description": _LEASE_EXPIRED, "content": content})
             for status, response in responses.items():
                 if status[0] in "45" and "content" not in response:  # a view declared it by its description
                     response["content"] = {"application/json": {"schema": ref}}

@@ -8,11 +8,12 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSe
 from rest_framework import serializers
 
 from accounts.permissions import accepted_credentials
+from config.schema import WORK_CREDENTIAL_SCHEME
 
 SCHEMES = {
     "environment_key": ("environmentKey", "An environment key: `Authorization: Bearer menv_…` (its work endpoints)."),
     "work_credential": (
-        "workCredential",
+        WORK_CREDENTIAL_SCHEME,
         "A per-work credential, the `sessions_token` inside a polled work item's `secret`: "
         "`Authorization: Bearer mwork_…`.",
     ),

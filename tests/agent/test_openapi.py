@@ -157,3 +157,35 @@ def test_the_schema_agrees_with_the_server_on_what_the_heartbeat_refuses(documen
     url = f"/api/v1/environments/{running.work.environment_id}/work/{running.work.pk}/heartbeat"
     assert bearer(running.token).post(f"{url}?desired_ttl_seconds={ttl['maximum']}").status_code == 200
     assert bearer(running.token).post(f"{url}?desired_ttl_seconds={ttl['maximum'] + 1}").status_code == 400
+
+
+def test_every_read_a_dead_per_work_credential_is_refused_documents_its_409(document, run_session, notes_store, owner):
+    """A per-work credential whose lease has ended is 409 `lease_expired` on reads too; the GET operations
+    that accept it did not list 409 (a tester). Every operation naming `workCredential` lists it now."""
+    from sessions.services import work as work_services
+    from versions import services as version_services
+    from versions.actors import Actor
+
+    memory = version_services.create_memory(
+        store=notes_store, path="/a.md", content="a", actor=Actor.user(owner.pk)
+    ).memory
+    running = run_session(notes_store)
+    work_services.stop_work(work=running.work, force=True)
+    store = f"/api/v1/memory_stores/{notes_store.pk}"
+    version = memory.current_version_id
+    reads = {
+        "/api/v1/sessions/{session_id}": f"/api/v1/sessions/{running.session.pk}",
+        "/api/v1/memory_stores/{store_id}": store,
+        "/api/v1/memory_stores/{store_id}/memories": f"{store}/memories",
+        "/api/v1/memory_stores/{store_id}/memories/{memory_id}": f"{store}/memories/{memory.pk}",
+        "/api/v1/memory_stores/{store_id}/memory_versions": f"{store}/memory_versions",
+        "/api/v1/memory_stores/{store_id}/memory_versions/{version_id}": f"{store}/memory_versions/{version}",
+    }
+    for path, address in reads.items():
+        response = running.api.get(address)
+        assert response.status_code == 409 and response.json()["error"]["details"]["reason"] == "lease_expired"
+        check(document, path, "get", response)
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if any("workCredential" in requirement for requirement in operation.get("security", [])):
+                assert "409" in operation["responses"], (method, path)
