@@ -136,7 +136,7 @@ def clean_agent(value: object, *, field: str = "agent") -> dict[str, Any]:
     agent_id = _text(value.get("id"), field=f"{field}.id", max_chars=AGENT_ID_MAX_CHARS, allow_empty=False)
     version = value.get("version")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or not 1 <= version < 2**31):
-        raise InvalidRequest(f"{field}.version: must be an integer of at least 1.")
+        raise InvalidRequest(f"{field}.version: must be an integer from 1 to {2**31 - 1}.")
     return {"id": agent_id, "version": version}
 
 
