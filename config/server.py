@@ -49,6 +49,13 @@ from gunicorn.workers import gasgi
 
 logger = logging.getLogger("memories.errors")
 
+# gunicorn 27.0.1 names 33 statuses in its status lines and writes "Unknown" for the rest: the application's
+# 406, 412 (a heartbeat's precondition), 416, 423, … went out as "HTTP/1.1 406 Unknown" (a tester). The
+# standard phrases fill in what it lacks, before any status line is cached; its own stay as they are. A
+# private table of the pinned gunicorn; tests/foundation/test_http_parser.py checks it.
+for _status in HTTPStatus:
+    _REASON_PHRASES.setdefault(_status.value, _status.phrase)
+
 # The scope extension every request carries (`Protocol._build_http_scope`): calling it before the response
 # starts makes gunicorn close the connection after the response, which gunicorn 27.0.1 otherwise decides
 # from the request alone — for an HTTP/1.0 streamed answer (no Content-Length, no chunked coding: the body

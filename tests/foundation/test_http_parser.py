@@ -45,3 +45,16 @@ def test_the_master_freezes_the_preloaded_application_before_each_fork():
         assert not any(type(o).__name__ == "URLResolver" for o in gc.get_objects())  # frozen, not tracked
     finally:
         gc.unfreeze()
+
+
+def test_every_standard_status_has_its_reason_phrase_in_gunicorns_status_lines():
+    """gunicorn 27.0.1 wrote "HTTP/1.1 406 Unknown" (and 412, 416, …): config.server fills its table."""
+    from http import HTTPStatus
+
+    from gunicorn.asgi.protocol import _get_cached_status_line
+
+    import config.server  # noqa: F401 - fills the table at import, as the server's workers do
+
+    for status in (406, 412, 416, 423, 451):
+        assert _get_cached_status_line((1, 1), status) == f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n".encode()
+    assert _get_cached_status_line((1, 1), 413) == b"HTTP/1.1 413 Payload Too Large\r\n"  # its own, kept
