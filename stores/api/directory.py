@@ -145,9 +145,12 @@ class PublicDirectoryView(APIView):
             (200, "text/markdown"): OpenApiTypes.STR,
             (200, "application/json"): s.PublicDirectorySerializer,
             (200, "application/yaml"): s.PublicDirectorySerializer,
+            (200, "text/yaml"): s.PublicDirectorySerializer,
+            (200, "application/x-yaml"): s.PublicDirectorySerializer,
         },
         description="Public stores' metadata (never entry text), newest first, paginated. Markdown by default; "
-        "JSON or YAML by `Accept` or by the `/memories.json`, `/memories.yaml` (and `/memories.md`) URLs.",
+        "JSON or YAML by `Accept` or by the `/memories.json`, `/memories.yaml` (and `/memories.md`) URLs. YAML "
+        "asked for as `text/yaml` or `application/x-yaml` (older names) is served under the name asked for.",
     )
     def get(self, request, format=None):
         query = s.DirectoryQuerySerializer(data=request.query_params)

@@ -71,6 +71,16 @@ def test_yaml_by_suffix_and_by_accept(anon_client, directory_world):
         assert SECRET not in response.content.decode()
 
 
+@pytest.mark.parametrize("media_type", ["text/yaml", "application/x-yaml"])
+def test_the_older_yaml_names_are_served_as_asked_and_documented(anon_client, directory_world, media_type):
+    """Served under the name asked for, which /openapi.yaml did not list (a tester)."""
+    response = anon_client.get("/memories", HTTP_ACCEPT=media_type)
+    assert response.status_code == 200 and response["Content-Type"].startswith(media_type)
+    assert {item["id"] for item in yaml.safe_load(response.content)["data"]} == public_ids(directory_world)
+    document = yaml.safe_load(anon_client.get("/openapi.yaml").content)
+    assert media_type in document["paths"]["/memories"]["get"]["responses"]["200"]["content"]
+
+
 def test_accept_json_and_the_md_suffix(anon_client, directory_world):
     assert anon_client.get("/memories", HTTP_ACCEPT="application/json")["Content-Type"].startswith("application/json")
     response = anon_client.get("/memories.md", HTTP_ACCEPT="application/json")  # the suffix wins
