@@ -64,13 +64,16 @@ _MAX_START = "9223372036854775807::bigint"  # the largest bigint: an upper bound
 _STORE = Store._meta.db_table
 
 
-# A claimant's own claim row whose hold reached NAP_CLAIM_MAX_SECONDS (`max_hold`) less than NAP_CLAIM_SECONDS
-# ago: the range is not this claimant's to take again yet (`_CLAIM_SQL`), though anyone else may take it.
-# (Never NULL: a reader naps with a NULL claimant.)
+# A claimant's own claim row that lapsed at its hold's cap (renewals stop at `claimed_at + max_hold`, so its
+# `expires_at` is exactly that) less than NAP_CLAIM_SECONDS ago: the range is not this claimant's to take
+# again yet (`_CLAIM_SQL`), though anyone else may take it. A claim that lapsed before its cap — its
+# claimant stopped napping — leaves no cool-down (a tester: a first version judged by the clock alone
+# refused an agent back after a restart). Never NULL: a reader naps with a NULL claimant.
 _COOLING = (
-    "COALESCE(c.claimant = %(claimant)s::text AND c.claimed_at + make_interval(secs => %(max_hold)s::int) "
-    "<= statement_timestamp() AND statement_timestamp() < c.claimed_at "
-    "+ make_interval(secs => %(max_hold)s::int + %(seconds)s::int), false)"
+    "COALESCE(c.claimant = %(claimant)s::text "
+    "AND c.expires_at = c.claimed_at + make_interval(secs => %(max_hold)s::int) "
+    "AND c.expires_at <= statement_timestamp() "
+    "AND statement_timestamp() < c.expires_at + make_interval(secs => %(seconds)s::int), false)"
 )
 
 # The store's active claims (this generation, not lapsed), with whether each range is still a ready job
@@ -78,9 +81,9 @@ _COOLING = (
 # someone else's claim (`mine` false) that lapses when the caller may take the range again.
 _CLAIMS_SQL = f"""
 SELECT statement_timestamp(), c.start, c.level,
-       c.claimant = %(claimant)s::text AND c.expires_at > statement_timestamp() AND NOT ({_COOLING}),
-       CASE WHEN c.expires_at > statement_timestamp() AND NOT ({_COOLING}) THEN c.expires_at
-            ELSE c.claimed_at + make_interval(secs => %(max_hold)s::int + %(seconds)s::int) END,
+       c.claimant = %(claimant)s::text AND c.expires_at > statement_timestamp(),
+       CASE WHEN c.expires_at > statement_timestamp() THEN c.expires_at
+            ELSE c.expires_at + make_interval(secs => %(seconds)s::int) END,
        c."end" < %(n)s::bigint AND NOT {_live("l", "c.level", "c.start")}
        AND (c.level = 1
             OR ({_live("a", "c.level - 1", "c.start")}

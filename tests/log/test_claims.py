@@ -322,9 +322,23 @@ def test_after_its_cool_down_a_claimant_may_take_the_range_again(two_agents, sha
     settings.NAP_CLAIM_SECONDS, settings.NAP_CLAIM_MAX_SECONDS = 100, 300
     first, _ = two_agents
     assert nap(first, shared_store)["data"]["job"]["range"] == "0-1"
-    _age_claim(shared_store, 0, 320)  # the hold ended 20 s ago: cooling down
+    _age_claim(shared_store, 0, 250, renewed=True)
+    assert nap(first, shared_store)["data"]["job"]["range"] == "0-1"  # renewed to its cap
+    _age_claim(shared_store, 0, 70)  # the hold ended at its cap 20 s ago: cooling down
     assert nap(first, shared_store)["data"]["job"]["range"] == "2-3"  # not 0-1
     _age_claim(shared_store, 0, 100)  # the cool-down is over
     assert ranges(nap(first, shared_store, limit=2)) == ["0-1", "2-3"]
     held = Claim.objects.get(store=shared_store, start=0)
     assert held.expires_at == held.claimed_at + timedelta(seconds=100)  # a fresh claim: a new hold begins
+
+
+def test_a_claim_that_lapsed_before_its_cap_leaves_no_cool_down(two_agents, shared_store, settings):
+    """Only a hold cut at its cap cools down: an agent that napped once, went away (a crash, a restart) and
+    comes back after its claim lapsed gets the range again at once, even past the cap's time (a tester: a
+    first version judged the cool-down by the clock alone and told it someone held the range)."""
+    settings.NAP_CLAIM_SECONDS, settings.NAP_CLAIM_MAX_SECONDS = 100, 300
+    first, _ = two_agents
+    assert nap(first, shared_store)["data"]["job"]["range"] == "0-1"
+    _age_claim(shared_store, 0, 350)  # lapsed 250 s ago, never renewed; its cap's time was 50 s ago
+    body = nap(first, shared_store)
+    assert body["data"]["job"]["range"] == "0-1" and "retry_after" not in body["meta"]
