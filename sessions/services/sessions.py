@@ -126,8 +126,9 @@ def archive_session(*, session: Session) -> tuple[Session, bool]:
     locked = _lock(session)
     if locked.archived_at is not None:
         return locked, False
-    now = db_now()
-    for work in Work.objects.select_for_update(of=("self",)).filter(session=locked).order_by("pk"):
+    works = list(Work.objects.select_for_update(of=("self",)).filter(session=locked).order_by("pk"))
+    now = db_now()  # after the work locks: a fenced write holding one commits before this time (a tester)
+    for work in works:
         stop_for_good(work, now)
     locked.archived_at = locked.updated_at = now
     locked.save(update_fields=["archived_at", "updated_at"])

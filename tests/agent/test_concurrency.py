@@ -500,3 +500,47 @@ def test_environment_delete_racing_session_delete_never_deadlocks(http, owner, o
         statuses[("session", session_del.status_code)] += 1
     assert statuses[("environment", 200)] == 20, statuses
     assert set(statuses) <= {("environment", 200), ("session", 200), ("session", 404)}, statuses
+
+
+def test_archiving_a_session_dates_its_stop_after_every_fenced_write_it_waited_for(
+    environment, make_session, notes_store, monkeypatch
+):
+    """The archive read the database time before it locked the work rows: a fenced write that took the work
+    lock in between committed with a later time than the item's `stopped_at` (a tester). It reads the time
+    after the locks now; the test widens that gap and writes in it."""
+    session = make_session(notes_store)
+    work, claim = _live_claim(environment)
+    real_now, in_gap = session_services.db_now, threading.Event()
+
+    def slow_now():
+        now = real_now()
+        in_gap.set()
+        time.sleep(0.5)  # a fenced write gets in here when the time is read before the work locks
+        return now
+
+    monkeypatch.setattr(session_services, "db_now", slow_now)
+    outcome = []
+
+    def write():
+        try:
+            in_gap.wait(5)
+            version_services.create_memory(
+                store=notes_store,
+                path="/in-the-gap.md",
+                content="x",
+                actor=Actor.session(session.pk),
+                fence=work_services.lease_fence(claim),
+            )
+            outcome.append("landed")
+        except LeaseExpired:
+            outcome.append("refused")
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    session_services.archive_session(session=Session.objects.get(pk=session.pk))
+    writer.join()
+    stopped = Work.objects.get(pk=work.pk).stopped_at
+    landed = list(Version.objects.filter(store=notes_store, session_id=session.pk))
+    assert outcome and all(version.created_at < stopped for version in landed), (outcome, stopped, landed)
