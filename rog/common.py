@@ -11,7 +11,7 @@ import re
 import sys
 from dataclasses import dataclass
 from typing import Any, NoReturn
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import click
 import httpx
@@ -142,10 +142,12 @@ class State:
 
 def _has_userinfo(url: str) -> bool:
     """Whether `url` names a user or password before its host (``http://user:secret@host``): httpx would send
-    them as Basic credentials in place of the token, and every call would be a confusing 401 (a tester)."""
+    them as Basic credentials in place of the token, and every call would be a confusing 401 (a tester).
+    Judged by httpx's own parser, which the client uses: the standard library's refuses a password with
+    ``[`` or a full-width character that httpx takes (a second tester)."""
     try:
-        return "@" in urlsplit(url).netloc
-    except ValueError:
+        return bool(httpx.URL(url).userinfo)
+    except httpx.InvalidURL:
         return False  # not a URL at all: the client's own check says so
 
 

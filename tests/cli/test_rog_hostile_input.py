@@ -89,7 +89,14 @@ def test_c1_controls_and_bidi_overrides_never_reach_the_terminal_raw(rog, me):  
 
 def test_a_url_with_a_user_or_password_is_a_usage_error_that_never_prints_them(rog):  # noqa: F811
     """httpx sent the URL's userinfo as Basic credentials in place of the token: every call a 401 (a tester)."""
-    for url in ("http://agent:SECRETPW@127.0.0.1:1", "http://agent@127.0.0.1:1", "http://:SECRETPW@127.0.0.1:1"):
+    urls = (
+        "http://agent:SECRETPW@127.0.0.1:1",
+        "http://agent@127.0.0.1:1",
+        "http://:SECRETPW@127.0.0.1:1",
+        "http://agent:SECRETPW[@127.0.0.1:1",  # urllib refuses it; httpx sent it (a second tester)
+        "http://agent:SECRETPW\uff03@127.0.0.1:1",
+    )
+    for url in urls:
         done = run(rog, "me", env={"ROG_API_URL": url})
         assert done.returncode == 2, done.stderr
         assert b"usage_error" in done.stderr and b"user name or password" in done.stderr
