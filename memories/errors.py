@@ -54,7 +54,10 @@ class InvalidPattern(InvalidRequest):
 class InvalidCursor(InvalidRequest):
     """A recall cursor that is tampered, expired, or bound to another store, pattern, case flag or caller."""
 
-    message = "Invalid cursor: it is tampered, expired, or was issued for another store, pattern or caller."
+    message = (
+        "cursor: invalid, tampered or expired, or issued for another store, pattern or caller; "
+        "use meta.next_cursor as returned."
+    )
 
 
 class EntryNotFound(NotFound):
