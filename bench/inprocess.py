@@ -1,6 +1,7 @@
 """CPU per request of one hot endpoint inside this process, without HTTP (issue 17: quick iteration).
 
-    .venv/bin/python bench/inprocess.py note|file_create|file_update|work_file_update|recall|wake|zoom|store_get
+    .venv/bin/python bench/inprocess.py note|file_create|file_update|work_file_update|poll|poll_waiting|
+                                        recall|wake|zoom|store_get
                                         [--requests 2000] [--profile [--cpu] [--sort cumulative] [--callees RE]]
                                         [--queries] [--callgrind] [--front]
 
@@ -36,7 +37,18 @@ from bench.common import bench_database, django_setup, make_owners
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    endpoints = ["note", "file_create", "file_update", "work_file_update", "recall", "wake", "zoom", "store_get"]
+    endpoints = [
+        "note",
+        "file_create",
+        "file_update",
+        "work_file_update",
+        "poll",
+        "poll_waiting",
+        "recall",
+        "wake",
+        "zoom",
+        "store_get",
+    ]
     parser.add_argument("endpoint", choices=endpoints)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--profile", action="store_true")
@@ -90,6 +102,8 @@ def main() -> None:
         secret = owner.secret
         if args.endpoint == "work_file_update":  # the per-work credential of a claimed, heartbeating item
             secret = claimed_work_credential(owner)
+        if args.endpoint in ("poll", "poll_waiting"):  # an environment key polling an empty queue
+            environment, secret = environment_key(owner)
 
         def call(method: str, path: str, payload: dict | None = None, query: str = "") -> dict:
             body = json.dumps(payload).encode() if payload is not None else b""
@@ -119,6 +133,12 @@ def main() -> None:
 
         def file_create():
             call("POST", files, {"path": f"/f/{next(counter)}.md", "content": "y" * 1000})
+
+        def poll():  # what an idle worker sends between items: answered `null` at once
+            call("GET", f"/api/v1/environments/{environment.pk}/work/poll")
+
+        def poll_waiting():  # the same, watching the empty queue for block_ms (it tries every 100 ms)
+            call("GET", f"/api/v1/environments/{environment.pk}/work/poll", query="block_ms=999")
 
         def work_file_update():  # what the worker's sync and flush send: an update fenced by the lease
             file_update()
@@ -189,6 +209,15 @@ def main() -> None:
                     " WHERE datname = current_database() AND pid <> pg_backend_pid()"
                 )
         connections.close_all()
+
+
+def environment_key(owner):
+    """An environment of `owner`'s user and the secret of a key of it: ``(environment, secret)``."""
+    from accounts.models import User
+    from sessions.services import environments
+
+    environment = environments.create_environment(owner=User.objects.get(pk=owner.user), name="bench")
+    return environment, environments.issue_environment_key(environment=environment, name="bench").secret
 
 
 def claimed_work_credential(owner) -> str:

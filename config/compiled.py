@@ -223,9 +223,10 @@ def _fetch_many(using: str, sql: str, params: list, slots: list[tuple[int, str]]
 
 
 class _Compiled:
-    def __init__(self, queryset: QuerySet, sentinels: dict[str, Any], using: str):
+    def __init__(self, queryset: QuerySet, sentinels: dict[str, Any], using: str, lock_clause: str = ""):
         compiler = queryset.query.get_compiler(using=using)
         self.sql, params = compiler.as_sql()  # also fills compiler.select / klass_info / annotation_col_map
+        self.sql += lock_clause
         self.params = list(params)
         self.slots: list[tuple[int, str]] = []
         for index, value in enumerate(self.params):
@@ -248,7 +249,7 @@ class _Compiled:
         if compiler.has_composite_fields(fields):
             raise ValueError("composite primary keys are not supported by CompiledQuery")
         self.converters = compiler.get_converters(fields)
-        self.for_update = queryset.query.select_for_update
+        self.for_update = queryset.query.select_for_update or bool(lock_clause)
 
     def _check_transaction(self) -> None:
         """Django refuses `select_for_update()` in autocommit mode when it compiles the query; a compiled
@@ -344,6 +345,8 @@ class CompiledQuery:
     None. Thread-safe (a race compiles twice, harmlessly).
     """
 
+    lock_clause = ""  # appended to the compiled SQL (`CompiledSharedLock`)
+
     def __init__(self, build: Callable[..., QuerySet], **sentinels: Any):
         self.build = build
         self.sentinels = sentinels
@@ -353,7 +356,7 @@ class CompiledQuery:
     def _get(self, using: str) -> _Compiled:
         compiled = self._compiled.get(using)
         if compiled is None:
-            compiled = _Compiled(self.build(**self.sentinels), self.sentinels, using)
+            compiled = _Compiled(self.build(**self.sentinels), self.sentinels, using, self.lock_clause)
             with self._lock:
                 self._compiled[using] = compiled
         return compiled
@@ -372,6 +375,19 @@ class CompiledQuery:
         (``select_for_update``) are taken in it, each waiting as a statement of its own would; the first
         error ends the batch (inside a transaction, the transaction is then aborted, as usual)."""
         return self._get(using).run_many(list(values_seq))
+
+
+class CompiledSharedLock(CompiledQuery):
+    """A `CompiledQuery` whose rows are locked ``FOR SHARE`` or ``FOR KEY SHARE`` (`strength` ``"share"`` or
+    ``"key share"``), the two strengths Django's ORM has no spelling for: the clause is appended to the SQL
+    Django compiled, which must not lock rows itself. Like a compiled `select_for_update`, it refuses to run
+    outside a transaction (TransactionManagementError)."""
+
+    def __init__(self, build: Callable[..., QuerySet], strength: str, **sentinels: Any):
+        if strength not in ("share", "key share"):
+            raise ValueError(f"strength must be 'share' or 'key share', not {strength!r}")
+        super().__init__(build, **sentinels)
+        self.lock_clause = f" FOR {strength.upper()}"
 
 
 class CompiledLateral:

@@ -97,9 +97,16 @@ def claim_by_digest(digest: str) -> WorkClaim | None:
     return _CLAIM_BY_DIGEST.first(digest=digest)
 
 
+_ENVIRONMENT_KEY_BY_DIGEST = CompiledQuery(
+    lambda digest: EnvironmentKey.objects.select_related("environment__owner").filter(digest=digest)[:1],
+    digest="compiled-query-sentinel:environment-key-digest",
+)
+
+
 def environment_key_by_digest(digest: str) -> EnvironmentKey | None:
-    """The environment key hashing to `digest`, with its environment and the environment's owner."""
-    return EnvironmentKey.objects.select_related("environment__owner").filter(digest=digest).first()
+    """The environment key hashing to `digest`, with its environment and the environment's owner. One
+    prepared statement (an idle worker polls about once a second)."""
+    return _ENVIRONMENT_KEY_BY_DIGEST.first(digest=digest)
 
 
 # --- environments ---------------------------------------------------------------------------------

@@ -147,11 +147,7 @@ def settle_lapsed_leases(*, environment: Environment) -> int:
     work reads, so what they report is what a poll would see.
     """
     with transaction.atomic():
-        lapsed = list(
-            Work.objects.select_for_update(of=("self",), skip_locked=True)
-            .filter(environment=environment, state__in=LEASED_STATES, lease_expires_at__lte=Now())
-            .order_by("pk")
-        )
+        lapsed = _LAPSED.all(environment_id=environment.pk)
         if not lapsed:
             return 0
         now = db_now()
@@ -174,6 +170,32 @@ def encode_secret(sessions_token: str) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
+# What a poll runs on every try — every `POLL_STEP_SECONDS` while it waits on an empty queue — compiled once per
+# process and run as prepared statements (config/compiled.py): built with the ORM, an idle worker's waiting
+# poll cost about 65 ms of CPU a second (bench/RESULTS.md, 2026-12-06).
+_LAPSED = CompiledQuery(
+    lambda environment_id: (
+        Work.objects.select_for_update(of=("self",), skip_locked=True)
+        .filter(environment_id=environment_id, state__in=LEASED_STATES, lease_expires_at__lte=Now())
+        .order_by("pk")
+    ),
+    environment_id=uuid.UUID("00000000-0000-4000-8000-00000000f3c1"),
+)
+_ACTIVE_USER = CompiledQuery(
+    lambda pk: User.objects.filter(pk=pk, is_active=True)[:1], pk=uuid.UUID("00000000-0000-4000-8000-00000000f3c2")
+)
+_CLAIMABLE = CompiledQuery(
+    lambda environment_id, reclaim_after: (
+        Work.objects.select_for_update(of=("self",), skip_locked=True)
+        .filter(environment_id=environment_id, state=WorkState.QUEUED)
+        .filter(Q(polled_at__isnull=True) | Q(polled_at__lte=Now() - reclaim_after))
+        .order_by("created_at", "id")[:1]
+    ),
+    environment_id=uuid.UUID("00000000-0000-4000-8000-00000000f3c3"),
+    reclaim_after=timedelta(days=1234, microseconds=5678),
+)
+
+
 def _claim_next(
     environment: Environment, *, key: EnvironmentKey | None, reclaim_older_than_ms: int, worker_id: str
 ) -> ClaimedWork | None:
@@ -183,16 +205,10 @@ def _claim_next(
         # before the revoke, whose credential lives on (docs/agent-access.md).
         if key is not None and lock_row(key, EnvironmentKeyGone, strength="share").revoked_at is not None:
             raise EnvironmentKeyRevoked()
-        if key is not None and not User.objects.filter(pk=environment.owner_id, is_active=True).exists():
+        if key is not None and _ACTIVE_USER.first(pk=environment.owner_id) is None:
             raise EnvironmentOwnerInactive()  # deactivated while the poll waited (found by a breaker)
-        reclaim_before = Now() - timedelta(milliseconds=reclaim_older_than_ms)
-        reclaimable = Q(polled_at__isnull=True) | Q(polled_at__lte=reclaim_before)
-        work = (
-            Work.objects.select_for_update(of=("self",), skip_locked=True)
-            .filter(environment=environment, state=WorkState.QUEUED)
-            .filter(reclaimable)
-            .order_by("created_at", "id")
-            .first()
+        work = _CLAIMABLE.first(
+            environment_id=environment.pk, reclaim_after=timedelta(milliseconds=reclaim_older_than_ms)
         )
         if work is None:
             return None

@@ -53,6 +53,16 @@ def test_environment_key_and_work_lists_cost_a_fixed_number_of_queries(
     assert counts == again and max(again) <= 5  # work: auth, the lapsed-lease settle (3 with its savepoint), the page
 
 
+def assert_prepared(*wanted: tuple[str, str]) -> list[str]:
+    """Every (table, marker) pair is in a statement this connection prepared; returns the statements."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    for table, marker in wanted:
+        assert any(table in statement and marker in statement for statement in prepared), (table, marker)
+    return prepared
+
+
 def test_a_per_work_file_write_runs_its_lookups_as_prepared_statements(run_session, notes_store):
     """Every request a worker's sync or flush makes carries the per-work credential: its claim, the
     session's attachment of the store and the fence's lock of the work row are compiled queries
@@ -69,12 +79,27 @@ def test_a_per_work_file_write_runs_its_lookups_as_prepared_statements(run_sessi
     statements = [q["sql"] for q in captured.captured_queries]
     # claim, attachment, store access; BEGIN, store lock, work lock, database time, the write, COMMIT
     assert len(statements) <= 9, statements
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement FROM pg_prepared_statements")
-        prepared = [row[0] for row in cursor.fetchall()]
-    for table, marker in (
+    assert_prepared(
         ("agent_sessions_workclaim", '"agent_sessions_workclaim"."digest" = $1'),
         ("agent_sessions_attachment", '"agent_sessions_attachment"."store_id" = $2'),
         ("agent_sessions_work", "FOR UPDATE OF"),
-    ):
-        assert any(table in statement and marker in statement for statement in prepared), (table, prepared)
+    )
+
+
+def test_a_poll_runs_its_lookups_as_prepared_statements(key_api, environment):
+    """An idle worker's poll tries again every `POLL_STEP_SECONDS` while it waits: the key lookup, the lapsed
+    leases, the key's share lock, the owner check and the claimable item are compiled queries run as
+    prepared statements (building them with the ORM cost about 65 ms of CPU per waiting poll)."""
+    poll = f"/api/v1/environments/{environment.pk}/work/poll"
+    assert key_api.get(poll).status_code == 200
+    with CaptureQueriesContext(connection) as captured:
+        answered = key_api.get(poll)
+    assert answered.status_code == 200 and answered.json() is None
+    assert len(captured) <= 14, [q["sql"][:90] for q in captured.captured_queries]
+    prepared = assert_prepared(
+        ("agent_sessions_environmentkey", '"agent_sessions_environmentkey"."digest" = $1'),
+        ("agent_sessions_environmentkey", "FOR SHARE"),
+        ("agent_sessions_work", "SKIP LOCKED"),
+        ("accounts_user", '"accounts_user"."is_active"'),
+    )
+    assert sum("SKIP LOCKED" in s and "agent_sessions_work" in s for s in prepared) == 2  # lapsed, claimable

@@ -483,3 +483,35 @@ def test_a_compiled_locking_read_refuses_autocommit_as_django_does(owner):
     with transaction.atomic():
         assert lock_store(store).pk == store.pk
         assert set(lock_stores_in_order([store.pk])) == {store.pk}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_compiled_shared_lock_holds_its_row_and_refuses_autocommit(owner):
+    """`CompiledSharedLock` appends FOR SHARE / FOR KEY SHARE to Django's SQL (the agent services' `lock_row`):
+    outside a transaction it is refused as a compiled `select_for_update` is; inside one another
+    connection cannot take the row FOR UPDATE until it commits."""
+    import psycopg
+    from django.db import connection, transaction
+    from django.db.transaction import TransactionManagementError
+
+    from config.compiled import CompiledSharedLock
+
+    store = StoreFactory(owner=owner)
+    query = CompiledSharedLock(
+        lambda pk: type(store).objects.filter(pk=pk), "share", pk=uuid.UUID("00000000-0000-4000-8000-0000000005a1")
+    )
+    with pytest.raises(ValueError):
+        CompiledSharedLock(lambda pk: type(store).objects.filter(pk=pk), "update", pk=store.pk)
+    with pytest.raises(TransactionManagementError, match="outside of a transaction"):
+        query.first(pk=store.pk)
+    settings_dict = connection.settings_dict
+    params = {"dbname": settings_dict["NAME"], "user": settings_dict["USER"]}
+    params.update({k: v for k, v in (("host", settings_dict["HOST"]), ("port", settings_dict["PORT"])) if v})
+    take = "SELECT 1 FROM stores_store WHERE id = %s FOR UPDATE NOWAIT"
+    with psycopg.connect(**params, autocommit=True) as other:
+        with transaction.atomic():
+            assert query.first(pk=store.pk).pk == store.pk
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                other.execute(take, [store.pk])
+        with other.transaction():  # committed: free again
+            assert other.execute(take, [store.pk]).fetchone() == (1,)
