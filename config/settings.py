@@ -221,11 +221,15 @@ MCP_ALLOWED_ORIGINS = env.list("MCP_ALLOWED_ORIGINS", default=[])
 # hidden store deleted when the next import starts.
 IMPORT_IDLE_SECONDS = env.int("IMPORT_IDLE_SECONDS", default=24 * 3600)
 # Memories log: how long a nap claims the jobs it returns for the caller (seconds, ≥ 1; SPEC §4 Claims).
-NAP_CLAIM_SECONDS = max(env.int("NAP_CLAIM_SECONDS", default=300), 1)
+# At most a day: the claim statements pass seconds as PostgreSQL integers (an hour-long LLM call is already
+# rare); a larger value is taken as a day (a tester's 10^9 with its default cap was a 500 on renewal).
+NAP_CLAIM_SECONDS = min(max(env.int("NAP_CLAIM_SECONDS", default=300), 1), 24 * 3600)
 # How long one claimant may hold one range by renewing it (seconds, at least NAP_CLAIM_SECONDS): then the
 # claim lapses whatever it naps, and that claimant cannot take the range again for NAP_CLAIM_SECONDS, so an
 # agent that keeps failing a job cannot keep it from every other agent (docs/memories-log.md, "Claims").
-NAP_CLAIM_MAX_SECONDS = max(env.int("NAP_CLAIM_MAX_SECONDS", default=3 * NAP_CLAIM_SECONDS), NAP_CLAIM_SECONDS)
+NAP_CLAIM_MAX_SECONDS = min(
+    max(env.int("NAP_CLAIM_MAX_SECONDS", default=3 * NAP_CLAIM_SECONDS), NAP_CLAIM_SECONDS), 30 * 24 * 3600
+)
 # Public base URL used in absolute links (guide URL in 410s); empty = taken from the request.
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
 

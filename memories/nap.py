@@ -67,11 +67,14 @@ _STORE = Store._meta.db_table
 # A claimant's own claim row that lapsed at its hold's cap (renewals stop at `claimed_at + max_hold`, so its
 # `expires_at` is exactly that) less than NAP_CLAIM_SECONDS ago: the range is not this claimant's to take
 # again yet (`_CLAIM_SQL`), though anyone else may take it. A claim that lapsed before its cap — its
-# claimant stopped napping — leaves no cool-down (a tester: a first version judged by the clock alone
-# refused an agent back after a restart). Never NULL: a reader naps with a NULL claimant.
+# claimant stopped napping (a tester: a first version judged by the clock alone refused an agent back after
+# a restart) — leaves no cool-down, nor does one never extended past its first period (with
+# NAP_CLAIM_MAX_SECONDS equal to NAP_CLAIM_SECONDS every lapse looked like a cut hold: a tester). Never
+# NULL: a reader naps with a NULL claimant.
 _COOLING = (
     "COALESCE(c.claimant = %(claimant)s::text "
     "AND c.expires_at = c.claimed_at + make_interval(secs => %(max_hold)s::int) "
+    "AND c.expires_at > c.claimed_at + make_interval(secs => %(seconds)s::int) "
     "AND c.expires_at <= statement_timestamp() "
     "AND statement_timestamp() < c.expires_at + make_interval(secs => %(seconds)s::int), false)"
 )

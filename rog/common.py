@@ -100,11 +100,9 @@ class State:
         """The API client, made on first use; a token or URL it cannot use is a usage error (exit 2) that
         never prints the token."""
         if self._client is None:
-            if _has_userinfo(self.api_url):
-                fail_usage(
-                    "--api-url / ROG_API_URL holds a user name or password (user:pass@host); rog authenticates "
-                    "with --token / ROG_TOKEN alone (the URL's would replace it as Basic credentials): remove them."
-                )
+            problem = _url_problem(self.api_url)
+            if problem:
+                fail_usage(f"--api-url / ROG_API_URL {problem}")
             try:
                 self._client = Client(self.api_url, self.token, self.timeout)
             except httpx.InvalidURL as exc:
@@ -140,15 +138,30 @@ class State:
             params["cursor"] = cursor
 
 
-def _has_userinfo(url: str) -> bool:
-    """Whether `url` names a user or password before its host (``http://user:secret@host``): httpx would send
-    them as Basic credentials in place of the token, and every call would be a confusing 401 (a tester).
-    Judged by httpx's own parser, which the client uses: the standard library's refuses a password with
-    ``[`` or a full-width character that httpx takes (a second tester)."""
+def _url_problem(url: str) -> str | None:
+    """Why `url` cannot be rog's server root, or None. Judged by httpx's own parser, which the client uses.
+
+    Refused: what does not parse or names a host no resolver takes (``xn--.com``, ``a..b`` crashed with a
+    traceback, a tester); a scheme other than http(s) or no host (``127.0.0.1:8000`` was a network error);
+    a query or fragment (the API path would land in it: every call a 404); a user name or password —
+    httpx would send them as Basic credentials in place of the token, every call a 401 (a tester; the
+    standard library's parser missed a password with ``[`` or a full-width character, a second tester).
+    """
     try:
-        return bool(httpx.URL(url).userinfo)
-    except httpx.InvalidURL:
-        return False  # not a URL at all: the client's own check says so
+        parsed = httpx.URL(url)
+        parsed.host.encode("idna")
+    except (httpx.InvalidURL, UnicodeError) as exc:
+        return f"is not a URL: {exc}."
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        return "must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:8000."
+    if parsed.query or parsed.fragment:
+        return "must be the server's root, without a query (?…) or fragment (#…)."
+    if parsed.userinfo:
+        return (
+            "holds a user name or password (user:pass@host); rog authenticates with --token / ROG_TOKEN alone "
+            "(the URL's would replace it as Basic credentials): remove them."
+        )
+    return None
 
 
 def _current_state() -> State | None:

@@ -13,8 +13,9 @@ GONE_DESCRIPTION = (
     "Memories store."
 )
 # Statuses a retired operation can return: 410 always; 400 and 413 only from request screening
-# (bad UTF-8 in the path, oversized body) that runs before any view.
-RETIRED_STATUSES = {"400", "410", "413"}
+# (bad UTF-8 in the path, oversized body) that runs before any view; 408, 414 and 431 from the HTTP layer,
+# which answers them before any route is known (a tester found them missing here).
+RETIRED_STATUSES = {"400", "408", "410", "413", "414", "431"}
 
 
 class RetiredEndpointSchema(AutoSchema):
@@ -58,7 +59,7 @@ class RetiredEndpointSchema(AutoSchema):
 
 def keep_only_retired_statuses(result, generator, request, public):
     """POSTPROCESSING_HOOK (after config.schema.add_error_responses): a retired operation never answers
-    401/403/404/409, so only its 400, 410 and 413 responses are kept."""
+    401/403/404/409, so only its 410 and the request screening's and the HTTP layer's responses are kept."""
     for path_item in result.get("paths", {}).values():
         for operation in path_item.values():
             if isinstance(operation, dict) and "retired" in operation.get("tags", ()):

@@ -89,6 +89,10 @@ def decode_line(raw: bytes, line: int) -> dict[str, Any]:
     """Parse one line (bytes without the newline) as a JSON object: strict UTF-8, no NaN, no NUL."""
     if len(raw) > MAX_LINE_BYTES:
         raise ImportInvalid(line, f"is over {MAX_LINE_BYTES} bytes; no valid line is longer than that.")
+    if raw[:1] in (b" ", b"\t") or raw[-1:] in (b" ", b"\t"):
+        # Also JSON whitespace, also under the end line's digest: a line an editor gave trailing blanks passed
+        # its chunk and failed only the end line (a tester). The file has no insignificant whitespace.
+        raise ImportInvalid(line, "starts or ends with a space or tab; lines are exactly as exported.")
     if b"\r" in raw:
         # JSON would read it as whitespace, but the end line's digest covers every byte: a chunk converted to
         # CRLF line endings was accepted, and the import could then never finish (a tester). A file this

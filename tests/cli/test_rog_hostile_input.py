@@ -103,6 +103,19 @@ def test_a_url_with_a_user_or_password_is_a_usage_error_that_never_prints_them(r
         assert b"SECRETPW" not in done.stderr and b"agent" not in done.stderr
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["http://xn--.com", "http://a..b", "127.0.0.1:1", "file:///etc/passwd", "ws://127.0.0.1:1", "http://h:1/#f",
+     "http://h:1/?x=1"],
+)  # fmt: skip
+def test_a_url_rog_cannot_use_is_a_usage_error_not_a_traceback_or_a_network_error(rog, url):  # noqa: F811
+    """A host no resolver takes crashed with a traceback (exit 1); a URL without http(s) was a network error
+    (exit 5); a query or fragment swallowed the API path (every call a 404) — a tester."""
+    done = run(rog, "me", env={"ROG_API_URL": url})
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert b"usage_error" in done.stderr and b"Traceback" not in done.stderr
+
+
 def test_a_network_error_names_the_url(rog):  # noqa: F811
     done = run(rog, "me", env={"ROG_API_URL": "http://127.0.0.1:1"})
     assert done.returncode == 5, done.stderr

@@ -148,6 +148,12 @@ def test_a_chunk_with_crlf_line_endings_is_refused_and_the_same_lines_with_lf_th
     refused = post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", crlf, from_line=first)
     assert refused.status_code == 400, refused.json()
     assert refused.json()["error"]["details"]["line"] == first and "LF only" in refused.json()["error"]["message"]
+    lines = body.split(b"\n")
+    for blank in (b" ", b"\t"):  # trailing or leading whitespace on the third line: the same trap (a tester)
+        for edited in (lines[2] + blank, blank + lines[2]):
+            chunk = b"\n".join([*lines[:2], edited, *lines[3:]])
+            refused = post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", chunk, from_line=first)
+            assert refused.status_code == 400 and refused.json()["error"]["details"]["line"] == first + 2
     assert owner_client.get(f"{IMPORTS}/{upload['id']}").json()["data"]["next_line"] == first
     for start, chunk in parts[1:]:
         sent = post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", chunk, from_line=start)

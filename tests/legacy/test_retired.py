@@ -103,4 +103,5 @@ def test_openapi_lists_retired_paths_as_deprecated_operations_answering_410(clie
             assert operation["deprecated"] is True
             assert "410" in operation["responses"]
             assert "401" not in operation["responses"]
+            assert {"408", "414", "431"} <= set(operation["responses"])  # the HTTP layer's, on any path (a tester)
             assert "Link" in operation["responses"]["410"]["headers"]

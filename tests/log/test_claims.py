@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import timedelta
 
@@ -342,3 +343,38 @@ def test_a_claim_that_lapsed_before_its_cap_leaves_no_cool_down(two_agents, shar
     _age_claim(shared_store, 0, 350)  # lapsed 250 s ago, never renewed; its cap's time was 50 s ago
     body = nap(first, shared_store)
     assert body["data"]["job"]["range"] == "0-1" and "retry_after" not in body["meta"]
+
+
+def test_with_the_cap_equal_to_the_claim_time_a_lapsed_claim_is_taken_again_at_once(two_agents, shared_store, settings):
+    """A claim never extended past its first period is not a cut hold, even when that period is the cap (a
+    tester: with the two settings equal every lapse cooled down)."""
+    settings.NAP_CLAIM_SECONDS, settings.NAP_CLAIM_MAX_SECONDS = 100, 100
+    first, _ = two_agents
+    assert nap(first, shared_store)["data"]["job"]["range"] == "0-1"
+    held = Claim.objects.get(store=shared_store, start=0)
+    assert nap(first, shared_store)["data"]["job"]["range"] == "0-1"  # a nap does not extend it
+    assert Claim.objects.get(store=shared_store, start=0).expires_at == held.expires_at
+    _age_claim(shared_store, 0, 150)
+    assert nap(first, shared_store)["data"]["job"]["range"] == "0-1"
+
+
+def test_claim_settings_are_bounded_so_the_statements_integers_cannot_overflow():
+    """NAP_CLAIM_SECONDS=10^9 with its default cap made every renewal a 500 (integer out of range, a tester)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "from django.conf import settings as s; print(s.NAP_CLAIM_SECONDS, s.NAP_CLAIM_MAX_SECONDS)"
+    for env, expected in (
+        ({"NAP_CLAIM_SECONDS": "1000000000"}, "86400 259200"),
+        ({"NAP_CLAIM_MAX_SECONDS": "9" * 12}, "300 2592000"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", f"import django; django.setup(); {code}"],
+            cwd=Path(__file__).resolve().parents[2],
+            env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.stdout.split() == expected.split(), done.stderr
