@@ -8,7 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, Permis
 from django.contrib.postgres.fields import ArrayField
 from django.core.validators import RegexValidator
 from django.db import models
-from django.db.models.functions import Lower
+from django.db.models.functions import Lower, Now
 from django.utils import timezone
 
 HANDLE_RE = r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_])?$"
@@ -214,3 +214,27 @@ class RetiredSlug(models.Model):
 
     def __str__(self) -> str:
         return f"{self.slug} (retired)"
+
+
+class IdempotentRequest(models.Model):
+    """A create answered under an `Idempotency-Key` header, kept so a retry replays its answer
+    (`accounts.idempotency`; docs/decisions.md "Idempotency").
+
+    Neither the key nor the answer is stored in clear: `key_digest` and the answer's encryption key are two
+    halves of one HKDF derivation from the key (with `SECRET_KEY` as salt), so the table alone — a backup,
+    a replica — reveals no token secret an answer held. `status` and `sealed_body` are NULL only inside
+    the creating transaction, which fills them or removes the row before it commits.
+    """
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="+")
+    key_digest = models.BinaryField(max_length=32)  # first half of HKDF(key): the lookup
+    fingerprint = models.BinaryField(max_length=32)  # SHA-256 of method, path, query and canonical body
+    status = models.PositiveSmallIntegerField(null=True)
+    sealed_body = models.BinaryField(null=True)  # AES-GCM: 12-byte nonce + ciphertext and tag
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [models.UniqueConstraint("user", "key_digest", name="idempotent_request_key_unique")]
+
+    def __str__(self) -> str:
+        return f"idempotent request {self.pk} ({self.user_id})"

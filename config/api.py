@@ -11,8 +11,11 @@ from django.core.exceptions import ObjectDoesNotExist
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import ISO_8601, serializers
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
+
+from config.errors import InvalidRequest
 
 # The strict field classes live in config/fields.py; re-exported here for the serializers that import them.
 from config.fields import (  # noqa: F401
@@ -28,6 +31,35 @@ from config.fields import (  # noqa: F401
 # session and environment ids are, so that clients and MCP tool schemas know the shape; any other spelling
 # still names nothing (404, `config.fields.canonical_uuid`).
 STORE_ID = OpenApiParameter("id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Store UUID.")
+
+
+def idempotency_key_header(request, field: serializers.Field) -> str | None:
+    """The request's `Idempotency-Key` header as text, or None when it sent none (SPEC §2).
+
+    `field` is the DRF field whose rules the key must meet (the note's `client_nonce`; the creates'
+    `accounts.idempotency.KEY_FIELD`: 1–128 characters, no NUL or lone surrogates). The header's bytes are
+    read as UTF-8, as a body is (WSGI hands them over as Latin-1: `ключ` in the header and in a body were two
+    keys, so one retried note was stored twice — found by a breaker). Raises `config.errors.InvalidRequest`
+    (400, `details.fields` naming the header) for bytes that are not UTF-8 or a key `field` refuses.
+    """
+    key = request.META.get("HTTP_IDEMPOTENCY_KEY")  # what `request.headers` reads, without building all of it
+    if key is None:
+        return None
+    if not key.isascii():
+        try:
+            key = key.encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            raise InvalidRequest(
+                "The Idempotency-Key header is not valid UTF-8.",
+                details={"fields": {"Idempotency-Key": "not valid UTF-8"}},
+            ) from None
+    try:  # the field's own rules, but a refusal names the header the value came in
+        return field.run_validation(key)
+    except ValidationError as exc:
+        problem = " ".join(str(message) for message in exc.detail)
+        raise InvalidRequest(
+            f"Idempotency-Key header: {problem}", details={"fields": {"Idempotency-Key": problem}}
+        ) from None
 
 
 def reject_body(request) -> None:

@@ -53,6 +53,7 @@ STORE_KEYED_LOCAL: dict[str, str] = {
 LOCAL: dict[str, str] = {
     "django_*, auth_*": "Django internals (migrations, content types, permissions, admin log, sessions)",
     "agent_sessions_*": "agent-access control plane: environments, keys, sessions, work items, leases",
+    "accounts_idempotentrequest": "stored answers of creates made under an Idempotency-Key: per user, read by key",
     "backoffice_auditevent": "audit events: copies of store ids and names, no foreign key, outlive stores",
     "legacy_*": "legacy archives and the 0041 records: read-only history, one machine's worth",
 }

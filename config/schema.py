@@ -16,6 +16,15 @@ class ApiAutoSchema(AutoSchema):
     views with ``allow_anonymous_reads = True`` (`accounts.permissions.ScopedAccess` lets those through;
     a store the anonymous caller cannot read is then a 404, identical to a missing one)."""
 
+    def get_operation(self, *args, **kwargs):
+        """drf-spectacular's operation, plus `Idempotency-Key` and `Idempotent-Replayed` for a create
+        decorated with `accounts.idempotency.replayable`."""
+        operation = super().get_operation(*args, **kwargs)
+        handler = getattr(self.view, self.method.lower(), None)
+        if operation is not None and getattr(handler, "replayable", False):
+            add_replay(operation)
+        return operation
+
     def get_auth(self):
         auth = super().get_auth()
         anonymous = getattr(self.view, "allow_anonymous_reads", False) and self.method in ("GET", "HEAD")
@@ -80,6 +89,35 @@ RETRY_AFTER_HEADER = {
     "description": "Whole seconds to wait before retrying.",
     "schema": {"type": "string", "pattern": "^[0-9]+$"},
 }
+
+
+IDEMPOTENCY_KEY_PARAMETER = {
+    "in": "header",
+    "name": "Idempotency-Key",
+    "required": False,
+    "description": "Makes a retry of this create safe: the first 2xx answer under the key is stored for 24 hours "
+    "and a request with the same key and the same method, path, query and body gets it again (with "
+    "`Idempotent-Replayed: true`) instead of a second object; a request with the same key while the first runs "
+    "waits for it. The same key with another request: 409 `idempotency_key_reused`. Keys are per user; a "
+    "refused request stores nothing. Send a fresh key (a UUID) per new create.",
+}
+REPLAYED_HEADER = {
+    "description": "`true` when this answer is a replay of the first answer given under the request's "
+    "`Idempotency-Key` (nothing was created again).",
+    "schema": {"type": "string", "enum": ["true"]},
+}
+
+
+def add_replay(operation: dict) -> None:
+    """Document `Idempotency-Key` replay (`accounts.idempotency`) on one create operation: the header
+    parameter and the `Idempotent-Replayed` header of its 2xx answers."""
+    from accounts.idempotency import KEY_MAX_CHARS
+
+    parameter = {**IDEMPOTENCY_KEY_PARAMETER, "schema": {"type": "string", "minLength": 1, "maxLength": KEY_MAX_CHARS}}
+    operation.setdefault("parameters", []).append(parameter)
+    for status, response in operation.get("responses", {}).items():
+        if status.startswith("2"):
+            response.setdefault("headers", {})["Idempotent-Replayed"] = REPLAYED_HEADER
 
 
 def add_error_responses(result, generator, request, public):

@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from accounts import selectors, services
 from accounts.api import serializers as s
 from accounts.errors import StaffRequired
+from accounts.idempotency import replayable
 from config.api import envelope, reject_body, reject_query
 from stores import selectors as store_selectors
 from stores.api.pagination import decode_cursor, take_page
@@ -357,6 +358,7 @@ class TokenCollectionView(APIView):
         description="A write (needs both scopes). The new token's scopes are at most the calling token's, and "
         "it expires no later than the calling token (403 otherwise). `token` holds the secret, shown once.",
     )
+    @replayable
     def post(self, request):
         reject_query(request)
         data = _validated(s.TokenCreateSerializer, request)

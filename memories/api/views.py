@@ -11,12 +11,11 @@ from typing import Any
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.exceptions import ValidationError
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.views import APIView
 
 from accounts.permissions import token_scopes
-from config.api import STORE_ID, envelope, reject_query, validate
+from config.api import STORE_ID, envelope, idempotency_key_header, reject_query, validate
 from config.errors import InvalidRequest, request_id_of
 from config.fastlane import UUID_GROUP, Lane
 from memories import nap, selectors, services, tree
@@ -53,30 +52,13 @@ def with_idempotency_key(request) -> Any:
     """The note's request data with the `Idempotency-Key` header as its `client_nonce` (SPEC §2).
 
     The header and a body `client_nonce` may both be sent only with the same value (400 otherwise); the
-    key is then validated exactly like a body nonce (≤128 characters, no NUL or lone surrogates). The header's
-    bytes are read as UTF-8, as the body is (WSGI hands them over as Latin-1: `ключ` in the header and in the
-    body were two nonces, so one retried note was stored twice — found by a breaker); bytes that are not
-    UTF-8 are a 400.
+    key is read and validated exactly like a body nonce (`config.api.idempotency_key_header`: UTF-8,
+    ≤128 characters, no NUL or lone surrogates; 400 naming the header otherwise).
     """
-    key = request.META.get("HTTP_IDEMPOTENCY_KEY")  # what `request.headers` reads, without building all of it
     data = request.data
-    if key is None or not isinstance(data, dict):
+    if "HTTP_IDEMPOTENCY_KEY" not in request.META or not isinstance(data, dict):
         return data
-    if not key.isascii():
-        try:
-            key = key.encode("latin-1").decode("utf-8")
-        except UnicodeError:
-            raise InvalidRequest(
-                "The Idempotency-Key header is not valid UTF-8.",
-                details={"fields": {"Idempotency-Key": "not valid UTF-8"}},
-            ) from None
-    try:  # the nonce's own rules (one field), but a refusal names the header the value came in
-        s.NoteRequestSerializer().fields["client_nonce"].run_validation(key)
-    except ValidationError as exc:
-        problem = " ".join(str(message) for message in exc.detail)
-        raise InvalidRequest(
-            f"Idempotency-Key header: {problem}", details={"fields": {"Idempotency-Key": problem}}
-        ) from None
+    key = idempotency_key_header(request, s.NoteRequestSerializer().fields["client_nonce"])
     body_nonce = data.get("client_nonce")
     if body_nonce is not None and body_nonce != key:
         raise InvalidRequest(

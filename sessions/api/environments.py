@@ -10,6 +10,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.idempotency import replayable
 from config.api import reject_body, reject_query
 from sessions import selectors
 from sessions.api import inputs, objects
@@ -52,6 +53,7 @@ class EnvironmentCollectionView(APIView):
         description="Create a self-hosted environment owned by the caller (`config.type` must be "
         "`self_hosted`; other types are 400). Mint keys for its workers with POST …/keys.",
     )
+    @replayable
     def post(self, request):
         reject_query(request)
         incoming = validated(inputs.EnvironmentCreateRequestSerializer, request.data)
@@ -164,6 +166,7 @@ class EnvironmentKeyCollectionView(APIView):
         description="Mint a key for the environment's workers. `secret` is in this response only (the server "
         "keeps its SHA-256). The key authenticates this environment's work endpoints and nothing else.",
     )
+    @replayable
     def post(self, request, environment_id):
         environment = selectors.get_environment_for(request.user, environment_id)
         reject_query(request)

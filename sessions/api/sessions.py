@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.idempotency import replayable
 from config.api import reject_body, reject_query
 from sessions import selectors, validation
 from sessions.api import inputs, objects
@@ -68,6 +69,7 @@ class SessionCollectionView(APIView):
         "default; archived stores 409 `store_archived`); `instructions` ≤4,096 characters. `agent` is kept "
         "as an opaque snapshot.",
     )
+    @replayable
     def post(self, request):
         reject_query(request)
         incoming = validated(inputs.SessionCreateRequestSerializer, request.data)

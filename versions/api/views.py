@@ -15,6 +15,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
+from accounts.idempotency import replayable
 from config.api import reject_body, reject_query, validate
 from config.fastlane import UUID_GROUP, Lane
 from sessions.selectors import store_for_request
@@ -105,6 +106,7 @@ class MemoryStoreCollectionView(APIView):
         responses={200: MemoryStoreSerializer},
         description="Create a private user store owned by the caller.",
     )
+    @replayable
     def post(self, request):
         reject_query(request)
         incoming = validate(MemoryStoreCreateRequestSerializer, request.data)
