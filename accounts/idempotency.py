@@ -15,11 +15,18 @@ one transaction with a row for (caller, key):
 - a refusal (4xx) or fault stores nothing: the row goes with the rolled-back transaction, so a retry runs
   the request again;
 - the same key with another method, path, query or body is 409 `idempotency_key_reused`; a key is
-  remembered for `REPLAY_SECONDS` (24 h), then starts afresh. Keys are per user (two users never share one).
+  remembered for `REPLAY_SECONDS` (24 h), then starts afresh. Keys are per calling credential (an API token):
+  another token, even of the same user, never gets an answer it was not given — a short-lived token must
+  not collect the secret of a longer-lived one another token created (a tester).
 
 The answer may hold a secret shown once (a token, an environment key), so nothing is stored in clear: HKDF
-over the key (salt `SECRET_KEY`, the user in its info) gives 64 bytes, the first half the row's lookup
-digest and the second the AES-GCM key of its body, bound to the request's fingerprint.
+over the key (salt `SECRET_KEY`, the user and the credential in its info) gives 64 bytes, the first half the
+row's lookup digest and the second the AES-GCM key of its body, bound to the request's fingerprint.
+
+Locks: a claim waits only on a transaction holding the same (credential, key) row. The purge of expired
+rows is one statement in its own transaction, before the create's, and skips locked rows: inside the
+create's transaction it could lock another request's expired key, which then waited for the whole create
+(or deadlocked with it: two requests each taking over an expired key the other's purge held — a tester).
 """
 
 from __future__ import annotations
@@ -79,12 +86,13 @@ class _Keys:
     cipher: AESGCM
 
 
-def _derive(user_id: object, key: str) -> _Keys:
+def _derive(user_id: object, credential_id: object, key: str) -> _Keys:
+    """HKDF-SHA256 over the key, salted with `SECRET_KEY`, bound to the user and the calling credential."""
     material = HKDF(
         algorithm=hashes.SHA256(),
         length=64,
         salt=settings.SECRET_KEY.encode("utf-8"),
-        info=b"memories idempotent request v1 " + str(user_id).encode("ascii"),
+        info=f"memories idempotent request v1 {user_id} {credential_id}".encode("ascii"),
     ).derive(key.encode("utf-8"))
     return _Keys(digest=material[:32], cipher=AESGCM(material[32:]))
 
@@ -116,7 +124,8 @@ def _claim(user_id: object, keys: _Keys, fingerprint_: bytes) -> tuple[int | Non
 
 
 def _purge_expired(user_id: object) -> None:
-    """Remove up to `PURGE_BATCH` of the caller's expired rows, skipping any another request holds."""
+    """Remove up to `PURGE_BATCH` of the user's expired rows, skipping any another request holds; call it
+    outside the create's transaction (one statement, autocommit), so its locks end with it."""
     with connection.cursor() as cursor:
         cursor.execute(_PURGE_SQL, [user_id, REPLAY_SECONDS, PURGE_BATCH])
 
@@ -144,9 +153,10 @@ def replayable(post: Callable) -> Callable:
         if key is None:
             return post(view, request, *args, **kwargs)
         user_id = request.user.pk
-        keys, fingerprint_ = _derive(user_id, key), fingerprint(request)
+        keys = _derive(user_id, getattr(request.auth, "pk", None), key)
+        fingerprint_ = fingerprint(request)
+        _purge_expired(user_id)  # one statement of its own: its row locks never outlive it
         with transaction.atomic():
-            _purge_expired(user_id)
             row_id, found = _claim(user_id, keys, fingerprint_)
             if found is not None:
                 return _replay(keys, fingerprint_, found)

@@ -98,7 +98,7 @@ IDEMPOTENCY_KEY_PARAMETER = {
     "description": "Makes a retry of this create safe: the first 2xx answer under the key is stored for 24 hours "
     "and a request with the same key and the same method, path, query and body gets it again (with "
     "`Idempotent-Replayed: true`) instead of a second object; a request with the same key while the first runs "
-    "waits for it. The same key with another request: 409 `idempotency_key_reused`. Keys are per user; a "
+    "waits for it. The same key with another request: 409 `idempotency_key_reused`. Keys are per API token; a "
     "refused request stores nothing. Send a fresh key (a UUID) per new create.",
 }
 REPLAYED_HEADER = {

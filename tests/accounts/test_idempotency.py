@@ -187,6 +187,27 @@ def test_after_the_replay_period_the_key_creates_again_and_old_rows_are_purged(
     assert reused.json()["id"] == again.json()["id"] and reused["Idempotent-Replayed"] == "true"
 
 
+@pytest.mark.django_db
+def test_keys_belong_to_their_token_so_a_shorter_token_never_collects_a_longer_ones_secret(owner, owner_client):
+    """A tester's finding: a one-day token replaying the key of a 30-day token's create got the 30-day
+    secret its own create is refused (a token may not create one expiring later than itself)."""
+    body = {"name": "long", "scopes": ["agent:read", "memories:write"], "expires_in_days": 30}
+    long = owner_client.post("/api/v1/me/tokens", body, format="json", HTTP_IDEMPOTENCY_KEY="k")
+    assert long.status_code == 201
+    short = account_services.issue_token(user=owner, expires_in_days=1)
+    short_client = APIClient(HTTP_AUTHORIZATION=f"Bearer {short.secret}")
+    refused = short_client.post("/api/v1/me/tokens", body, format="json", HTTP_IDEMPOTENCY_KEY="k")
+    assert refused.status_code == 403, refused.content
+    assert long.json()["data"]["token"] not in refused.content.decode()
+    again = owner_client.post("/api/v1/me/tokens", body, format="json", HTTP_IDEMPOTENCY_KEY="k")
+    assert again["Idempotent-Replayed"] == "true" and again.json() == long.json()
+    envs = [
+        c.post("/api/v1/environments", {"name": "F"}, format="json", HTTP_IDEMPOTENCY_KEY="e")
+        for c in (owner_client, short_client)
+    ]
+    assert envs[0].json()["id"] != envs[1].json()["id"] and "Idempotent-Replayed" not in envs[1]
+
+
 # ------------------------------------------------------------------------------ real clients, live server
 
 
@@ -283,3 +304,49 @@ def test_the_openapi_document_names_the_header_on_exactly_the_replayable_creates
         for status, response in operation["responses"].items():
             assert ("Idempotent-Replayed" in response.get("headers", {})) == status.startswith("2")
         assert "409" in operation["responses"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_slow_create_holds_no_lock_on_another_keys_expired_row(live_server, owner, monkeypatch):
+    """The purge of expired rows runs in a statement of its own: a create that is slow (here: held inside
+    the service) must not keep another request, taking over its own expired key, waiting for it. Inside the
+    create's transaction the purge locked that row until the slow create ended (and two such requests could
+    deadlock)."""
+    from sessions.api import environments as environment_views
+
+    token = account_services.issue_token(user=owner)
+    headers = {"Authorization": f"Bearer {token.secret}"}
+    with httpx.Client(base_url=live_server.url, timeout=10) as client:
+        for key in ("a", "b"):
+            sent = client.post("/api/v1/environments", json={"name": key}, headers={**headers, "Idempotency-Key": key})
+            assert sent.status_code == 200
+    IdempotentRequest.objects.update(created_at=F("created_at") - timedelta(seconds=REPLAY_SECONDS + 1))
+
+    inside, release = threading.Event(), threading.Event()
+    real = environment_views.services.create_environment
+
+    def slow(**kwargs):
+        if kwargs["name"] == "slow":
+            inside.set()
+            release.wait(20)
+        return real(**kwargs)
+
+    monkeypatch.setattr(environment_views.services, "create_environment", slow)
+    answers = {}
+
+    def send(key, name, timeout):
+        with httpx.Client(base_url=live_server.url, timeout=timeout) as client:
+            answers[key] = client.post(
+                "/api/v1/environments", json={"name": name}, headers={**headers, "Idempotency-Key": key}
+            )
+
+    slow_one = threading.Thread(target=send, args=("a", "slow", 30))
+    slow_one.start()
+    try:
+        assert inside.wait(10)
+        send("b", "quick", 5)  # its expired row must not be locked by the slow create's transaction
+        assert answers["b"].status_code == 200 and "Idempotent-Replayed" not in answers["b"].headers
+    finally:
+        release.set()
+        slow_one.join(30)
+    assert answers["a"].status_code == 200
