@@ -95,7 +95,13 @@ def read_text_file(path: str) -> str:
 )
 @click.option("--token", envvar="ROG_TOKEN", help="API token (env ROG_TOKEN).")
 @click.option("--data", "data_json", metavar="JSON", help="A JSON object for commands that take one (memories update).")
-@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for the server.")
+@click.option(
+    "--timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for the server to connect, and for each piece of its answer (not the whole command).",
+)
 @click.version_option("2.0.0", prog_name="rog")
 @click.pass_context
 def main(ctx: click.Context, api_url: str, token: str | None, data_json: str | None, timeout: float) -> None:

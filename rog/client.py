@@ -7,6 +7,7 @@ and come back as parsed JSON.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import httpx
 
 RETRY_STATUSES = (429, 503)
 RETRY_AFTER_CAP_S = 5.0
+TOKEN_MASK = "<your token>"  # noqa: S105 - a placeholder for the caller's token in any answer rog prints
 
 
 class ApiError(Exception):
@@ -43,17 +45,35 @@ def new_idempotency_key() -> str:
     return "rog-" + uuid.uuid4().hex
 
 
-def _error_body(response: httpx.Response) -> dict[str, Any]:
-    """The SPEC §2 error object of a failed answer, or one synthesised from its status and text."""
+def _masked_text(response: httpx.Response, token: str | None) -> str:
+    """The answer's text with the caller's token replaced: a proxy or a server that echoes the request's
+    `Authorization` header back (an error page, a debug body) must not make rog print the token."""
+    text = response.text
+    return text.replace(token, TOKEN_MASK) if token and token in text else text
+
+
+def _error_body(response: httpx.Response, token: str | None = None) -> dict[str, Any]:
+    """The SPEC §2 error object of a failed answer, or one synthesised from its status and text (a
+    redirect names where it pointed: rog never follows one). The caller's token is masked in both."""
+    text = _masked_text(response, token)
     try:
-        body = response.json()
+        body = json.loads(text)
     except ValueError:
         body = None
     if isinstance(body, dict) and "error" in body:
         return body
+    message = f"HTTP {response.status_code}: {text[:200]}"
+    if response.is_redirect:
+        location = response.headers.get("location", "")
+        if token and token in location:
+            location = location.replace(token, TOKEN_MASK)
+        message = (
+            f"HTTP {response.status_code}: the server redirects to {location[:200]!r}; rog does not follow "
+            "redirects — is --api-url / ROG_API_URL the server's root (http or https, host and port)?"
+        )
     return {
         "type": "error",
-        "error": {"type": "api_error", "message": f"HTTP {response.status_code}: {response.text[:200]}"},
+        "error": {"type": "api_error", "message": message},
         "request_id": response.headers.get("request-id"),
     }
 
@@ -138,15 +158,30 @@ class Client:
             return self._result(response)
         raise AssertionError("unreachable")
 
-    @staticmethod
-    def _result(response: httpx.Response) -> dict[str, Any]:
-        if response.is_success:
-            try:
-                body = response.json()
-            except ValueError:
-                body = None
-            return body if isinstance(body, dict) else {"data": body}
-        raise ApiError(response.status_code, _error_body(response))
+    def _result(self, response: httpx.Response) -> dict[str, Any]:
+        """The parsed JSON of a 2xx answer (a JSON value other than an object comes as ``{"data": value}``),
+        the caller's token masked. Raises ApiError for an error status, and ApiError 502 for a 2xx answer
+        that is not JSON at all (a proxy's page, another server at this URL): rog must not report success
+        for a write it cannot see stored (a tester: such an answer printed ``{"data": null}``, exit 0)."""
+        if not response.is_success:
+            raise ApiError(response.status_code, _error_body(response, self.token))
+        text = _masked_text(response, self.token)
+        try:
+            body = json.loads(text)
+        except ValueError:
+            raise ApiError(
+                502,
+                {
+                    "type": "error",
+                    "error": {
+                        "type": "api_error",
+                        "message": f"HTTP {response.status_code} with a body that is not JSON (a proxy, or another "
+                        f"server at --api-url?): {text[:200]}",
+                    },
+                    "request_id": response.headers.get("request-id"),
+                },
+            ) from None
+        return body if isinstance(body, dict) else {"data": body}
 
     def send_bytes(
         self, method: str, path: str, content: bytes, *, content_type: str, params: dict | None = None
@@ -162,7 +197,7 @@ class Client:
             with self._http.stream("GET", path.lstrip("/"), params=params, headers={"Accept": accept}) as response:
                 if not response.is_success:
                     response.read()
-                    raise ApiError(response.status_code, _error_body(response))
+                    raise ApiError(response.status_code, _error_body(response, self.token))
                 yield response
         except httpx.TransportError as exc:
             raise NetworkError(f"{type(exc).__name__}: {exc}") from None

@@ -21,6 +21,7 @@ from jmespath.exceptions import JMESPathError
 from rog.client import ApiError, Client, NetworkError
 
 EXIT_USAGE, EXIT_API_4XX, EXIT_API_5XX, EXIT_NETWORK = 2, 3, 4, 5
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT)
 
 
 def _write(text: str, stream) -> None:
@@ -192,11 +193,15 @@ class RogGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         """Run the command; an argument or variable holding bytes that are not UTF-8 (which the shell passes
-        through as lone surrogates) is a usage error, not a traceback (found by a breaker)."""
+        through as lone surrogates) is a usage error, not a traceback (found by a breaker); Ctrl-C exits 130
+        (128 + SIGINT, as shells report it), not click's "Aborted!" with 1."""
         try:
             return super().invoke(ctx)
         except UnicodeEncodeError:
             fail_usage("An argument, option or variable holds bytes that are not valid UTF-8.")
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            sys.exit(EXIT_INTERRUPTED)
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         if not isinstance(cmd, click.Group) and not any(p.name == "query" for p in cmd.params):

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,6 +117,35 @@ def _send(client: Client, upload_id: str | None, first: int, body: bytes, params
     return client.send_bytes("POST", path, body, content_type=JSONL, params={"from_line": first})["data"]
 
 
+@contextlib.contextmanager
+def _interrupt_after_answer() -> Iterator[None]:
+    """Hold a Ctrl-C (SIGINT) that arrives while a chunk is in flight until its answer is in, then raise
+    KeyboardInterrupt: interrupted mid-request, rog could not know the import the first chunk opened (the
+    server went on and left it open, holding the file's store id, while rog said nothing was imported — a
+    tester), nor whether the last chunk committed it. A second Ctrl-C interrupts at once. Outside the main
+    thread (no signal handlers there) it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum, frame):
+        if held:
+            raise KeyboardInterrupt
+        held.append(signum)
+        click.echo(
+            "Interrupted: waiting for the server's answer to the chunk in flight (Ctrl-C again to quit now).", err=True
+        )
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        raise KeyboardInterrupt
+
+
 def import_store(client: Client, path: Path, *, params: dict, resume: str | None = None) -> dict[str, Any]:
     """Send `path` to the import endpoints; returns the committed import (with its `store`).
 
@@ -137,7 +168,8 @@ def import_store(client: Client, path: Path, *, params: dict, resume: str | None
                 start = upload["next_line"] if upload else 1
                 try:
                     for first, body, done in _chunks(path, start):
-                        upload = _send(client, upload["id"] if upload else None, first, body, params)
+                        with _interrupt_after_answer():
+                            upload = _send(client, upload["id"] if upload else None, first, body, params)
                         update(max(done - shown, 0))  # `done`: the file offset where this chunk ends
                         shown = max(shown, done)
                         failures = 0
@@ -169,10 +201,26 @@ def import_store(client: Client, path: Path, *, params: dict, resume: str | None
                     upload = _refresh(client, upload)
             update(max(total - shown, 0))
     except KeyboardInterrupt:  # Ctrl-C: an open import would hold the file's store id until it idles out
-        _abort(client, upload)
-        click.echo("Interrupted: the import was abandoned; nothing was imported.", err=True)
+        click.echo(_interrupted(client, upload), err=True)
         raise
     return upload
+
+
+def _interrupted(client: Client, upload: dict[str, Any] | None) -> str:
+    """Abandon the open import after a Ctrl-C and say what happened, truthfully."""
+    if upload is not None and upload.get("status") == "committed":
+        return f"The last chunk had committed the import: store {upload.get('store_id')} is there."
+    if upload is None:
+        return (
+            "The server had not answered the first chunk: if it stored it, the open import holds the "
+            "file's store id until it idles out (IMPORT_IDLE_SECONDS on the server; a day by default)."
+        )
+    if _abort(client, upload):
+        return "The import was abandoned; nothing was imported."
+    return (
+        f"The import could not be abandoned (the server did not answer): continue it with "
+        f"--resume {upload['id']}, or it idles out (IMPORT_IDLE_SECONDS on the server)."
+    )
 
 
 def _id(upload: dict[str, Any] | None) -> str | None:
@@ -188,7 +236,15 @@ def _refresh(client: Client, upload: dict[str, Any] | None) -> dict[str, Any] | 
     return upload
 
 
-def _abort(client: Client, upload: dict[str, Any] | None) -> None:
-    if upload is not None and upload.get("status") == "open":
-        with contextlib.suppress(ApiError, NetworkError):
-            client.request("DELETE", f"memories/imports/{upload['id']}")
+def _abort(client: Client, upload: dict[str, Any] | None) -> bool:
+    """Abandon an open import (`DELETE`); True when none is left open by it (none was, or the server took
+    the delete; a 404: it was gone already), False when the server could not be told."""
+    if upload is None or upload.get("status") != "open":
+        return True
+    try:
+        client.request("DELETE", f"memories/imports/{upload['id']}")
+    except ApiError as exc:
+        return exc.status == 404
+    except NetworkError:
+        return False
+    return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -155,39 +156,20 @@ def test_note_without_nonce_still_sends_an_idempotency_key(rog, me):
 def test_rog_retries_a_503_with_the_same_idempotency_key(tmp_path):
     """A server that answers 503 (Retry-After: 0) once: rog retries the note with the same key, and every
     write carries a key (the ensure of `init` too)."""
-    import http.server
-    import threading
-
     seen: list[tuple[str, str | None]] = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            seen.append((self.path, self.headers.get("Idempotency-Key")))
-            first_note = self.path.endswith("/note") and sum(p.endswith("/note") for p, _ in seen) == 1
-            if first_note:
-                status, body = 503, b'{"type": "error", "error": {"type": "overloaded_error", "message": "x"}}'
-            else:
-                status, body = 201, b'{"data": {"id": "s1", "seq": 0}, "meta": {}}'
+    def respond(path, headers, body):
+        seen.append((path, headers.get("Idempotency-Key")))
+        if path.endswith("/note") and sum(p.endswith("/note") for p, _ in seen) == 1:
+            return (
+                503,
+                b'{"type": "error", "error": {"type": "overloaded_error", "message": "x"}}',
+                {"Retry-After": "0"},
+            )
+        return 201, b'{"data": {"id": "s1", "seq": 0}, "meta": {}}', {}
 
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Retry-After", "0")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        fake = Rog(f"http://127.0.0.1:{server.server_address[1]}", "mem_fake", tmp_path)
-        fake("memories", "note", "hello", "--store", "s1")
-    finally:
-        server.shutdown()
+    with answering(respond) as url:
+        Rog(url, "mem_fake", tmp_path)("memories", "note", "hello", "--store", "s1")
     notes = [key for path, key in seen if path.endswith("/note")]
     assert len(notes) == 2 and notes[0] == notes[1] and notes[0].startswith("rog-")
 
@@ -307,3 +289,84 @@ def test_every_subcommand_has_help(command):
     result = CliRunner().invoke(rog_main, ["memories", command, "--help"])
     assert result.exit_code == 0
     assert "--store" in result.output and "--project" in result.output
+
+
+@contextlib.contextmanager
+def answering(respond):
+    """A loopback HTTP server whose every GET and POST is answered by ``respond(path, headers, body) ->
+    (status, body bytes, headers)`` (JSON unless the headers say otherwise); yields its URL."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self):
+            sent = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            status, body, headers = respond(self.path, self.headers, sent)
+            self.send_response(status)
+            for name, value in {"Content-Type": "application/json", **headers}.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def test_a_2xx_answer_that_is_not_json_is_an_error_not_a_success(tmp_path):
+    """A tester: a proxy's 200 page made `rog memories note` print {"data": null} and exit 0 — a note it
+    cannot see stored, reported as stored."""
+    with answering(lambda path, headers, body: (200, b"{not json", {})) as url:
+        done = subprocess.run(
+            [ROG, "memories", "note", "hello", "--store", "s1"],
+            env={**os.environ, "ROG_API_URL": url, "ROG_TOKEN": "mem_fake"},
+            capture_output=True,
+            timeout=60,
+        )
+    assert done.returncode == 4, done
+    error = json.loads(done.stderr)["error"]
+    assert "not JSON" in error["message"] and done.stdout == b""
+
+
+@pytest.mark.parametrize(
+    "status, content_type, template",
+    [
+        (500, "text/html", "<html>boom {auth}</html>"),
+        (400, "application/json", '{{"type": "error", "error": {{"type": "x", "message": "you sent {auth}"}}}}'),
+        (200, "application/json", '{{"data": {{"echo": "{auth}"}}, "meta": {{}}}}'),
+    ],
+)
+def test_rog_never_prints_its_token_even_when_the_server_echoes_it(tmp_path, status, content_type, template):
+    secret = "mem_SECRETSECRETSECRET0123456789"
+
+    def echo(path, headers, body):
+        return status, template.format(auth=headers.get("Authorization")).encode(), {"Content-Type": content_type}
+
+    with answering(echo) as url:
+        done = subprocess.run(
+            [ROG, "me"], env={**os.environ, "ROG_API_URL": url, "ROG_TOKEN": secret}, capture_output=True, timeout=60
+        )
+    assert secret.encode() not in done.stdout + done.stderr
+    assert b"<your token>" in done.stdout + done.stderr
+
+
+def test_a_redirect_is_refused_naming_where_it_points(tmp_path):
+    with answering(lambda path, headers, body: (302, b"", {"Location": "https://elsewhere.example/api/v1/me"})) as url:
+        done = subprocess.run(
+            [ROG, "me"],
+            env={**os.environ, "ROG_API_URL": url, "ROG_TOKEN": "mem_fake"},
+            capture_output=True,
+            timeout=60,
+        )
+    assert done.returncode == 3
+    assert "https://elsewhere.example/api/v1/me" in json.loads(done.stderr)["error"]["message"]

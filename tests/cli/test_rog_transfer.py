@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -113,8 +114,82 @@ def test_ctrl_c_abandons_the_open_import(live_server, token, store, tmp_path, mo
 
     monkeypatch.setattr(transfer, "_send", interrupted)
     result = runner.invoke(rog_main, ["memories", "import", str(tmp_path / "s.jsonl")], env=env)
-    assert result.exit_code == 1 and "the import was abandoned" in result.stderr
+    assert result.exit_code == 130 and "The import was abandoned" in result.stderr
     assert not Store.objects.filter(importing=True).exists() and not StoreImport.objects.exists()
+
+
+def _import_with_sigint_in_flight(live_server, token, store, tmp_path, monkeypatch, *, signals: int):
+    """Run `rog memories import` as a subprocess; while the server holds its FIRST chunk (the start request,
+    held inside the service until released), send rog `signals` SIGINTs; then let the server answer.
+    Returns the finished process."""
+    import signal
+    import threading
+
+    from memories.exchange import services as import_services
+
+    _, env = exported_then_deleted(live_server, token, store, tmp_path / "s.jsonl")
+    inside, release, answered = threading.Event(), threading.Event(), threading.Event()
+    real = import_services.start_upload
+
+    def held(**kwargs):
+        inside.set()
+        release.wait(30)
+        try:
+            return real(**kwargs)
+        finally:
+            answered.set()
+
+    monkeypatch.setattr(import_services, "start_upload", held)
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("ROG_")}
+    child_env.update(env)
+    process = subprocess.Popen(
+        [ROG, "memories", "import", str(tmp_path / "s.jsonl")],
+        env=child_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert inside.wait(30), "the first chunk never reached the server"
+        for _ in range(signals):
+            process.send_signal(signal.SIGINT)
+            time.sleep(0.3)
+    finally:
+        release.set()
+    process.wait(60)
+    assert answered.wait(60)  # the server's side is done before the test's database is flushed
+    return process
+
+
+@pytest.fixture
+def big_store(me):
+    """A store whose export takes several of rog's 768-KiB chunks."""
+    return build_rich_store(me, others=[], readers=[], entries=6000, fast=True)
+
+
+def test_ctrl_c_while_the_first_chunk_is_in_flight_still_abandons_the_import(
+    live_server, token, big_store, tmp_path, monkeypatch
+):
+    """A tester: interrupted during the first request, rog did not know the import it opened, said "nothing
+    was imported" and left it open on the server, holding the file's store id. Now the Ctrl-C waits for that
+    answer, and the import is abandoned."""
+    process = _import_with_sigint_in_flight(live_server, token, big_store, tmp_path, monkeypatch, signals=1)
+    assert (tmp_path / "s.jsonl").stat().st_size > 2 * transfer.CHUNK_BYTES
+    stderr = process.stderr.read().decode()
+    assert process.returncode == 130, stderr
+    assert "waiting for the server's answer" in stderr and "The import was abandoned" in stderr
+    assert "Traceback" not in stderr
+    assert not StoreImport.objects.exists() and not Store.objects.filter(importing=True).exists()
+
+
+def test_a_second_ctrl_c_quits_at_once_and_says_the_import_may_be_open(
+    live_server, token, big_store, tmp_path, monkeypatch
+):
+    process = _import_with_sigint_in_flight(live_server, token, big_store, tmp_path, monkeypatch, signals=2)
+    stderr = process.stderr.read().decode()
+    assert process.returncode == 130, stderr
+    assert "had not answered the first chunk" in stderr and "nothing was imported" not in stderr
+    assert "Traceback" not in stderr
+    assert list(StoreImport.objects.values_list("status", flat=True)) == ["open"], stderr  # what it warns of
 
 
 def test_import_in_many_chunks_and_resume_after_an_interruption(live_server, token, store, tmp_path, monkeypatch):
