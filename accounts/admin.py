@@ -54,7 +54,7 @@ from accounts.models import (
     User,
     Visibility,
 )
-from config.admin import AtomicActionsAdmin
+from config.admin import AtomicActionsAdmin, NoSecretLookups
 from config.constraints import violates
 from config.errors import DomainError
 from stores import validation as store_validation
@@ -305,6 +305,17 @@ class UserForm(NarrowingForm, UserChangeForm):
         "`manage.py reactivate_user HANDLE`."
     )
 
+    def clean_display_name(self) -> str:
+        """A display name, when given, follows the name rule (`stores.validation.clean_name`): the back office
+        stored bidi overrides, bell characters and line breaks that every user list then showed (a tester)."""
+        value = self.cleaned_data.get("display_name", "")
+        if not value:
+            return value
+        try:
+            return store_validation.clean_name(value, field="display_name")
+        except DomainError as exc:
+            raise ValidationError(exc.message) from None
+
 
 class TokenForm(NarrowingForm):
     """A token's change page (its name only, by the API's token-name rule): refused when the name changed
@@ -388,10 +399,16 @@ class UserAdmin(AtomicActionsAdmin, NoKeyLockedOnPost, BaseUserAdmin):
     def get_readonly_fields(self, request, obj=None):
         """Only superusers grant staff or superuser status, groups and permissions: a staff member allowed to
         change users could otherwise make themselves superuser, or set the password of a user who kept a
-        group's permissions and make them staff, then sign in as them (two breakers)."""
+        group's permissions and make them staff, then sign in as them (two breakers).
+
+        A handle never changes once the user exists, for anyone: it is how shares, memberships, `--user`
+        and import files address the user. A tester renamed a user to free their handle, took it for
+        themselves and received the private store its owner then shared "with bob"."""
         fields = list(super().get_readonly_fields(request, obj))
-        if obj is not None and not request.user.is_superuser:
-            fields += ["is_staff", "is_superuser", "groups", "user_permissions"]
+        if obj is not None:
+            fields.append("handle")
+            if not request.user.is_superuser:
+                fields += ["is_staff", "is_superuser", "groups", "user_permissions"]
         return fields
 
     def has_change_permission(self, request, obj=None) -> bool:
@@ -445,7 +462,7 @@ class SuperuserGroupAdmin(GroupAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(AtomicActionsAdmin, NoKeyLockedOnPost, admin.ModelAdmin):
+class ApiTokenAdmin(NoSecretLookups, AtomicActionsAdmin, NoKeyLockedOnPost, admin.ModelAdmin):
     """Tokens: prefix, scopes, dates and a revoke action; the secret is never stored, so never shown.
 
     Only the name can be edited. The owner, scopes and expiry are read-only (SPEC §2: `is_staff` gives no

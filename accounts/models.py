@@ -6,6 +6,7 @@ import uuid
 
 from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
 from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models.functions import Lower, Now
@@ -14,6 +15,30 @@ from django.utils import timezone
 HANDLE_RE = r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_])?$"
 SLUG_RE = r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?$"
 handle_validator = RegexValidator(HANDLE_RE, "A handle is 1–64 ASCII letters, digits, '.', '_' or '-'.")
+RESERVED_NAMES = frozenset({"me"})  # `subject=me` names the caller (SPEC §4 resolve)
+
+
+def unaddressable(name: str) -> str | None:
+    """Why the API could not address a user, project or section by `name` (a handle or slug), or None: "me"
+    names the caller, and a UUID-shaped name is read as an id first (ids and names share one namespace in
+    URLs and `subject` values). A lowercase phrase to follow the name."""
+    if name.lower() in RESERVED_NAMES:
+        return "is reserved"
+    try:
+        uuid.UUID(name)
+    except ValueError:
+        return None
+    return "must not look like a UUID (ids and names share one namespace in URLs)"
+
+
+def addressable_handle(value: str) -> None:
+    """Model validator of `User.handle`: `unaddressable` refusals as Django's ValidationError (every user
+    is created through `full_clean`: the back office, `create_user`, `manage.py` commands, imports)."""
+    problem = unaddressable(value)
+    if problem:
+        raise ValidationError(f"The handle {value!r} {problem}.")
+
+
 slug_validator = RegexValidator(SLUG_RE, "A slug is 1–64 ASCII letters, digits, '_' or '-'.")
 
 
@@ -49,7 +74,7 @@ class User(AbstractBaseUser, PermissionsMixin):
     """A person or an agent. `handle` is the public name, unique regardless of case (SPEC §2)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    handle = models.CharField(max_length=64, validators=[handle_validator])
+    handle = models.CharField(max_length=64, validators=[handle_validator, addressable_handle])
     display_name = models.CharField(max_length=255, blank=True)
     is_active = models.BooleanField(default=True)
     is_staff = models.BooleanField(default=False)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,6 +30,7 @@ from accounts.models import (
     TokenScope,
     User,
     Visibility,
+    unaddressable,
 )
 from config.errors import InvalidRequest
 from stores.services import rights_changed
@@ -209,7 +209,6 @@ def mint_token(
 # --- projects and sections ---------------------------------------------------------------------------
 
 UNSET: Any = object()
-RESERVED_SLUGS = frozenset({"me"})  # `subject=me` names the caller (SPEC §4 resolve)
 
 # API roles of a section membership ↔ the (role, can_post) stored on the row.
 SECTION_ROLES = {
@@ -231,13 +230,12 @@ def check_slug(slug: str) -> str:
 
     The shape (1–64 ASCII letters, digits, '_' or '-') is the serializer's. Raises InvalidRequest.
     """
-    if slug.lower() in RESERVED_SLUGS:
+    problem = unaddressable(slug)
+    if problem == "is reserved":
         raise InvalidRequest(f"slug: {slug!r} is reserved.")
-    try:
-        uuid.UUID(slug)
-    except ValueError:
-        return slug
-    raise InvalidRequest("slug: must not look like a UUID (ids and slugs share one namespace in URLs).")
+    if problem:
+        raise InvalidRequest(f"slug: {problem}.")
+    return slug
 
 
 def _save_parent(parent: Model, *, old_slug: str | None = None) -> None:

@@ -7,13 +7,17 @@ from django.db import transaction
 from accounts.models import User
 from backoffice.errors import ReasonRequired
 from backoffice.models import REASON_MAX_CHARS, AuditAction, AuditEvent
-from config.text import first_forbidden_char
 from stores import services as store_services
 from stores.models import Store
+from stores.validation import name_problem
 
 
 def clean_reason(reason: object) -> str:
-    """Return the reason stripped of surrounding whitespace: 1–1,000 characters, no NUL/lone surrogates.
+    """Return the reason stripped of surrounding whitespace: 1–1,000 characters of written text — the name
+    rule on several lines (`stores.validation.name_problem`, multiline): no control characters but line
+    breaks and tabs, no NUL or lone surrogates, no invisible formatting characters (bidirectional
+    controls), and a visible character (a reason of one zero-width space or Hangul filler archived a store
+    — a tester). The archive's and the redactions' reason alike (SPEC §3, §6).
 
     Raises ReasonRequired (400) otherwise.
     """
@@ -22,9 +26,9 @@ def clean_reason(reason: object) -> str:
     reason = reason.strip()
     if len(reason) > REASON_MAX_CHARS:
         raise ReasonRequired(f"reason: must be at most {REASON_MAX_CHARS} characters (got {len(reason)}).")
-    problem = first_forbidden_char(reason)
+    problem = name_problem(reason, multiline=True)
     if problem:
-        raise ReasonRequired(f"reason: {problem}.")
+        raise ReasonRequired(f"reason: {problem}")
     return reason
 
 

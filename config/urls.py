@@ -5,6 +5,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from config import health, mcp_server
+from config.admin import view_on_site
 
 handler400 = "config.errors.handler400"
 handler403 = "config.errors.handler403"
@@ -16,6 +17,8 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("openapi.yaml", SpectacularAPIView.as_view(), name="openapi"),
     path("mcp", mcp_server.endpoint, name="mcp"),
+    # the admin's "view on site" route, mounted first: an id its model cannot hold is a 404, not a 500
+    path("backoffice/r/<int:content_type_id>/<path:object_id>/", admin.site.admin_view(view_on_site)),
     path("backoffice/", admin.site.urls),
     path("api/v1/", include("accounts.api.urls")),
     path("api/v1/", include("memories.api.imports")),  # memories/imports… before memories/<pk>

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from config.admin import AtomicActionsAdmin
+from config.admin import AtomicActionsAdmin, NoSecretLookups
 from config.errors import DomainError
 from sessions.models import Attachment, Environment, EnvironmentKey, Session, Work, WorkClaim
 from sessions.services import environments as environment_services
@@ -59,7 +59,7 @@ class EnvironmentAdmin(ReadOnlyAdmin):
 
 
 @admin.register(EnvironmentKey)
-class EnvironmentKeyAdmin(ReadOnlyAdmin):
+class EnvironmentKeyAdmin(NoSecretLookups, ReadOnlyAdmin):
     """Keys by prefix: the secret is never stored, so never shown. Mint keys with
     `manage.py create_environment_key` or the API, which show the secret once."""
 

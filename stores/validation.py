@@ -15,10 +15,12 @@ from stores.models import (
 )
 
 
-def _has_control(text: str) -> bool:
+def _has_control(text: str, *, multiline: bool = False) -> bool:
     """Control (Cc) characters, and the line and paragraph separators U+2028/U+2029: a name is one line —
-    a store name with U+2028 forged lines of the worker's system context (a breaker)."""
-    return any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in text)
+    a store name with U+2028 forged lines of the worker's system context (a breaker). `multiline` lets
+    line feeds, carriage returns and tabs through (a written reason)."""
+    allowed = "\n\r\t" if multiline else ""
+    return any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") and ch not in allowed for ch in text)
 
 
 def _format_character_allowed(ch: str) -> bool:
@@ -43,7 +45,7 @@ def _visible(ch: str) -> bool:
     return not ch.isspace() and ch not in _INVISIBLE and unicodedata.category(ch) != "Cf"
 
 
-def name_problem(value: str) -> str | None:
+def name_problem(value: str, *, multiline: bool = False) -> str | None:
     """What is wrong with a display name's characters (a lowercase sentence naming no field), or None.
 
     Refused: control (Cc) characters, lone surrogates, U+2028/U+2029 (a name is one line: a store name with
@@ -52,8 +54,9 @@ def name_problem(value: str) -> str | None:
     with no visible character (spaces, joiners, fillers, the Braille blank only). Names are never normalised
     or trimmed. The schema's `config.fields.NAME_PATTERN` says the same for the Basic Multilingual Plane (a
     JSON Schema pattern has no portable way to name other planes' characters).
+    `multiline`: the same rule for a text of several lines (a written reason: line breaks and tabs allowed).
     """
-    if first_forbidden_char(value) or _has_control(value):
+    if first_forbidden_char(value) or _has_control(value, multiline=multiline):
         return "must not contain control characters or line separators."
     for ch in value:
         if unicodedata.category(ch) == "Cf" and not _format_character_allowed(ch):

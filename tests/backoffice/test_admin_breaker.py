@@ -11,7 +11,8 @@ import threading
 
 import pytest
 from django.contrib.auth.models import Permission
-from django.core.management import call_command
+from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
 from django.db import connections
 from django.urls import reverse
 
@@ -137,21 +138,110 @@ def test_a_user_deleted_while_they_post_is_kept_with_a_message_not_a_500(staff_p
     assert Store.objects.get(pk=board.pk).entry_count == 1
 
 
-def test_two_users_renamed_to_one_handle_at_once_is_a_message_not_a_500(staff_pages):
-    """The form's uniqueness check ran before either rename committed; the loser met the constraint."""
-    first, second = UserFactory(handle="first"), UserFactory(handle="second")
-    url = reverse("admin:accounts_user_change", args=[first.pk])
-    renamed = {**_change_form_data(staff_pages.get(url)), "handle": "Taken"}
+def test_two_users_added_with_one_handle_at_once_is_a_message_not_a_500(staff_pages):
+    """The form's uniqueness check ran before either user committed; the loser met the constraint."""
+    url = reverse("admin:accounts_user_add")
+    added = {"handle": "Taken", "password1": "a long passphrase 1", "password2": "a long passphrase 1"}
 
-    def rename_second() -> None:
-        User.objects.filter(pk=second.pk).update(handle="taken")
-
-    page = posted_while(staff_pages, url, renamed, rename_second)
+    page = posted_while(staff_pages, url, added, lambda: UserFactory(handle="taken"))
 
     assert page == ""  # a redirect: the message is on the next page
-    assert User.objects.get(pk=first.pk).handle == "first"
+    assert list(User.objects.filter(handle__iexact="taken").values_list("handle", flat=True)) == ["taken"]
     follow = staff_pages.get(url)
     assert "That handle was just taken by another user; nothing was saved." in " ".join(messages_of(follow))
+
+
+def test_a_handle_never_changes_so_nobody_can_take_over_anothers_grants(staff_pages, client):
+    """A tester: staff renamed bob to free "bob", took the handle, and received the store its owner then
+    shared "with bob". Handles are read-only on every change page, the staff member's own included."""
+    bob = UserFactory(handle="bob")
+    url = reverse("admin:accounts_user_change", args=[bob.pk])
+    page = staff_pages.get(url)
+    assert 'name="handle"' not in page.content.decode()
+    staff_pages.post(url, {**_change_form_data(page), "handle": "bob-old", "display_name": "Bob"})
+    bob.refresh_from_db()
+    assert (bob.handle, bob.display_name) == ("bob", "Bob")  # the rest of the page still saves
+    me = signed_in_staff(client, "staffer2", "change_user", "view_user")
+    mine = reverse("admin:accounts_user_change", args=[me.pk])
+    client.post(mine, {**_change_form_data(client.get(mine)), "handle": "bob"})
+    me.refresh_from_db()
+    assert me.handle == "staffer2"
+
+
+@pytest.mark.parametrize(
+    "handle", ["me", "ME", "00000000-0000-0000-0000-000000000000", "0f2c8a4e9b1d4c3aa1b2c3d4e5f60718"]
+)
+def test_a_handle_the_api_could_not_address_is_refused_everywhere_a_user_is_made(staff_pages, handle):
+    added = {"handle": handle, "password1": "a long passphrase 1", "password2": "a long passphrase 1"}
+    page = staff_pages.post(reverse("admin:accounts_user_add"), added)
+    assert page.status_code == 200 and "errorlist" in page.content.decode()
+    with pytest.raises(ValidationError):
+        User.objects.create_user(handle)
+    with pytest.raises(CommandError):
+        call_command("create_token", "--handle", handle, "--create-user")
+    assert not User.objects.filter(handle__iexact=handle).exists()
+
+
+@pytest.mark.parametrize("name", ["\u202eevil", "bell\x07", "two\nlines", "\ufeff", "\u200b"])
+def test_a_display_name_follows_the_name_rule(staff_pages, name):
+    user = UserFactory(handle="named", display_name="Named")
+    url = reverse("admin:accounts_user_change", args=[user.pk])
+    page = staff_pages.post(url, {**_change_form_data(staff_pages.get(url)), "display_name": name})
+    assert page.status_code == 200 and "errorlist" in page.content.decode()
+    user.refresh_from_db()
+    assert user.display_name == "Named"
+
+
+@pytest.mark.parametrize("reason", ["\u200b", "\u202eevil", "\u2800", "\u3164", "\u2066\u2069", "bell\x07"])
+def test_an_archive_reason_is_written_text(staff_pages, reason):
+    """A tester archived a store with a reason of one zero-width space (and bidi controls, a bell)."""
+    store = Store.objects.get(pk=board_store(SectionFactory(slug="needhelp")).pk)
+    page = staff_pages.post(reverse("admin:stores_store_archive_one", args=[store.pk]), {"reason": reason})
+    assert page.status_code == 200 and "reason" in page.content.decode()
+    store.refresh_from_db()
+    assert store.archived_at is None
+    lines = staff_pages.post(
+        reverse("admin:stores_store_archive_one", args=[store.pk]), {"reason": "Spam.\r\nReported twice.\tDone"}
+    )
+    assert lines.status_code == 302
+    store.refresh_from_db()
+    assert store.archived_at is not None
+
+
+def test_view_on_site_with_an_id_its_model_cannot_hold_is_a_404(staff_pages):
+    """A tester: `/backoffice/r/<content type>/notauuid/` was a 500 for every model keyed by a UUID."""
+    from django.contrib.contenttypes.models import ContentType
+
+    for model in (User, Store, ApiToken, Project):
+        content_type = ContentType.objects.get_for_model(model)
+        for bad in ("notauuid", "1", "0f2c8a4e-9b1d-4c3a-a1b2-c3d4e5f6071"):
+            page = staff_pages.get(f"/backoffice/r/{content_type.pk}/{bad}/")
+            assert page.status_code == 404, (model, bad, page.status_code)
+
+
+def test_view_on_site_still_needs_a_staff_login(client):
+    from django.contrib.contenttypes.models import ContentType
+
+    content_type = ContentType.objects.get_for_model(User)
+    page = client.get(f"/backoffice/r/{content_type.pk}/notauuid/")
+    assert page.status_code == 302 and "login" in page["Location"]
+
+
+def test_no_list_filters_on_credential_digests(staff_pages):
+    """A tester read each token's SHA-256 a character at a time through `?digest__startswith=`."""
+    from sessions.services import environments as environment_services
+
+    holder = UserFactory(handle="holder")
+    account_services.issue_token(user=holder)
+    environment = environment_services.create_environment(owner=holder, name="Farm")
+    environment_services.issue_environment_key(environment=environment, name="worker")
+    for name in ("accounts_apitoken", "agent_sessions_environmentkey"):
+        changelist = reverse(f"admin:{name}_changelist")
+        assert staff_pages.get(changelist).status_code == 200
+        for lookup in ("digest__startswith", "digest", "digest__gt", "digest__regex"):
+            page = staff_pages.get(changelist, {lookup: "a"})
+            assert page.status_code == 400, (name, lookup, page.status_code)
+        assert staff_pages.get(changelist, {"prefix__startswith": "m"}).status_code == 200
 
 
 def test_names_follow_the_apis_rules_on_every_page(staff_pages):

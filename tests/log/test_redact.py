@@ -332,6 +332,8 @@ def test_a_seq_beyond_the_entries_is_a_404(owner_client, leaky):
         {"reason": ""},
         {"reason": "   "},
         {"reason": "bad\u0000reason"},
+        {"reason": "\u200b"},
+        {"reason": "\u202eevil"},
         {"reason": "x" * 1001},
         {"reason": 7},
         {"reason": None},
