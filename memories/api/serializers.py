@@ -133,8 +133,9 @@ class RedactRequestSerializer(StrictSerializer):
     reason = Utf8TextField(
         min_bytes=1,
         max_length=REASON_MAX_CHARS,
-        help_text="Why the entry is redacted (1..1,000 characters). Kept in the audit log only: never shown "
-        "to readers, never exported.",
+        help_text="Why the entry is redacted (1..1,000 characters of visible text; line breaks and tabs allowed, "
+        "no other control or invisible formatting characters). Kept in the audit log only: never shown to "
+        "readers, never exported.",
     )
 
 
