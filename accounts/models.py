@@ -87,7 +87,11 @@ class User(AbstractBaseUser, PermissionsMixin):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(Lower("handle"), name="user_handle_ci_unique"),
+            models.UniqueConstraint(
+                Lower("handle"),
+                name="user_handle_ci_unique",
+                violation_error_message="A user with that handle already exists (handles ignore case).",
+            ),
         ]
 
     def __str__(self) -> str:

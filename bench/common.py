@@ -47,12 +47,14 @@ def bench_database(name: str, *, keep: bool = False):
     """Create the throw-away database `bench_<name>` (migrated), point Django at it, drop it on exit.
 
     Yields the database name. Every connection to it (gunicorn, raw psycopg clients) must be closed
-    before the block ends, or the DROP fails.
+    before the block ends, or the DROP fails. Exits with a message, touching nothing, when `bench_<name>`
+    already exists (`refuse_existing`).
     """
     from django.conf import settings
     from django.db import connections
     from django.test.utils import setup_databases, teardown_databases
 
+    refuse_existing(f"bench_{name}")
     settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = f"bench_{name}"
     old = setup_databases(verbosity=0, interactive=False, keepdb=False)
     try:
@@ -61,6 +63,25 @@ def bench_database(name: str, *, keep: bool = False):
         connections.close_all()
         if not keep:
             teardown_databases(old, verbosity=0)
+
+
+def refuse_existing(database: str) -> None:
+    """Exit (status 75) when `database` exists on the configured server: another run of the same benchmark
+    is using it, or a run kept it (`--keep`) or was killed. Creating it afresh would DROP it under that run
+    without a word (a tester read it in the code; `bin/test` guards its databases the same way)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database])
+        taken = cursor.fetchone() is not None
+    if taken:
+        print(
+            f"database {database} already exists on this server: another run of this benchmark is using it, or an "
+            f"earlier one kept it (--keep) or was killed. Drop it when no run uses it (dropdb {database}), or point "
+            "DATABASE_URL at another server.",
+            file=sys.stderr,
+        )
+        sys.exit(75)
 
 
 def pg_params() -> dict:

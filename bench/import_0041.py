@@ -108,6 +108,9 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the bench_0041 database afterwards")
     args = parser.parse_args()
 
+    from bench.common import refuse_existing
+
+    refuse_existing("bench_0041")
     settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = "bench_0041"
     old = setup_databases(verbosity=0, interactive=False, keepdb=False)
     try:

@@ -13,8 +13,8 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
+from django.core.exceptions import DisallowedHost, RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpResponse, JsonResponse
 from rest_framework import exceptions as drf
@@ -345,7 +345,7 @@ def describe(exc: BaseException) -> tuple[int, str, str, dict, dict, dict]:
     if isinstance(exc, RequestDataTooBig):
         return 413, "request_too_large", "Request body is too large.", {}, {}, {}
     if isinstance(exc, SuspiciousOperation):
-        return 400, "invalid_request_error", "Malformed request.", {}, {}, {}
+        return 400, "invalid_request_error", bad_request_message(exc), {}, {}, {}
     if isinstance(exc, drf.APIException):
         return exc.status_code, "invalid_request_error", str(exc.detail), {}, {}, {}
     return 500, "api_error", "An internal error occurred. Quote the request id when reporting it.", {}, {}, {}
@@ -367,11 +367,22 @@ def exception_handler(exc: BaseException, context: dict) -> JsonResponse:
     return response
 
 
+WRONG_HOST_MESSAGE = "The Host header names a host this server does not serve (the server's ALLOWED_HOSTS)."
+
+
+def bad_request_message(exc: BaseException | None) -> str:
+    """The message of a 400 for Django's refusal `exc`: a Host not in ALLOWED_HOSTS says so (a deployment
+    behind a proxy that forgot the setting got "Malformed request." and no hint — a tester; Django's
+    security log names the host), anything else "Malformed request."."""
+    return WRONG_HOST_MESSAGE if isinstance(exc, DisallowedHost) else "Malformed request."
+
+
 # Plain-Django handlers (URLconf handler400/403/404/500), for requests that never reach a DRF view.
 def handler400(request, exception=None):
     if is_back_office(request):
-        return back_office_page(request, status=400)
-    return error_response(request, status=400, type="invalid_request_error", message="Malformed request.")
+        wrong_host = isinstance(exception, DisallowedHost)
+        return back_office_page(request, status=400, message=WRONG_HOST_MESSAGE if wrong_host else "")
+    return error_response(request, status=400, type="invalid_request_error", message=bad_request_message(exception))
 
 
 def handler403(request, exception=None):

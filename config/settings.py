@@ -287,6 +287,9 @@ LOGGING = {
     "loggers": {
         "django.request": {"handlers": ["console"], "level": env.str("REQUEST_LOG_LEVEL", default="ERROR")},
         "memories": {"handlers": ["console"], "level": "INFO"},
+        # Django's refusals of suspicious requests, one line each — "Invalid HTTP_HOST header: 'x'. You may need
+        # to add 'x' to ALLOWED_HOSTS." among them (without a handler they went nowhere: a tester)
+        "django.security": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
 

@@ -45,12 +45,19 @@ def _json(payload: Any) -> str:
     return _TERMINAL_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
+def _plain(text: str) -> bool:
+    """Whether `text` may reach a terminal as it is: printable characters, line breaks and tabs only."""
+    return text.replace("\n", "").replace("\t", "").isprintable()
+
+
 def emit(payload: Any, *, stream=None) -> None:
     """Write `payload` as indented JSON (UTF-8; control characters escaped by the JSON encoder).
 
     On stdout, a command's `--query EXPR` (JMESPath) selects part of it first: a string result is written
-    as plain text on one line (so `$(rog … --query data.id)` captures it), anything else as JSON. A string
-    holding a control character is still written as JSON, so stored text never reaches a terminal raw.
+    as plain text (so `$(rog … --query data.id)` captures it, and a nap job's prompt reaches a model as the
+    text it is, line breaks and all — a tester got it JSON-quoted), anything else as JSON. A string holding
+    a control character other than a line break or tab (an escape sequence, a bidi control) is still written
+    as JSON, so stored text never reaches a terminal raw.
     """
     if stream is not None:
         _write(_json(payload), stream)
@@ -62,8 +69,8 @@ def emit(payload: Any, *, stream=None) -> None:
             payload = jmespath.search(expression, payload)
         except JMESPathError as exc:
             fail_usage(f"--query {expression!r} is not a valid JMESPath expression: {exc}")
-        if isinstance(payload, str) and payload.isprintable():
-            _write(payload + "\n", sys.stdout)
+        if isinstance(payload, str) and _plain(payload):
+            _write(payload if payload.endswith("\n") else payload + "\n", sys.stdout)
             return
     _write(_json(payload), sys.stdout)
 

@@ -57,6 +57,8 @@ def name_problem(value: str, *, multiline: bool = False) -> str | None:
     `multiline`: the same rule for a text of several lines (a written reason: line breaks and tabs allowed).
     """
     if first_forbidden_char(value) or _has_control(value, multiline=multiline):
+        if multiline:
+            return "must not contain control characters other than line breaks and tabs."
         return "must not contain control characters or line separators."
     for ch in value:
         if unicodedata.category(ch) == "Cf" and not _format_character_allowed(ch):

@@ -198,6 +198,26 @@ def test_stdout_never_carries_raw_escape_sequences(rog, live_server, me):
     assert json.loads(done.stdout)["data"]["lines"][0]["text"].startswith("\x1b]0;owned")
 
 
+def test_a_queried_string_with_line_breaks_prints_as_the_text_it_is(rog, live_server, me):
+    """A tester: `nap -q data.job.prompt` printed the prompt JSON-quoted, `\\n` escapes and all, so a model
+    fed with it got escaped text. Line breaks and tabs now print as they are; other controls stay quoted."""
+    rog("memories", "init")
+    rog("memories", "note", "first\tline\nsecond line")
+    rog("memories", "note", "plain")
+    env = {**os.environ, "ROG_API_URL": live_server.url, "ROG_TOKEN": rog.token}
+    done = subprocess.run(
+        [ROG, "memories", "nap", "-q", "data.job.prompt"], env=env, capture_output=True, timeout=60, check=True
+    )
+    prompt = done.stdout.decode()
+    assert "\nfirst\tline\nsecond line\n" in prompt and not prompt.startswith('"')
+    assert prompt.count("\n") > 5
+    rog("memories", "note", "bell\x07")
+    bell = subprocess.run(
+        [ROG, "memories", "zoom", "2", "-q", "data.line.text"], env=env, capture_output=True, timeout=60, check=True
+    )
+    assert bell.stdout == b'"bell\\u0007"\n'
+
+
 def test_nap_compact_loop_brings_64_entries_to_complete(live_server, me, tmp_path):
     secret = account_services.issue_token(user=me).secret
     runner = CliRunner()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -34,6 +35,18 @@ def test_create_token_prints_a_working_secret_once(owner):
     assert token.user == owner
     assert token.scopes == ["agent:read"]
     assert token.expires_at is not None
+
+
+def test_create_token_says_when_another_spelling_of_the_handle_names_an_existing_user(owner):
+    """A tester: `--handle OWNER --create-user` silently gave a token for `owner`; it now says so."""
+    out, err = io.StringIO(), io.StringIO()
+    call_command("create_token", "--handle", "OWNER", "--create-user", "--expires-in-days", "2", stdout=out, stderr=err)
+    token = ApiToken.objects.get(digest=services.token_digest(out.getvalue().strip()))
+    assert token.user == owner and token.expires_at is not None
+    assert "existing user 'owner'" in err.getvalue()
+    same = io.StringIO()
+    call_command("create_token", "--handle", "owner", stdout=io.StringIO(), stderr=same)
+    assert same.getvalue() == ""
 
 
 def test_create_token_rejects_unknown_scopes(owner):
@@ -100,3 +113,18 @@ def test_createsuperuser_noinput_takes_the_password_from_the_environment(monkeyp
     call_command("createsuperuser", "--handle", "admin", "--noinput", stdout=io.StringIO())
     admin = User.objects.get(handle="admin")
     assert admin.is_staff and admin.is_superuser and admin.check_password("a long enough passphrase")
+
+
+def test_a_host_not_in_allowed_hosts_is_named_in_the_answer_and_the_log(client, caplog):
+    """A tester behind a proxy without ALLOWED_HOSTS got "Malformed request." and no log line."""
+    security = logging.getLogger("django.security")  # it does not propagate: our settings give it a handler
+    security.addHandler(caplog.handler)
+    try:
+        api = client.get("/api/v1/me", HTTP_HOST="example.com")
+        page = client.get("/backoffice/", HTTP_HOST="example.com")
+    finally:
+        security.removeHandler(caplog.handler)
+    assert api.status_code == 400 and "ALLOWED_HOSTS" in api.json()["error"]["message"]
+    assert page.status_code == 400 and "ALLOWED_HOSTS" in page.content.decode()
+    assert any("example.com" in record.getMessage() for record in caplog.records)
+    assert client.get("/api/v1/me").status_code == 401  # a served host: the normal answer

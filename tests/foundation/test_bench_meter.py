@@ -91,3 +91,16 @@ def _stop_with(stop, steals):
         return dataclasses.replace(machine, steal=share * machine.wall * (os.cpu_count() or 1))
 
     return fake
+
+
+@pytest.mark.django_db
+def test_a_benchmark_never_recreates_a_database_that_exists(capsys):
+    """`bench_database` dropped and re-created `bench_<name>` unasked: a second run, or one kept with --keep,
+    lost its database under it (a tester). It now exits 75 naming it and touches nothing."""
+    from django.db import connection
+
+    existing = connection.settings_dict["NAME"]  # the test database: it certainly exists
+    with pytest.raises(SystemExit) as stopped:
+        common.refuse_existing(existing)
+    assert stopped.value.code == 75 and f"database {existing} already exists" in capsys.readouterr().err
+    assert common.refuse_existing(f"bench_absent_{os.getpid()}") is None

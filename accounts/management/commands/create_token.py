@@ -1,4 +1,9 @@
-"""`manage.py create_token --handle H [--scopes agent:read,memories:write] [--expires-in DAYS] [--create-user]`."""
+"""`manage.py create_token --handle H [--scopes agent:read,memories:write] [--expires-in-days DAYS] [--create-user]`.
+
+Handles ignore case: the token goes to the user whose handle matches in any case, and the command says so on
+stderr when the spelling differs (a tester's `--handle BOB --create-user` silently got a token for `bob`).
+`--expires-in` is the older spelling of `--expires-in-days` (rog's flag).
+"""
 
 from __future__ import annotations
 
@@ -18,9 +23,21 @@ class Command(BaseCommand):
             default=",".join(services.ALL_SCOPES),
             help="Comma-separated scopes (default: agent:read,memories:write).",
         )
-        parser.add_argument("--expires-in", type=int, default=None, metavar="DAYS", help="Expire after DAYS days.")
+        parser.add_argument(
+            "--expires-in-days",
+            "--expires-in",
+            dest="expires_in",
+            type=int,
+            default=None,
+            metavar="DAYS",
+            help="Expire after DAYS days.",
+        )
         parser.add_argument("--name", default="", help="A label for the token.")
-        parser.add_argument("--create-user", action="store_true", help="Create the user if the handle is unknown.")
+        parser.add_argument(
+            "--create-user",
+            action="store_true",
+            help="Create the user if no user has the handle (in any case).",
+        )
 
     def handle(self, *args, **options):
         handle = options["handle"]
@@ -32,6 +49,8 @@ class Command(BaseCommand):
                 user, _ = services.ensure_user(handle=handle)
             except Exception as exc:  # ValidationError from full_clean: report, don't trace
                 raise CommandError(f"Cannot create user {handle!r}: {exc}") from None
+        elif user.handle != handle:
+            self.stderr.write(f"Handles ignore case: this token is for the existing user {user.handle!r}.")
         scopes = [s.strip() for s in options["scopes"].split(",") if s.strip()]
         try:
             issued = services.issue_token(
