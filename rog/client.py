@@ -52,12 +52,27 @@ def _masked_text(response: httpx.Response, token: str | None) -> str:
     return text.replace(token, TOKEN_MASK) if token and token in text else text
 
 
+def _masked(value: Any, token: str | None) -> Any:
+    """`value` (parsed JSON) with the token replaced in every string, keys included: a server can send it
+    JSON-escaped (``\\u006d…``), which the raw text does not show (a tester). Accidental echoes only: a
+    server that encodes the token otherwise (percent, base64) can always print it through rog."""
+    if not token:
+        return value
+    if isinstance(value, str):
+        return value.replace(token, TOKEN_MASK)
+    if isinstance(value, list):
+        return [_masked(item, token) for item in value]
+    if isinstance(value, dict):
+        return {_masked(key, token): _masked(item, token) for key, item in value.items()}
+    return value
+
+
 def _error_body(response: httpx.Response, token: str | None = None) -> dict[str, Any]:
     """The SPEC §2 error object of a failed answer, or one synthesised from its status and text (a
     redirect names where it pointed: rog never follows one). The caller's token is masked in both."""
     text = _masked_text(response, token)
     try:
-        body = json.loads(text)
+        body = _masked(json.loads(text), token)
     except ValueError:
         body = None
     if isinstance(body, dict) and "error" in body:
@@ -74,7 +89,7 @@ def _error_body(response: httpx.Response, token: str | None = None) -> dict[str,
     return {
         "type": "error",
         "error": {"type": "api_error", "message": message},
-        "request_id": response.headers.get("request-id"),
+        "request_id": _masked(response.headers.get("request-id"), token),
     }
 
 
@@ -178,9 +193,10 @@ class Client:
                         "message": f"HTTP {response.status_code} with a body that is not JSON (a proxy, or another "
                         f"server at --api-url?): {text[:200]}",
                     },
-                    "request_id": response.headers.get("request-id"),
+                    "request_id": _masked(response.headers.get("request-id"), self.token),
                 },
             ) from None
+        body = _masked(body, self.token)
         return body if isinstance(body, dict) else {"data": body}
 
     def send_bytes(

@@ -142,8 +142,8 @@ def _interrupt_after_answer() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-    if held:
-        raise KeyboardInterrupt
+        if held:  # also when the chunk failed (a 503, a network error): its retry must not go out (a tester)
+            raise KeyboardInterrupt
 
 
 def import_store(client: Client, path: Path, *, params: dict, resume: str | None = None) -> dict[str, Any]:
@@ -207,20 +207,31 @@ def import_store(client: Client, path: Path, *, params: dict, resume: str | None
 
 
 def _interrupted(client: Client, upload: dict[str, Any] | None) -> str:
-    """Abandon the open import after a Ctrl-C and say what happened, truthfully."""
+    """Abandon the open import after a Ctrl-C and say what happened, truthfully: the server is asked where
+    the import stands when its delete is refused (a second Ctrl-C during the last chunk: that chunk may
+    have committed it meanwhile — a tester was told nothing answered)."""
+    abandoned = "The import was abandoned; nothing was imported."
+    if upload is not None and upload.get("status") != "committed" and not _abort(client, upload):
+        try:
+            upload = client.request("GET", f"memories/imports/{upload['id']}")["data"]
+        except ApiError as exc:
+            if exc.status == 404:
+                return abandoned
+        except NetworkError:
+            pass
+        if upload.get("status") != "committed":
+            return (
+                f"The import could not be abandoned (the server did not take the delete): continue it with "
+                f"--resume {upload['id']}, or it idles out (IMPORT_IDLE_SECONDS on the server)."
+            )
     if upload is not None and upload.get("status") == "committed":
         return f"The last chunk had committed the import: store {upload.get('store_id')} is there."
     if upload is None:
         return (
-            "The server had not answered the first chunk: if it stored it, the open import holds the "
-            "file's store id until it idles out (IMPORT_IDLE_SECONDS on the server; a day by default)."
+            "The server had not answered the first chunk: if it stored it, the open import holds the file's "
+            "store id until it idles out (IMPORT_IDLE_SECONDS on the server; a day by default)."
         )
-    if _abort(client, upload):
-        return "The import was abandoned; nothing was imported."
-    return (
-        f"The import could not be abandoned (the server did not answer): continue it with "
-        f"--resume {upload['id']}, or it idles out (IMPORT_IDLE_SECONDS on the server)."
-    )
+    return abandoned
 
 
 def _id(upload: dict[str, Any] | None) -> str | None:

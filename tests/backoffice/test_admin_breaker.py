@@ -208,6 +208,28 @@ def test_an_archive_reason_is_written_text(staff_pages, reason):
     assert store.archived_at is not None
 
 
+def test_a_bulk_archive_larger_than_one_transaction_may_take_is_refused_whole(staff_pages, monkeypatch):
+    """A tester: 1,600 stores in one archive ran past the request's database deadline on every try (a 503
+    whose "try again" could not succeed). Over `ARCHIVE_BATCH_MAX` the action and the form say so and
+    archive nothing."""
+    from backoffice import admin as backoffice_admin
+
+    monkeypatch.setattr(backoffice_admin, "ARCHIVE_BATCH_MAX", 3)
+    stores = [Store.objects.get(pk=board_store(SectionFactory(slug=f"s{i}")).pk) for i in range(4)]
+    ids = [str(store.pk) for store in stores]
+    action = staff_pages.post(
+        reverse("admin:stores_store_changelist"),
+        {"action": "archive_selected", "_selected_action": ids},
+        follow=True,
+    )
+    assert "4 stores selected: archive at most" in " ".join(messages_of(action))
+    form = staff_pages.post(reverse("admin:stores_store_archive"), {"ids": ",".join(ids), "reason": "x"}, follow=True)
+    assert "4 stores selected" in " ".join(messages_of(form))
+    assert not Store.objects.filter(archived_at__isnull=False).exists()
+    three = staff_pages.post(reverse("admin:stores_store_archive"), {"ids": ",".join(ids[:3]), "reason": "x"})
+    assert three.status_code == 302 and Store.objects.filter(archived_at__isnull=False).count() == 3
+
+
 def test_view_on_site_with_an_id_its_model_cannot_hold_is_a_404(staff_pages):
     """A tester: `/backoffice/r/<content type>/notauuid/` was a 500 for every model keyed by a UUID."""
     from django.contrib.contenttypes.models import ContentType

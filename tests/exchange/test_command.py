@@ -74,6 +74,18 @@ def test_missing_users_are_created_only_when_asked(tmp_path, sample):
     assert User.objects.get(handle="zed").is_active is False
 
 
+@pytest.mark.parametrize("handle", ["me", "0f2c8a4e9b1d4c3aa1b2c3d4e5f60718"])
+def test_a_handle_no_user_may_have_is_a_clear_error_not_a_traceback(tmp_path, sample, handle):
+    """A tester: `--create-missing-users` with `me` in the file ended in a ValidationError traceback."""
+    sample[0]["handles"] = sorted([*sample[0]["handles"], handle])
+    path = tmp_path / "bad-handle.jsonl"
+    path.write_bytes(assemble(sample))
+    before = census()
+    with pytest.raises(CommandError, match=f"The handle '{handle}' .*Nothing was imported"):
+        run(path, "--create-missing-users")
+    assert census() == before and not User.objects.filter(handle__iexact=handle).exists()
+
+
 def test_an_unreadable_file_is_a_clear_error(tmp_path):
     with pytest.raises(CommandError, match="Cannot read"):
         run(tmp_path / "nope.jsonl")

@@ -49,6 +49,13 @@ def test_create_token_says_when_another_spelling_of_the_handle_names_an_existing
     assert same.getvalue() == ""
 
 
+@pytest.mark.parametrize("handle", ["me", "00000000-0000-0000-0000-000000000000"])
+def test_ensure_demo_with_a_handle_no_user_may_have_is_a_clear_error(handle):
+    with pytest.raises(CommandError, match=f"--handle '{handle}': The handle"):
+        call_command("ensure_demo", "--handle", handle, stdout=io.StringIO())
+    assert not User.objects.filter(handle__iexact=handle).exists()
+
+
 def test_create_token_rejects_unknown_scopes(owner):
     with pytest.raises(CommandError, match="records:write"):
         call_command("create_token", "--handle", "owner", "--scopes", "records:write", stdout=io.StringIO())

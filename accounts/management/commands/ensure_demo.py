@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from django.core.management.base import BaseCommand
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 
 from accounts import services
 from accounts.models import ApiToken
@@ -28,7 +29,10 @@ class Command(BaseCommand):
         parser.add_argument("--token-file", default=None, help="Keep the demo secret in this file and reuse it.")
 
     def handle(self, *args, **options):
-        user, created = services.ensure_user(handle=options["handle"], display_name="Demo agent")
+        try:
+            user, created = services.ensure_user(handle=options["handle"], display_name="Demo agent")
+        except ValidationError as exc:  # a handle the model refuses (`me`, UUID-shaped, bad characters)
+            raise CommandError(f"--handle {options['handle']!r}: {' '.join(exc.messages)}") from None
         path = Path(options["token_file"]) if options["token_file"] else None
         secret = _kept_secret(path, user)
         if secret is not None:

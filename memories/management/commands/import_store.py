@@ -11,6 +11,7 @@ import os
 import sys
 import time
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from rich.console import Console
@@ -83,6 +84,8 @@ class Command(BaseCommand):
                     return
         except DomainError as exc:
             raise CommandError(f"{file}: {exc.message} Nothing was imported.") from None
+        except ValidationError as exc:  # a handle of the file the model refuses for a new user (`me`, UUID-shaped)
+            raise CommandError(f"{file}: {' '.join(exc.messages)} Nothing was imported.") from None
         finally:
             if raw is not sys.stdin.buffer:
                 raw.close()
