@@ -1,7 +1,8 @@
 """`Idempotency-Key` on the creates that mint a new object: a retry replays the first answer
 (docs/decisions.md "Idempotency"; SPEC §2).
 
-`POST /memory_stores`, `/sessions`, `/environments`, `/environments/{id}/keys` and `/me/tokens` make a new
+`POST /memory_stores`, `/sessions`, `/environments`, `/environments/{id}/keys`, `/me/tokens` and
+`/memories/imports` (an import's first chunk, which opens the import and its hidden store) make a new
 object on every call, so a client that retries after a lost answer (the anthropic SDK retries a POST after a
 connection error or a 503, and a 503 from the request deadline does not prove the create did not commit)
 would make a second one: a second store, a second agent run, a second live token. With an
@@ -98,10 +99,15 @@ def _derive(user_id: object, credential_id: object, key: str) -> _Keys:
 
 
 def fingerprint(request) -> bytes:
-    """SHA-256 (32 bytes) of the request's method, path, query string and body as parsed JSON with its keys
-    sorted (so a client that re-serialises the same object in another key order retries the same request).
-    Reads `request.data` (DRF's parse errors propagate as the usual 400/415)."""
-    body = json.dumps(request.data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """SHA-256 (32 bytes) of the request's method, path, query string and body: parsed JSON with its keys
+    sorted (so a client that re-serialises the same object in another key order retries the same request),
+    or the SHA-256 of the bytes a raw parser hands over (an import's JSON Lines chunk). Reads `request.data`
+    (DRF's parse errors propagate as the usual 400/415)."""
+    data = request.data
+    if isinstance(data, bytes):
+        body = "bytes:" + hashlib.sha256(data).hexdigest()
+    else:
+        body = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     parts = (request.method, request.path, request.META.get("QUERY_STRING", ""), body)
     return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).digest()
 
@@ -138,18 +144,24 @@ def _replay(keys: _Keys, fingerprint_: bytes, found: tuple) -> Response:
     return Response(orjson.loads(body), status=status, headers={REPLAYED_HEADER: "true"})
 
 
-def replayable(post: Callable) -> Callable:
+def replayable(post: Callable | None = None, *, before: Callable | None = None) -> Callable:
     """Decorate an APIView's create method (`post(self, request, *args, **kwargs)`) with
-    `Idempotency-Key` replay (module docstring). Without the header the method runs as before. A bad key is
-    400 (`config.api.idempotency_key_header`), the key reused for another request 409
-    `idempotency_key_reused`. The method must answer through a DRF `Response` whose data is JSON; its 2xx
-    answer is stored (status and body; its other headers are not) and a 4xx/5xx answer or an exception
-    stores nothing. The OpenAPI document gets the header and `Idempotent-Replayed` from
+    `Idempotency-Key` replay (module docstring); ``@replayable`` or ``@replayable(before=…)``. Without the
+    header the method runs as before. A bad key is 400 (`config.api.idempotency_key_header`), the key reused
+    for another request 409 `idempotency_key_reused`. The method must answer through a DRF `Response` whose
+    data is JSON; its 2xx answer is stored (status and body; its other headers are not) and a 4xx/5xx answer
+    or an exception stores nothing. `before(view, request)`: work that must not run inside the create's
+    transaction (it commits on its own, as the import's expiry of idle imports does); it runs first, keyed
+    or not. The OpenAPI document gets the header and `Idempotent-Replayed` from
     `config.schema.ApiAutoSchema`, which reads the `replayable` attribute set here."""
+    if post is None:
+        return functools.partial(replayable, before=before)
 
     @functools.wraps(post)
     def replaying(view, request, *args, **kwargs):
         key = idempotency_key_header(request, KEY_FIELD)
+        if before is not None:
+            before(view, request)
         if key is None:
             return post(view, request, *args, **kwargs)
         user_id = request.user.pk

@@ -109,11 +109,12 @@ def main(ctx: click.Context, api_url: str, token: str | None, data_json: str | N
 
     Every command takes -q/--query EXPR (JMESPath) to print one part of the answer, e.g.
     `rog projects create apollo -q data.id`. Exit codes: 0 success, 2 usage error, 3 API refused (4xx),
-    4 API failed (5xx), 5 network failure.
+    4 API failed (5xx), 5 network failure, 130 interrupted.
     """
     if not 0 < timeout < float("inf"):  # nan, inf, 0 and negatives crashed httpx with a traceback
         fail_usage(f"--timeout must be a positive number of seconds; got {timeout}.")
     ctx.obj = State(api_url=api_url, token=token, data_json=data_json, timeout=timeout)
+    ctx.call_on_close(ctx.obj.close)
 
 
 @main.group()

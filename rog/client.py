@@ -200,10 +200,24 @@ class Client:
         return body if isinstance(body, dict) else {"data": body}
 
     def send_bytes(
-        self, method: str, path: str, content: bytes, *, content_type: str, params: dict | None = None
+        self,
+        method: str,
+        path: str,
+        content: bytes,
+        *,
+        content_type: str,
+        params: dict | None = None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Like `request`, with a raw body (`content`) of media type `content_type` instead of JSON."""
-        return self.request(method, path, params=params, content=content, headers={"Content-Type": content_type})
+        return self.request(
+            method,
+            path,
+            params=params,
+            content=content,
+            headers={"Content-Type": content_type},
+            idempotency_key=idempotency_key,
+        )
 
     @contextlib.contextmanager
     def stream(self, path: str, *, params: dict | None = None, accept: str = "*/*") -> Iterator[httpx.Response]:

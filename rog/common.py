@@ -119,6 +119,11 @@ class State:
                 fail_usage(f"--token / ROG_TOKEN: {exc}.")
         return self._client
 
+    def close(self) -> None:
+        """Close the API client's connections, if one was made (at the end of every command)."""
+        if self._client is not None:
+            self._client.close()
+
     def call(self, method: str, path: str, **kwargs) -> dict[str, Any]:
         """One API call; on failure print the error object on stderr and exit with the matching code."""
         try:

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 
 import click
 
-from rog.client import ApiError, Client, NetworkError
+from rog.client import ApiError, Client, NetworkError, new_idempotency_key
 
 CHUNK_BYTES = 768 * 1024  # under the server's default 1 MiB body ceiling
 RETRIES = 5
@@ -110,9 +110,16 @@ def _chunks(path: Path, first_line: int) -> Iterator[tuple[int, bytes, int]]:
             yield start, b"".join(buffer), done
 
 
-def _send(client: Client, upload_id: str | None, first: int, body: bytes, params: dict) -> dict[str, Any]:
+def _send(
+    client: Client, upload_id: str | None, first: int, body: bytes, params: dict, *, start_key: str | None = None
+) -> dict[str, Any]:
+    """Send one chunk: the first opens the import, under `start_key` (an `Idempotency-Key` kept for the whole
+    import: a start whose answer was lost is replayed by the server on the retry, instead of opening a second
+    import while the first holds the file's store id); later ones go to its lines from `first`."""
     if upload_id is None:
-        return client.send_bytes("POST", "memories/imports", body, content_type=JSONL, params=params)["data"]
+        return client.send_bytes(
+            "POST", "memories/imports", body, content_type=JSONL, params=params, idempotency_key=start_key
+        )["data"]
     path = f"memories/imports/{upload_id}/lines"
     return client.send_bytes("POST", path, body, content_type=JSONL, params={"from_line": first})["data"]
 
@@ -157,6 +164,7 @@ def import_store(client: Client, path: Path, *, params: dict, resume: str | None
     (`IMPORT_IDLE_SECONDS`). Only giving up on the network leaves it open, its id in the error, for `--resume`.
     """
     upload: dict[str, Any] | None = None
+    start_key = new_idempotency_key()
     if resume:
         upload = client.request("GET", f"memories/imports/{resume}")["data"]
     total = path.stat().st_size
@@ -169,7 +177,9 @@ def import_store(client: Client, path: Path, *, params: dict, resume: str | None
                 try:
                     for first, body, done in _chunks(path, start):
                         with _interrupt_after_answer():
-                            upload = _send(client, upload["id"] if upload else None, first, body, params)
+                            upload = _send(
+                                client, upload["id"] if upload else None, first, body, params, start_key=start_key
+                            )
                         update(max(done - shown, 0))  # `done`: the file offset where this chunk ends
                         shown = max(shown, done)
                         failures = 0

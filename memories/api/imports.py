@@ -17,6 +17,7 @@ from rest_framework import serializers
 from rest_framework.parsers import BaseParser
 from rest_framework.views import APIView
 
+from accounts.idempotency import replayable
 from config.api import StrictQuerySerializer, envelope, reject_body, reject_query
 from memories.exchange import services as imports
 from memories.exchange.format import ACCEPTED_MEDIA_TYPES
@@ -131,6 +132,7 @@ class ImportCollectionView(APIView):
         "written; send it again). Send the rest with POST …/imports/{id}/lines; the chunk holding the end line "
         "commits the store.",
     )
+    @replayable(before=lambda view, request: imports.expire_idle_imports())
     def post(self, request):
         query = ImportStartQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -141,7 +143,7 @@ class ImportCollectionView(APIView):
             scope = scope or header_scope
             subject = subject or (header_subject if scope == header_scope else "me")
         target = subject_for_import(request.user, scope=scope, subject=subject)
-        upload = imports.start_upload(actor=request.user, body=body, subject=target)
+        upload = imports.start_upload(actor=request.user, body=body, subject=target, expire_idle=False)
         return _render(request, upload, status=201)
 
 

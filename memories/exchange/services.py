@@ -277,7 +277,7 @@ def expire_idle_imports() -> int:
     return deleted
 
 
-def start_upload(*, actor: User, body: bytes, subject: Subject | None = None) -> StoreImport:
+def start_upload(*, actor: User, body: bytes, subject: Subject | None = None, expire_idle: bool = True) -> StoreImport:
     """Start a resumable import with the first chunk (header first); SPEC §8b, docs/export-import.md.
 
     subject: where the new store goes (the caller has the owner right on it), default the header's —
@@ -285,9 +285,12 @@ def start_upload(*, actor: User, body: bytes, subject: Subject | None = None) ->
     verifies and writes the chunk's other lines; a chunk that already ends with the end line completes
     the import. The owner right is judged again inside the transaction, before the work and, with the
     parent's row held, just before the commit (`_judge_owner`). Raises
-    UnknownHandles, ImportInvalid (400), ImportForbidden (403); then nothing remains.
+    UnknownHandles, ImportInvalid (400), ImportForbidden (403); then nothing remains. `expire_idle`: expire
+    idle imports first (`expire_idle_imports`, in transactions of its own); a caller that did it already,
+    outside the transaction it runs this in (the REST view under `Idempotency-Key`), passes False.
     """
-    expire_idle_imports()
+    if expire_idle:
+        expire_idle_imports()
     lines = split_chunk(body, 1)
     header = _header(lines[0])
     with transaction.atomic():

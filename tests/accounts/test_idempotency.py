@@ -295,6 +295,7 @@ def test_the_openapi_document_names_the_header_on_exactly_the_replayable_creates
         "environments_create",
         "environments_keys_create",
         "create_token",
+        "import_memories",
     }
     assert set(keyed) == replayable | {"note_memories"}
     for operation_id in replayable:

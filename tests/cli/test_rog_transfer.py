@@ -106,11 +106,11 @@ def test_ctrl_c_abandons_the_open_import(live_server, token, store, tmp_path, mo
     monkeypatch.setattr(transfer, "CHUNK_BYTES", 1024)
     real_send, calls = transfer._send, []
 
-    def interrupted(client, upload_id, first, body, params):
+    def interrupted(client, upload_id, first, body, params, **kwargs):
         calls.append(first)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return real_send(client, upload_id, first, body, params)
+        return real_send(client, upload_id, first, body, params, **kwargs)
 
     monkeypatch.setattr(transfer, "_send", interrupted)
     result = runner.invoke(rog_main, ["memories", "import", str(tmp_path / "s.jsonl")], env=env)
@@ -189,6 +189,9 @@ def test_a_second_ctrl_c_quits_at_once_and_says_the_import_may_be_open(
     assert process.returncode == 130, stderr
     assert "had not answered the first chunk" in stderr and "nothing was imported" not in stderr
     assert "Traceback" not in stderr
+    deadline = time.monotonic() + 20  # the server commits the chunk's transaction after the service returns
+    while not StoreImport.objects.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert list(StoreImport.objects.values_list("status", flat=True)) == ["open"], stderr  # what it warns of
 
 
@@ -197,12 +200,12 @@ def test_import_in_many_chunks_and_resume_after_an_interruption(live_server, tok
     monkeypatch.setattr(transfer, "CHUNK_BYTES", 1024)  # dozens of chunks
     real_send, calls = transfer._send, []
 
-    def flaky(client, upload_id, first, body, params):
+    def flaky(client, upload_id, first, body, params, **kwargs):
         calls.append(first)
         if len(calls) == 4:  # the answer to the 4th chunk is lost after the server applied it
-            real_send(client, upload_id, first, body, params)
+            real_send(client, upload_id, first, body, params, **kwargs)
             raise transfer.NetworkError("connection reset")
-        return real_send(client, upload_id, first, body, params)
+        return real_send(client, upload_id, first, body, params, **kwargs)
 
     monkeypatch.setattr(transfer, "_send", flaky)
     monkeypatch.setattr(transfer.time, "sleep", lambda s: None)
@@ -223,3 +226,32 @@ def test_redact_needs_yes_and_then_removes_the_text(rog, me):
     done = rog("memories", "redact", "3", "--reason", "leak", "--yes", "--store", str(store.pk))
     assert done["data"]["seq"] == 3 and done["data"]["body_md"] is None and done["meta"]["changed"] is True
     assert Entry.objects.get(store=store, seq=3).body_md is None
+
+
+def test_a_first_chunk_whose_answer_is_lost_is_replayed_not_opened_twice(
+    live_server, token, store, tmp_path, monkeypatch
+):
+    """The start's answer is lost after the server opened the import: rog sends the first chunk again under
+    the same `Idempotency-Key` and the server answers that import. Before, the retry opened a second one
+    while the first held the file's store id, and the store came back under new ids."""
+    runner, env = exported_then_deleted(live_server, token, store, tmp_path / "s.jsonl")
+    monkeypatch.setattr(transfer, "CHUNK_BYTES", 1024)
+    monkeypatch.setattr(transfer.time, "sleep", lambda s: None)
+    real_send, keys = transfer._send, []
+
+    def lose_the_first_answer(client, upload_id, first, body, params, **kwargs):
+        if upload_id is None:
+            keys.append(kwargs.get("start_key"))
+            answer = real_send(client, upload_id, first, body, params, **kwargs)
+            if len(keys) == 1:
+                raise transfer.NetworkError("connection reset after the server answered")
+            return answer
+        return real_send(client, upload_id, first, body, params, **kwargs)
+
+    monkeypatch.setattr(transfer, "_send", lose_the_first_answer)
+    result = runner.invoke(rog_main, ["memories", "import", str(tmp_path / "s.jsonl")], env=env)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)["data"]
+    assert len(keys) == 2 and keys[0] == keys[1] and keys[0].startswith("rog-")
+    assert data["status"] == "committed" and data["store_id"] == str(store.pk)  # the file's own id
+    assert StoreImport.objects.count() == 1 and "taken" not in result.stderr

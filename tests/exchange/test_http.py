@@ -171,6 +171,25 @@ def test_a_retried_chunk_is_told_where_to_resume(owner_client, own_sample):
     assert Entry.objects.filter(store_id=upload["store_id"]).count() == 40
 
 
+def test_a_retried_first_chunk_under_its_key_replays_instead_of_opening_a_second_import(owner_client, own_sample):
+    """A first chunk whose answer was lost, sent again: without a key it opens a second import while the
+    first holds the file's store id (the retry then gets new ids); with the same `Idempotency-Key` the
+    server answers the first import again. A different first chunk under the key is 409."""
+    parts = chunks(assemble(own_sample), 30)
+    first = owner_client.post(IMPORTS, parts[0][1], content_type="application/jsonl", HTTP_IDEMPOTENCY_KEY="imp-1")
+    again = owner_client.post(IMPORTS, parts[0][1], content_type="application/jsonl", HTTP_IDEMPOTENCY_KEY="imp-1")
+    assert first.status_code == again.status_code == 201 and again.content == first.content
+    assert again["Idempotent-Replayed"] == "true" and StoreImport.objects.count() == 1
+    other = owner_client.post(IMPORTS, parts[1][1], content_type="application/jsonl", HTTP_IDEMPOTENCY_KEY="imp-1")
+    assert other.status_code == 409 and other.json()["error"]["details"]["reason"] == "idempotency_key_reused"
+    upload = first.json()["data"]
+    for start, body in parts[1:]:
+        done = post_lines(owner_client, f"{IMPORTS}/{upload['id']}/lines", body, from_line=start)
+        assert done.status_code == 200, done.json()
+    assert done.json()["data"]["status"] == "committed" and StoreImport.objects.count() == 1
+    assert str(Store.objects.get(pk=upload["store_id"]).pk) == own_sample[0]["store"]["id"]  # the file's own id
+
+
 def test_someone_elses_import_is_not_found(make_client, owner_client, stranger, own_sample):
     parts = chunks(assemble(own_sample), 30)
     upload = post_lines(owner_client, IMPORTS, parts[0][1]).json()["data"]
