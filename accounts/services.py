@@ -231,10 +231,8 @@ def check_slug(slug: str) -> str:
     The shape (1–64 ASCII letters, digits, '_' or '-') is the serializer's. Raises InvalidRequest.
     """
     problem = unaddressable(slug)
-    if problem == "is reserved":
-        raise InvalidRequest(f"slug: {slug!r} is reserved.")
     if problem:
-        raise InvalidRequest(f"slug: {problem}.")
+        raise InvalidRequest(f"slug: {slug!r} {problem}.")
     return slug
 
 
