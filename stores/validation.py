@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from config.errors import InvalidRequest
@@ -25,10 +26,23 @@ def _has_control(text: str, *, multiline: bool = False) -> bool:
 
 def _format_character_allowed(ch: str) -> bool:
     """The format (Cf) characters a name may hold: ZWNJ and ZWJ (Persian and Indic spelling, emoji sequences)
-    and the tag characters of subdivision flags (U+E0020–U+E007F). Every other one is invisible, and the
-    bidirectional controls (U+202A–U+202E, U+2066–U+2069, U+200E/U+200F, U+061C) make a name display as
-    another (`"evil\u202egpj.md"` shows as "evildm.jpg")."""
+    and the tag characters of subdivision flags (U+E0020–U+E007F; where they may stand: `_misplaced_tag`).
+    Every other one is invisible, and the bidirectional controls (U+202A–U+202E, U+2066–U+2069,
+    U+200E/U+200F, U+061C) make a name display as another (`"evil\u202egpj.md"` shows as "evildm.jpg")."""
     return ch in "\u200c\u200d" or "\U000e0020" <= ch <= "\U000e007f"
+
+
+# An emoji tag sequence (UTS #51 ED-14a, the only use of tag characters): the black flag U+1F3F4, one or more
+# tag specs U+E0020–U+E007E, the cancel tag U+E007F — "🏴" + "gbsct" in tags + cancel is Scotland's flag.
+_TAG_SEQUENCE = re.compile("\U0001f3f4[\U000e0020-\U000e007e]+\U000e007f")
+_TAG = re.compile("[\U000e0020-\U000e007f]")
+
+
+def _misplaced_tag(value: str) -> str | None:
+    """The first tag character of `value` outside an emoji tag sequence, or None. Anywhere else a tag shows
+    nothing and makes two names that look the same differ ("x" and U+E0020 + "x", a breaker)."""
+    found = _TAG.search(_TAG_SEQUENCE.sub("", value))
+    return found.group() if found else None
 
 
 # Characters that show nothing although they are not spaces: the default-ignorable ones a name may hold (ZWNJ,
@@ -50,10 +64,11 @@ def name_problem(value: str, *, multiline: bool = False) -> str | None:
 
     Refused: control (Cc) characters, lone surrogates, U+2028/U+2029 (a name is one line: a store name with
     U+2028 forged lines of the worker's system context), format (Cf) characters other than those
-    `_format_character_allowed` keeps (a bidi override spoofed names in the public directory), and a name
-    with no visible character (spaces, joiners, fillers, the Braille blank only). Names are never normalised
-    or trimmed. The schema's `config.fields.NAME_PATTERN` says the same for the Basic Multilingual Plane (a
-    JSON Schema pattern has no portable way to name other planes' characters).
+    `_format_character_allowed` keeps (a bidi override spoofed names in the public directory), a name with
+    no visible character (spaces, joiners, fillers, the Braille blank only), and tag characters outside a
+    flag's emoji tag sequence (`_misplaced_tag`). Names are never normalised or trimmed. The schema's
+    `config.fields.NAME_PATTERN` says the same for the Basic Multilingual Plane (a JSON Schema pattern has
+    no portable way to name other planes' characters).
     `multiline`: the same rule for a text of several lines (a written reason: line breaks and tabs allowed).
     """
     if first_forbidden_char(value) or _has_control(value, multiline=multiline):
@@ -68,6 +83,12 @@ def name_problem(value: str, *, multiline: bool = False) -> str | None:
             )
     if not any(map(_visible, value)):
         return "must contain a visible character (not only spaces, joiners or blank characters)."
+    tag = _misplaced_tag(value)
+    if tag is not None:
+        return (
+            f"must not contain U+{ord(tag):04X}, a tag character outside a flag's emoji tag sequence (U+1F3F4, "
+            "tags, U+E007F): anywhere else it is invisible."
+        )
     return None
 
 
