@@ -53,7 +53,9 @@ class ScopedAccess(permissions.BasePermission):
     - A credential the view does not accept (an environment key on a memory endpoint, an API token on a
       poll): 401 naming what the endpoint takes.
     - API token: safe methods need `agent:read`; others need `agent:read` + `memories:write`; else 403
-      naming the missing scope. Store-level rights (read/write/owner) are checked by the stores policy.
+      naming the missing scope. A view may narrow that for a request with a method
+      ``scopes_needed(request) -> frozenset[str]`` (revoking the token you call with). Store-level rights
+      (read/write/owner) are checked by the stores policy.
     """
 
     def has_permission(self, request, view) -> bool:
@@ -71,7 +73,8 @@ class ScopedAccess(permissions.BasePermission):
             )
         if kind != API_TOKEN:
             return True
-        needed = READ_SCOPES if safe else WRITE_SCOPES
+        scopes_needed = getattr(view, "scopes_needed", None)
+        needed = scopes_needed(request) if scopes_needed else READ_SCOPES if safe else WRITE_SCOPES
         missing = sorted(needed - token_scopes(request.auth))
         if missing:
             raise exceptions.PermissionDenied(f"This token lacks the scope(s): {', '.join(missing)}.")

@@ -15,7 +15,9 @@ from accounts import selectors, services
 from accounts.api import serializers as s
 from accounts.errors import StaffRequired
 from accounts.idempotency import replayable
+from accounts.permissions import READ_SCOPES, WRITE_SCOPES
 from config.api import envelope, reject_body, reject_query
+from config.fields import canonical_uuid
 from stores import selectors as store_selectors
 from stores.api.pagination import decode_cursor, take_page
 
@@ -370,13 +372,22 @@ class TokenCollectionView(APIView):
 class TokenDetailView(APIView):
     """DELETE /me/tokens/{id}: revoke one of your tokens."""
 
+    def scopes_needed(self, request) -> frozenset[str]:
+        """The scopes `accounts.permissions.ScopedAccess` asks of the calling token: `agent:read` alone to
+        revoke that very token — whoever holds a token may end it (a leaked read-only token could not be
+        revoked with itself, a breaker) — and both scopes, as for every write, to revoke any other."""
+        if canonical_uuid(self.kwargs.get("pk")) == getattr(request.auth, "pk", None):
+            return READ_SCOPES
+        return WRITE_SCOPES
+
     @extend_schema(
         operation_id="revoke_token",
         tags=["accounts"],
         parameters=[TOKEN_ID],
         responses={200: s.TokenEnvelopeSerializer},
         description="Revokes one of your tokens (200 with `revoked_at`; revoking again changes nothing). "
-        "Someone else's token is a 404, like an unknown id. Revoking the token you call with is allowed.",
+        "Someone else's token is a 404, like an unknown id. Revoking the token you call with is allowed, and "
+        "needs only `agent:read` (any token can end itself); revoking another token needs `memories:write` too.",
     )
     def delete(self, request, pk):
         token = selectors.get_token_for(request.user, pk)

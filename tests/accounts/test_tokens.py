@@ -60,13 +60,27 @@ def test_revoking_is_idempotent_and_the_revoked_token_stops_working(owner_client
     assert owner_client.get("/api/v1/me").status_code == 401
 
 
-def test_minting_is_a_write_and_needs_both_scopes(make_client, owner):
+def test_minting_and_revoking_another_token_are_writes_and_need_both_scopes(make_client, owner):
+    writer = make_client(owner)
     reader = make_client(owner, scopes=["agent:read"])
     assert reader.get("/api/v1/me/tokens").status_code == 200
     response = reader.post("/api/v1/me/tokens", {"name": "x", "scopes": ["agent:read"]})
     assert response.status_code == 403
-    assert reader.delete(f"/api/v1/me/tokens/{reader.token.pk}").status_code == 403
-    assert ApiToken.objects.filter(user=owner).count() == 1
+    refused = reader.delete(f"/api/v1/me/tokens/{writer.token.pk}")
+    assert refused.status_code == 403 and "memories:write" in refused.json()["error"]["message"]
+    assert ApiToken.objects.filter(user=owner).count() == 2
+    assert ApiToken.objects.filter(user=owner, revoked_at__isnull=False).count() == 0
+
+
+def test_any_token_can_revoke_itself(make_client, owner):
+    """Whoever holds a token may end it: a leaked read-only token could not be revoked with itself (a breaker)."""
+    reader = make_client(owner, scopes=["agent:read"])
+    response = reader.delete(f"/api/v1/me/tokens/{str(reader.token.pk).upper()}")
+    assert response.status_code == 403  # another spelling of its id is not "itself": the write scopes apply
+    response = reader.delete(f"/api/v1/me/tokens/{reader.token.pk}")
+    assert response.status_code == 200 and response.json()["data"]["current"] is True
+    assert ApiToken.objects.get(pk=reader.token.pk).revoked_at is not None
+    assert reader.get("/api/v1/me").status_code == 401
 
 
 def test_a_token_never_mints_more_scopes_than_it_has(owner):
