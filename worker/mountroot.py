@@ -34,6 +34,7 @@ log = logging.getLogger("memories_worker")
 
 LOCK_FILE = ".memories-worker.lock"
 AGENT_FILE = ".memories-worker.agent"
+LEFTOVERS_DIR = ".memories-worker.leftovers"  # what `set_aside_leftovers` moves out of the way
 
 # Run as `python -I -c PDEATHSIG_HELPER <worker pid> <agent command…>` (isolated: nothing from the agent's work
 # directory or environment is imported). The signal survives the exec; the parent check closes the race of a
@@ -291,38 +292,69 @@ class MountRootLock:
 
 
 def set_aside_leftovers(resources, *, stamp: str, mount_lock: MountRootLock) -> list[str]:
-    """Rename any mount path that already exists to `<path>.leftover-<stamp>` (same folder) and return them.
+    """Clear the mount root before an item's download: move everything in it but the worker's own files into
+    `<mount-root>/.memories-worker.leftovers/<stamp>/`, and rename a mount path *outside* the root that already
+    exists to `<path>.leftover-<stamp>` beside it. Returns the new paths (the item's summary lists them).
 
-    A dead run's mount (the worker was SIGKILLed) or one whose trust marker the agent deleted is left on disk
-    by the engine, which then refuses every later session attaching that store ("something already exists at
-    the memory store's path"). Renaming keeps every byte of it for the operator and frees the path; nothing is
-    read from it or uploaded (docs/worker.md "Leftover mounts").
+    What can be there: a dead run's mounts (the worker was SIGKILLed: every byte, the agent's unpushed edits
+    included), a mount the engine left because the agent deleted its `.anthropic-memory-store` marker, folders
+    an agent made beside its mounts. Left in place they were in every later agent's view — `ls /mnt/memory`
+    listed another session's store, which that session was never given (a breaker) — and the engine refused
+    every later session attaching a store of that name. The leftovers folder is hidden and mode 0700, outside
+    every mount path, so the file tools (rooted at the work directory and the mounts) cannot reach it; nothing
+    in it is read or uploaded (docs/worker.md "Leftover mounts"). The operator deletes it.
 
     resources: the session's memory-store resources, `mount_path` already relocated. mount_lock: the held
-    lock on the mount root — only then is no other worker using a path there, so an existing one is a dead
-    run's; a path outside the locked root is left alone (the download then refuses it). Raises RuntimeError
-    when the lock is not held.
+    lock on the mount root — only then is no other worker using a path there, so what is there is a dead
+    run's. Raises RuntimeError when the lock is not held.
     """
     if not mount_lock.held:
         raise RuntimeError("mount paths may be set aside only under the mount root's lock")
     moved = []
+    root = mount_lock.root
+    strays = sorted(p for p in root.iterdir() if p.name not in (LOCK_FILE, AGENT_FILE, LEFTOVERS_DIR))
+    if strays:
+        folder = root / LEFTOVERS_DIR / stamp
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            (root / LEFTOVERS_DIR).chmod(0o700)
+        except OSError as e:  # each stray then stays; a mount path among them is refused by the download
+            log.error("could not make the leftovers folder %s: %s", folder, e)
+            strays = []
+    for path in strays:
+        aside = folder / path.name
+        try:
+            path.rename(aside)
+        except OSError as e:
+            log.error("could not move %s out of the mount root: %s", path, e)
+            continue
+        moved.append(str(aside))
+        log.warning("moved %s (a dead run's mount or an agent's folder) out of the mount root to %s", path, aside)
     for resource in resources:
         if not resource.mount_path:
             continue
         path = Path(resource.mount_path)
-        if not path.is_relative_to(mount_lock.root):
+        if path.is_relative_to(root) or not (path.exists() or path.is_symlink()):
             continue
-        if path.exists() or path.is_symlink():
-            name = path.name
-            if len(f"{name}.leftover-{stamp}".encode("utf-8", "surrogateescape")) > 255:  # keep a hash of it
-                digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-                name = name.encode("utf-8", "surrogateescape")[:150].decode("utf-8", "surrogateescape") + digest
-            aside = path.with_name(f"{name}.leftover-{stamp}")
-            try:
-                path.rename(aside)
-            except OSError as e:  # the download then refuses the path, with the engine's own message
-                log.error("could not move the leftover mount %s aside: %s", path, e)
-                continue
-            moved.append(str(aside))
-            log.warning("a mount path already existed (a dead run's leftovers?); moved aside to %s", aside)
+        name = path.name
+        if len(f"{name}.leftover-{stamp}".encode("utf-8", "surrogateescape")) > 255:  # keep a hash of it
+            digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+            name = name.encode("utf-8", "surrogateescape")[:150].decode("utf-8", "surrogateescape") + digest
+        aside = path.with_name(f"{name}.leftover-{stamp}")
+        try:
+            path.rename(aside)
+        except OSError as e:  # the download then refuses the path, with the engine's own message
+            log.error("could not move the leftover mount %s aside: %s", path, e)
+            continue
+        moved.append(str(aside))
+        log.warning("a mount path already existed (a dead run's leftovers?); moved aside to %s", aside)
     return moved
+
+
+def check_layout(mount_root: Path, workdir: Path) -> None:
+    """Raise MountRootError when the work directory is the mount root or lies inside it: a store's mount
+    (`<mount-root>/<slug>`) could then land on the work directory, and clearing the mount root before an item
+    (`set_aside_leftovers`) would move the work directory away."""
+    root, work = mount_root.resolve(), workdir.resolve()
+    if work.is_relative_to(root):
+        raise MountRootError(f"--workdir {workdir} lies inside --mount-root {mount_root}; give it a place outside")

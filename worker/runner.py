@@ -44,7 +44,14 @@ from anthropic.lib.environments._worker import (
 from anthropic.lib.tools._memories import SessionMemoryError
 
 from worker.context import CONTEXT_FILE, system_context
-from worker.mountroot import EXIT_MOUNT_ROOT, MountRootError, MountRootLock, agent_command, set_aside_leftovers
+from worker.mountroot import (
+    EXIT_MOUNT_ROOT,
+    MountRootError,
+    MountRootLock,
+    agent_command,
+    check_layout,
+    set_aside_leftovers,
+)
 from worker.sync import WorkerMemoryStores, make_read_only, utc_stamp
 
 log = logging.getLogger("memories_worker")
@@ -83,6 +90,8 @@ class ItemSummary:
     outcome: `completed` (agent exited 0), `agent_failed` (non-zero or killed), `interrupted` (the worker got
     SIGTERM/SIGINT), `lease_lost`, `work_stopped` (stopped or archived from outside), `session_terminated`,
     `download_failed`, `skipped` (not a session item), `failed` (anything else; `error` says what).
+    leftovers: where what was in the mount root before this item's download went (`set_aside_leftovers`):
+    a dead run's mounts — with any edits it never pushed — and folders an earlier agent left there.
     """
 
     work_id: str
@@ -94,6 +103,7 @@ class ItemSummary:
     unsynced: list[dict] = field(default_factory=list)
     deletes_not_sent: list[dict] = field(default_factory=list)
     not_mounted: list[dict] = field(default_factory=list)
+    leftovers: list[str] = field(default_factory=list)
     refused_lease_expired: int = 0
     work_stopped: bool = False
     error: str | None = None
@@ -208,9 +218,11 @@ async def run(opts: Options) -> int:
     Returns the process exit status: 0 when every claimed item ended (whatever its outcome — see the summary
     lines), 1 when the poll was refused for good (bad key or environment; an unreachable server is retried
     with the SDK poller's backoff), 3 (`EXIT_MOUNT_ROOT`) when the mount root cannot be used — another worker
-    holds it, or an agent a dead worker left running there cannot be killed — before anything is claimed.
+    holds it, the work directory lies inside it, or an agent a dead worker left running there cannot be
+    killed — before anything is claimed.
     """
     try:
+        check_layout(opts.mount_root, opts.workdir)
         mount_lock = MountRootLock.acquire(opts.mount_root)
     except MountRootError as e:
         log.error("%s", e)
@@ -365,7 +377,7 @@ async def _serve(opts, item, client, summary, stop, lease, beats, mount_lock: Mo
     workdir = opts.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     opts.mount_root.mkdir(parents=True, exist_ok=True)
-    set_aside_leftovers(resources, stamp=utc_stamp(), mount_lock=mount_lock)
+    summary.leftovers = set_aside_leftovers(resources, stamp=utc_stamp(), mount_lock=mount_lock)
     stores = WorkerMemoryStores(client, workdir=workdir, slugs=slugs, sync_interval=opts.sync_interval)
     try:
         try:

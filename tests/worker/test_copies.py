@@ -6,7 +6,16 @@ from __future__ import annotations
 import os
 from types import SimpleNamespace
 
-from worker.mountroot import MountRootLock, set_aside_leftovers
+import pytest
+
+from worker.mountroot import (
+    LEFTOVERS_DIR,
+    LOCK_FILE,
+    MountRootError,
+    MountRootLock,
+    check_layout,
+    set_aside_leftovers,
+)
 from worker.sync import _keep_unsynced, _stamped
 
 
@@ -35,15 +44,56 @@ def test_stamped_names_fit_255_bytes_and_take_undecodable_names(tmp_path):
     assert len(os.fsencode(_stamped(long_odd))) <= 255
 
 
-def test_a_leftover_mount_with_a_long_name_is_still_set_aside(tmp_path):
-    path = tmp_path / ("a" * 240)
-    path.mkdir()
+def test_a_leftover_mount_outside_the_mount_root_with_a_long_name_is_still_set_aside(tmp_path):
+    root, elsewhere = tmp_path / "mnt", tmp_path / "elsewhere"
+    path = elsewhere / ("a" * 240)
+    path.mkdir(parents=True)
     (path / "f.md").write_text("kept")
-    mount_lock = MountRootLock.acquire(tmp_path)
+    mount_lock = MountRootLock.acquire(root)
     try:
         resources = [SimpleNamespace(mount_path=str(path))]
         (moved,) = set_aside_leftovers(resources, stamp="20261201T000000.000000Z", mount_lock=mount_lock)
     finally:
         mount_lock.release()
-    assert not path.exists() and (tmp_path / os.path.basename(moved) / "f.md").read_text() == "kept"
+    assert not path.exists() and (elsewhere / os.path.basename(moved) / "f.md").read_text() == "kept"
     assert len(os.path.basename(moved).encode()) <= 255
+
+
+def test_everything_in_the_mount_root_but_the_workers_own_files_is_moved_into_a_private_leftovers_folder(tmp_path):
+    """A dead run's mount of another store and an agent's stray folder were in the next agent's view of the
+    mount root (a breaker listed `/mnt/memory` and read a store its session was never given)."""
+    root = tmp_path / "mnt"
+    mount_lock = MountRootLock.acquire(root)
+    try:
+        (root / "secret-x").mkdir()
+        (root / "secret-x" / "plan.md").write_text("a dead run's unpushed edit")
+        (root / ("b" * 250)).mkdir()  # a long name moves whole: the stamp is a folder, not a suffix
+        (root / "notes.txt").write_text("an agent's file beside its mounts")
+        resources = [SimpleNamespace(mount_path=str(root / "other-y")), SimpleNamespace(mount_path=None)]
+        moved = set_aside_leftovers(resources, stamp="20261207T000000.000000Z", mount_lock=mount_lock)
+        assert sorted(os.listdir(root)) == [LEFTOVERS_DIR, LOCK_FILE]  # the lock file stays, and nothing else
+    finally:
+        mount_lock.release()
+    folder = root / LEFTOVERS_DIR / "20261207T000000.000000Z"
+    assert moved == [str(folder / name) for name in ("b" * 250, "notes.txt", "secret-x")]
+    assert (folder / "secret-x" / "plan.md").read_text() == "a dead run's unpushed edit"  # every byte kept
+    assert (root / LEFTOVERS_DIR).stat().st_mode & 0o777 == 0o700
+    assert folder.stat().st_mode & 0o777 == 0o700
+
+
+def test_an_empty_mount_root_gets_no_leftovers_folder(tmp_path):
+    root = tmp_path / "mnt"
+    mount_lock = MountRootLock.acquire(root)
+    try:
+        assert set_aside_leftovers([], stamp="20261207T000000.000000Z", mount_lock=mount_lock) == []
+        assert os.listdir(root) == [LOCK_FILE]
+    finally:
+        mount_lock.release()
+
+
+@pytest.mark.parametrize("inside", [".", "work", "work/deeper"])
+def test_a_work_directory_inside_the_mount_root_is_refused(tmp_path, inside):
+    with pytest.raises(MountRootError, match="lies inside --mount-root"):
+        check_layout(tmp_path / "mnt", tmp_path / "mnt" / inside)
+    check_layout(tmp_path / "mnt", tmp_path / "work")  # beside it: fine
+    check_layout(tmp_path / "work" / "mnt", tmp_path / "work")  # the mount root inside the work directory: fine

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from tests.worker.test_run import contents, seed
 from versions import services as version_services
 from versions.actors import Actor
 from versions.models import Memory
+from worker.mountroot import LEFTOVERS_DIR
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -160,7 +162,34 @@ def test_a_mount_path_left_by_a_dead_run_is_set_aside_and_the_session_still_runs
     summary = run.finish()
     assert summary["outcome"] == "completed", summary
     assert (run.workdir / "ran").exists()
-    (aside,) = [p for p in (tmp_path / "mnt").iterdir() if p.name.startswith("team-notes.leftover-")]
+    (aside,) = map(Path, summary["leftovers"])
+    assert aside.parent.parent == tmp_path / "mnt" / LEFTOVERS_DIR and aside.name == "team-notes"
     assert (aside / "a.md").read_text() == "a dead run's edit"  # every byte kept for the operator
     assert contents(notes_store) == {"/a.md": "server text"}  # and nothing of it uploaded
     assert json.loads(json.dumps(summary))["work_stopped"] is True
+
+
+def test_an_agent_sees_only_its_own_sessions_mounts_in_the_mount_root(worker, notes_store, make_session, tmp_path):
+    """A dead run's mount of a store this session was never given, and a folder an earlier agent made beside
+    its mounts, were in the next agent's `ls /mnt/memory` (a breaker read another store's unpushed edits)."""
+    make_session(notes_store)
+    mounts = tmp_path / "mnt"
+    (mounts / "secret-x").mkdir(parents=True)
+    (mounts / "secret-x" / "plan.md").write_text("TOPSECRET-X")
+    (mounts / "scratch").mkdir()
+    run = worker(
+        """
+        say("listing", json.dumps(sorted(p.name for p in MOUNTS.iterdir() if not p.name.startswith("."))))
+        (MOUNTS / "agent-notes").mkdir()  # a folder of its own beside its mount: gone before the next agent
+        """
+    )
+    summary = run.finish()
+    assert summary["outcome"] == "completed", summary
+    assert json.loads(run.wait_for("listing")) == ["team-notes"]
+    assert sorted(Path(p).name for p in summary["leftovers"]) == ["scratch", "secret-x"]
+    (kept,) = (mounts / LEFTOVERS_DIR).glob("*/secret-x/plan.md")
+    assert kept.read_text() == "TOPSECRET-X"
+    make_session(notes_store)
+    second = worker('say("listing", json.dumps(sorted(p.name for p in MOUNTS.iterdir())))', name="second")
+    assert second.finish()["leftovers"] == [str(next((mounts / LEFTOVERS_DIR).glob("*/agent-notes")))]
+    assert [n for n in json.loads(second.wait_for("listing")) if not n.startswith(".memories-worker")] == ["team-notes"]

@@ -18,7 +18,15 @@ from django.db.models.expressions import RawSQL
 
 from sessions.models import Work
 from tests.worker.test_run import contents, seed, work_state
-from worker.mountroot import AGENT_FILE, LOCK_FILE, MountRootError, MountRootLock, agent_command, process_start_time
+from worker.mountroot import (
+    AGENT_FILE,
+    LEFTOVERS_DIR,
+    LOCK_FILE,
+    MountRootError,
+    MountRootLock,
+    agent_command,
+    process_start_time,
+)
 
 MOUNT_ROOT_EXIT = 3
 
@@ -139,7 +147,8 @@ def test_what_a_sigkilled_workers_agent_left_running_is_killed_before_the_next_w
         assert summary["outcome"] == "completed", second.log()
         assert second.wait_for("seen") == "start\n"
         assert contents(notes_store) == {"/log.md": "start\n"}  # nothing the orphan wrote landed
-        (aside,) = [p for p in first.mounts.iterdir() if p.name.startswith("team-notes.leftover-")]
+        (aside,) = map(Path, summary["leftovers"])
+        assert aside.name == "team-notes" and aside.is_relative_to(first.mounts / LEFTOVERS_DIR)
         assert "an orphan line" in (aside / "log.md").read_text()  # the dead run's mount, kept for the operator
         assert not (first.mounts / AGENT_FILE).exists()  # the dead worker's record of its agent is gone too
     finally:
