@@ -17,6 +17,7 @@ import pytest
 from django.db.models.expressions import RawSQL
 
 from sessions.models import Work
+from tests.worker.conftest import WORKER
 from tests.worker.test_run import contents, seed, work_state
 from worker.mountroot import (
     AGENT_FILE,
@@ -194,3 +195,16 @@ def test_the_agent_is_execd_in_place_and_a_command_that_cannot_run_exits_127(tmp
     missing = subprocess.run(agent_command([str(tmp_path / "no-such-agent")]), capture_output=True, text=True)
     assert missing.returncode == 127
     assert f"memories-worker: cannot run the agent command '{tmp_path / 'no-such-agent'}'" in missing.stderr
+
+
+def test_a_work_directory_inside_the_mount_root_stops_the_worker_before_it_polls(tmp_path):
+    """Clearing the mount root before an item would move such a work directory away, and a store's mount could
+    land on it: the worker exits 3 at start, claiming nothing and touching nothing."""
+    mounts = tmp_path / "mnt"
+    env = {**os.environ, "MEMORIES_ENVIRONMENT_KEY": "menv_never_used"}
+    args = [str(WORKER), "run", "--environment", "env_x", "--api-url", "http://127.0.0.1:9", "--once"]
+    args += ["--mount-root", str(mounts), "--workdir", str(mounts / "work"), "--", "true"]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == MOUNT_ROOT_EXIT, done.stderr
+    assert f"--workdir {mounts / 'work'} lies inside --mount-root {mounts}" in done.stderr
+    assert not mounts.exists()
