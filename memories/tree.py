@@ -30,6 +30,8 @@ MAX_GENERATION = 2**63 - 1
 # digits each; `/openapi.yaml` documents it as the `range` pattern. Size and alignment are `parse_range`'s.
 RANGE_SYNTAX = r"(0|[1-9][0-9]{0,18})(?:-(0|[1-9][0-9]{0,18}))?"
 _RANGE_RE = re.compile(RANGE_SYNTAX)
+# The same syntax without the bound on digits: a canonical number too long for it is out of range, said so.
+_LONG_RANGE_RE = re.compile(r"(0|[1-9][0-9]*)(?:-(0|[1-9][0-9]*))?")
 
 
 class RangeError(ValueError):
@@ -84,6 +86,9 @@ def parse_range(text: object, *, allow_entry: bool = True, field: str = "range")
     if not isinstance(text, str):
         raise RangeError(f"{field}: must be a string such as '5' or '0-7'.")
     match = _RANGE_RE.fullmatch(text)
+    if match is None and _LONG_RANGE_RE.fullmatch(text):  # more digits than the syntax takes (19)
+        too_long = f"{text[:40]!r}…" if len(text) > 40 else repr(text)
+        raise RangeError(f"{field}: {too_long} is not a range: entry numbers above {MAX_SEQ} are not supported.")
     if match is None:
         raise RangeError(f"{field}: {text[:40]!r} is not a range; write 'n' for one entry or 'a-b' (inclusive).")
     start = int(match.group(1))

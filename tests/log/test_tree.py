@@ -117,6 +117,13 @@ def test_parse_range_rejects_malformed_and_unaligned_ranges(text):
         tree.parse_range(text)
 
 
+@pytest.mark.parametrize("text", [f"0-{2**63 - 1}", f"0-{2**64 - 1}", "9" * 25, f"{2**62 + 1}", f"0-{10**80}"])
+def test_a_number_past_max_seq_is_named_so_however_many_digits_it_has(text):
+    """A 20-digit number was "not a range" where a 19-digit one was "above MAX_SEQ" (a breaker): one wording."""
+    with pytest.raises(tree.RangeError, match=f"entry numbers above {tree.MAX_SEQ} are not supported"):
+        tree.parse_range(text)
+
+
 def test_parse_range_can_refuse_a_single_entry():
     with pytest.raises(tree.RangeError):
         tree.parse_range("4", allow_entry=False)
