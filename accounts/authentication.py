@@ -30,8 +30,17 @@ def _store_in_path(request):
     return canonical_uuid((context.get("kwargs") or {}).get(name))
 
 
+# Anthropic's own API takes its key as `x-api-key` (its curl examples do), so a raw client may send our token
+# that way. Taken for an anonymous request, it made a private store a 404 with no word about the key; said
+# plainly instead, and never read as a credential (a token in two headers would be two ways to log or leak
+# it). With an Authorization header too, X-Api-Key is ignored. (The anthropic SDK sends `api_key=` and
+# `auth_token=` both as Authorization: Bearer to this server.)
+X_API_KEY_REFUSED = "Send your token as 'Authorization: Bearer <token>', not as X-Api-Key."
+
+
 class BearerTokenAuthentication(authentication.BaseAuthentication):
     """Authenticate by API token; returns ``(user, token)`` or None when no Authorization header is sent.
+    An ``X-Api-Key`` header without an Authorization header is a 401 (`X_API_KEY_REFUSED`), never anonymous.
 
     Raises AuthenticationFailed (401) for a malformed header, an unknown, revoked or expired token,
     or an inactive user. One query (token joined to its user) — which, for a view naming a store in its
@@ -44,6 +53,8 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
     def authenticate(self, request):
         header = request.META.get("HTTP_AUTHORIZATION")
         if header is None:
+            if "HTTP_X_API_KEY" in request.META:
+                raise exceptions.AuthenticationFailed(X_API_KEY_REFUSED)
             return None
         parts = header.split()
         if len(parts) != 2 or parts[0].lower() != self.keyword:

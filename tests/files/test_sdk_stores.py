@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 
 import anthropic
+import httpx
 import pytest
+from anthropic import Anthropic
 
+from accounts import services as account_services
 from stores.models import Store
 from tests.factories import ReaderGrantFactory, StoreFactory
 
@@ -146,3 +149,22 @@ def test_create_with_an_empty_name_is_a_bad_request(sdk):
         sdk.beta.memory_stores.create(name="")
     assert caught.value.type == "invalid_request_error"
     assert not Store.objects.exists()
+
+
+def test_a_token_sent_as_x_api_key_is_a_401_that_says_how_to_send_it(live_server, owner, public_store):
+    """X-Api-Key (how Anthropic's own API takes its key) was read as no credential at all: a private store was a
+    404 and a public one was served anonymously. It is a 401 naming the Authorization header now; beside an
+    Authorization header it is ignored. The SDK sends `api_key=` as a bearer token, so it works either way."""
+    secret = account_services.issue_token(user=owner).secret
+    url = f"{live_server.url}/api/v1"
+    with httpx.Client(base_url=url) as http:
+        for path in ("/memory_stores", f"/memories/{public_store.pk}"):  # the second: not an anonymous read
+            response = http.get(path, headers={"X-Api-Key": secret})
+            assert response.status_code == 401, response.text
+            error = response.json()["error"]
+            assert error["type"] == "authentication_error"
+            assert error["message"] == "Send your token as 'Authorization: Bearer <token>', not as X-Api-Key."
+        both = http.get("/memory_stores", headers={"X-Api-Key": "sk-ant-other", "Authorization": f"Bearer {secret}"})
+        assert both.status_code == 200 and [row["id"] for row in both.json()["data"]] == [str(public_store.pk)]
+    with Anthropic(base_url=f"{live_server.url}/api", api_key=secret, max_retries=0) as sdk:
+        assert [store.id for store in sdk.beta.memory_stores.list()] == [str(public_store.pk)]
