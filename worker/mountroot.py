@@ -312,17 +312,28 @@ def set_aside_leftovers(resources, *, stamp: str, mount_lock: MountRootLock) -> 
         raise RuntimeError("mount paths may be set aside only under the mount root's lock")
     moved = []
     root = mount_lock.root
+    leftovers = root / LEFTOVERS_DIR
+    planted = None
+    if leftovers.is_symlink() or (leftovers.exists() and not leftovers.is_dir()):
+        # Not the worker's: something (an agent) put a link or a file there. Following it would move the next
+        # strays where it points and chmod its target; it becomes a stray itself, kept like the others.
+        planted = root / f"{LEFTOVERS_DIR}.planted-{stamp}"
+        try:
+            leftovers.rename(planted)
+        except OSError as e:
+            log.error("could not move %s (not the worker's folder) aside: %s", leftovers, e)
+            return moved
     strays = sorted(p for p in root.iterdir() if p.name not in (LOCK_FILE, AGENT_FILE, LEFTOVERS_DIR))
     if strays:
-        folder = root / LEFTOVERS_DIR / stamp
         try:
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            (root / LEFTOVERS_DIR).chmod(0o700)
+            leftovers.mkdir(mode=0o700, exist_ok=True)
+            leftovers.chmod(0o700)
+            folder = _new_folder(leftovers, stamp)
         except OSError as e:  # each stray then stays; a mount path among them is refused by the download
-            log.error("could not make the leftovers folder %s: %s", folder, e)
+            log.error("could not make a leftovers folder in %s: %s", leftovers, e)
             strays = []
     for path in strays:
-        aside = folder / path.name
+        aside = folder / (LEFTOVERS_DIR if path == planted else path.name)
         try:
             path.rename(aside)
         except OSError as e:
@@ -349,6 +360,19 @@ def set_aside_leftovers(resources, *, stamp: str, mount_lock: MountRootLock) -> 
         moved.append(str(aside))
         log.warning("a mount path already existed (a dead run's leftovers?); moved aside to %s", aside)
     return moved
+
+
+def _new_folder(parent: Path, name: str) -> Path:
+    """Make a new folder (mode 0700) named `name` in `parent`, or `name-2`, `name-3`, … when it exists: never
+    one made before (a link planted under that name included)."""
+    for attempt in range(1, 1000):
+        folder = parent / (name if attempt == 1 else f"{name}-{attempt}")
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        return folder
+    raise FileExistsError(f"no free folder name for {name} in {parent}")
 
 
 def check_layout(mount_root: Path, workdir: Path) -> None:

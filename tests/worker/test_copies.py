@@ -97,3 +97,46 @@ def test_a_work_directory_inside_the_mount_root_is_refused(tmp_path, inside):
         check_layout(tmp_path / "mnt", tmp_path / "mnt" / inside)
     check_layout(tmp_path / "mnt", tmp_path / "work")  # beside it: fine
     check_layout(tmp_path / "work" / "mnt", tmp_path / "work")  # the mount root inside the work directory: fine
+
+
+@pytest.mark.parametrize("plant", ["link", "file", "dangling"])
+def test_a_leftovers_folder_planted_by_an_agent_is_never_followed(tmp_path, plant):
+    """An agent that links `.memories-worker.leftovers` to a folder it can read (or leaves a file there) must not
+    get the next dead run's mounts moved there, nor its target's mode changed: the plant is a stray itself."""
+    root, target = tmp_path / "mnt", tmp_path / "agent-readable"
+    target.mkdir(mode=0o755)
+    mount_lock = MountRootLock.acquire(root)
+    try:
+        if plant == "link":
+            (root / LEFTOVERS_DIR).symlink_to(target)
+        elif plant == "dangling":
+            (root / LEFTOVERS_DIR).symlink_to(tmp_path / "nowhere")
+        else:
+            (root / LEFTOVERS_DIR).write_text("not a folder")
+        (root / "secret-x").mkdir()
+        (root / "secret-x" / "plan.md").write_text("TOPSECRET-X")
+        moved = set_aside_leftovers([], stamp="20261207T000000.000000Z", mount_lock=mount_lock)
+    finally:
+        mount_lock.release()
+    leftovers = root / LEFTOVERS_DIR
+    assert leftovers.is_dir() and not leftovers.is_symlink() and leftovers.stat().st_mode & 0o777 == 0o700
+    folder = leftovers / "20261207T000000.000000Z"
+    assert moved == [str(folder / LEFTOVERS_DIR), str(folder / "secret-x")]
+    assert (folder / "secret-x" / "plan.md").read_text() == "TOPSECRET-X"
+    assert os.listdir(target) == [] and target.stat().st_mode & 0o777 == 0o755
+    kept = folder / LEFTOVERS_DIR
+    assert kept.is_symlink() if plant != "file" else kept.read_text() == "not a folder"
+
+
+def test_a_stamp_folder_that_exists_already_is_never_reused(tmp_path):
+    root = tmp_path / "mnt"
+    mount_lock = MountRootLock.acquire(root)
+    try:
+        (root / LEFTOVERS_DIR).mkdir()
+        (root / LEFTOVERS_DIR / "20261207T000000.000000Z").symlink_to(tmp_path)  # however it got there
+        (root / "x").mkdir()
+        (moved,) = set_aside_leftovers([], stamp="20261207T000000.000000Z", mount_lock=mount_lock)
+    finally:
+        mount_lock.release()
+    assert moved == str(root / LEFTOVERS_DIR / "20261207T000000.000000Z-2" / "x")
+    assert not (tmp_path / "x").exists()
