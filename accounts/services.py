@@ -54,11 +54,23 @@ class IssuedToken:
 
 
 def normalise_scopes(scopes: list[str] | tuple[str, ...]) -> list[str]:
-    """Validate scope names; return them de-duplicated in canonical order. Raises ValueError on unknown ones."""
+    """Validate scope names; return them de-duplicated in canonical order (SPEC §2).
+
+    Raises ValueError on unknown ones, on none at all, and on `memories:write` without `agent:read` (every
+    write also reads: such a token could do nothing, not even revoke itself) — the one rule for the API,
+    `manage.py create_token` and every other caller of `issue_token`.
+    """
     unknown = sorted(set(scopes) - set(ALL_SCOPES))
     if unknown:
         raise ValueError(f"Unknown scope(s): {', '.join(unknown)}. Known: {', '.join(ALL_SCOPES)}.")
+    if not scopes:
+        raise ValueError(f"At least one scope: {', '.join(ALL_SCOPES)}.")
+    if TokenScope.MEMORIES_WRITE.value in scopes and TokenScope.AGENT_READ.value not in scopes:
+        raise ValueError(MEMORIES_WRITE_ALONE)
     return [s for s in ALL_SCOPES if s in scopes]
+
+
+MEMORIES_WRITE_ALONE = "memories:write needs agent:read too (every write also reads)."
 
 
 @transaction.atomic

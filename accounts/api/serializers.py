@@ -260,9 +260,10 @@ class TokenCreateSerializer(StrictSerializer):
     def validate_scopes(self, value: list[str]) -> list[str]:
         if len(set(value)) != len(value):
             raise serializers.ValidationError("Each scope at most once.")
-        if "memories:write" in value and "agent:read" not in value:
-            raise serializers.ValidationError("memories:write needs agent:read too (every write also reads).")
-        return services.normalise_scopes(value)
+        try:
+            return services.normalise_scopes(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
 
 # --- envelopes -----------------------------------------------------------------------------------

@@ -61,6 +61,17 @@ def test_create_token_rejects_unknown_scopes(owner):
         call_command("create_token", "--handle", "owner", "--scopes", "records:write", stdout=io.StringIO())
 
 
+@pytest.mark.parametrize(
+    ("scopes", "problem"), [("memories:write", "needs agent:read too"), (",", "At least one scope")]
+)
+def test_create_token_refuses_scopes_the_api_refuses(owner, scopes, problem):
+    """The command issued a memories:write-only token — one that could do nothing, not even revoke itself (a
+    breaker) — where the API refuses it: one rule, `accounts.services.normalise_scopes`."""
+    with pytest.raises(CommandError, match=problem):
+        call_command("create_token", "--handle", "owner", "--scopes", scopes, stdout=io.StringIO())
+    assert not ApiToken.objects.filter(user=owner).exists()
+
+
 def test_create_token_for_unknown_handle_fails_clearly():
     with pytest.raises(CommandError, match="No user"):
         call_command("create_token", "--handle", "ghost", stdout=io.StringIO())
