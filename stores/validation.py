@@ -32,15 +32,21 @@ def _format_character_allowed(ch: str) -> bool:
     return ch in "\u200c\u200d" or "\U000e0020" <= ch <= "\U000e007f"
 
 
-# An emoji tag sequence (UTS #51 ED-14a, the only use of tag characters): the black flag U+1F3F4, one or more
-# tag specs U+E0020–U+E007E, the cancel tag U+E007F — "🏴" + "gbsct" in tags + cancel is Scotland's flag.
-_TAG_SEQUENCE = re.compile("\U0001f3f4[\U000e0020-\U000e007e]+\U000e007f")
+# The emoji tag sequences that show as something (UTS #51 ED-14a; the only use of tag characters): the black flag
+# U+1F3F4, a subdivision code in tag letters, the cancel tag U+E007F. Only the three "recommended for general
+# interchange" flags — England, Scotland, Wales — are drawn by common fonts; any other code shows as the bare
+# black flag, so "Team🏴" + tags "a" + cancel looked exactly like "Team🏴" (a breaker).
+_FLAG_CODES = ("gbeng", "gbsct", "gbwls")
+_TAG_SEQUENCE = re.compile(
+    "\U0001f3f4(?:" + "|".join("".join(chr(0xE0000 + ord(c)) for c in code) for code in _FLAG_CODES) + ")\U000e007f"
+)
 _TAG = re.compile("[\U000e0020-\U000e007f]")
 
 
 def _misplaced_tag(value: str) -> str | None:
-    """The first tag character of `value` outside an emoji tag sequence, or None. Anywhere else a tag shows
-    nothing and makes two names that look the same differ ("x" and U+E0020 + "x", a breaker)."""
+    """The first tag character of `value` outside the flag of England, Scotland or Wales, or None. Anywhere
+    else a tag shows nothing and makes two names that look the same differ ("x" and U+E0020 + "x", "🏴" and
+    "🏴" + an unknown subdivision code: breakers)."""
     found = _TAG.search(_TAG_SEQUENCE.sub("", value))
     return found.group() if found else None
 
@@ -86,8 +92,8 @@ def name_problem(value: str, *, multiline: bool = False) -> str | None:
     tag = _misplaced_tag(value)
     if tag is not None:
         return (
-            f"must not contain U+{ord(tag):04X}, a tag character outside a flag's emoji tag sequence (U+1F3F4, "
-            "tags, U+E007F): anywhere else it is invisible."
+            f"must not contain U+{ord(tag):04X}, a tag character outside the flag of England, Scotland or Wales: "
+            "anywhere else it is invisible."
         )
     return None
 

@@ -183,6 +183,9 @@ def test_a_name_is_one_line_on_every_surface(owner_client, store, separator):
         ("x\U000e0078\U000e007f", "U+E0078"),  # tags and a cancel tag, but no black flag before them
         ("🏴\U000e0067\U000e0062", "U+E0067"),  # a flag's tags without the cancel tag that ends them
         ("🏴\U000e007f", "U+E007F"),  # a cancel tag with no tag before it
+        ("Team🏴\U000e0061\U000e007f", "U+E0061"),  # no such flag: shows as "Team🏴" (a breaker)
+        ("Team🏴\U000e0020\U000e007f", "U+E0020"),
+        ("🏴\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e0067\U000e007f", "U+E0067"),  # gbengg
     ],
 )
 def test_names_refuse_invisible_formatting_characters_and_blanks_on_every_surface(owner_client, store, name, problem):
@@ -208,7 +211,8 @@ def test_names_refuse_invisible_formatting_characters_and_blanks_on_every_surfac
         "👩\u200d💻 notes",
         "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",
         "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f",
-        "Wales 🏴\U000e0067\U000e0062\U000e0077\U000e006c\U000e0073\U000e007f and Scotland "
+        "Wales 🏴\U000e0067\U000e0062\U000e0077\U000e006c\U000e0073\U000e007f, England "
+        "🏴\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f and Scotland "
         "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f",
         " padded ",
     ],
