@@ -35,6 +35,9 @@ log = logging.getLogger("memories_worker")
 LOCK_FILE = ".memories-worker.lock"
 AGENT_FILE = ".memories-worker.agent"
 LEFTOVERS_DIR = ".memories-worker.leftovers"  # what `set_aside_leftovers` moves out of the way
+# What a mount root may hold that is never a leftover: the worker's own files, and the folder a file system
+# keeps at its root (a volume mounted at /mnt/memory has one).
+_OWN_NAMES = frozenset({LOCK_FILE, AGENT_FILE, LEFTOVERS_DIR, "lost+found"})
 
 # Run as `python -I -c PDEATHSIG_HELPER <worker pid> <agent command…>` (isolated: nothing from the agent's work
 # directory or environment is imported). The signal survives the exec; the parent check closes the race of a
@@ -137,9 +140,12 @@ class MountRootLock:
     """An exclusive `flock` on `<root>/.memories-worker.lock`, held from `acquire` to `release` (or the
     process's death). The lock file holds the holder's pid, for the message of a worker that is refused."""
 
-    def __init__(self, root: Path, fd: int) -> None:
+    def __init__(self, root: Path, fd: int, *, inherited: bool = False) -> None:
         self.root = root
         self._fd: int | None = fd
+        # The lock file was there before this worker: one that died left it (a normal exit removes it), so
+        # whatever else is in the root is that worker's (`refuse_foreign`).
+        self.inherited = inherited
 
     @property
     def held(self) -> bool:
@@ -156,6 +162,7 @@ class MountRootLock:
         path = root / LOCK_FILE
         try:
             root.mkdir(parents=True, exist_ok=True)
+            inherited = path.exists()
             while True:
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
                 try:
@@ -182,7 +189,23 @@ class MountRootLock:
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except OSError as e:
             raise MountRootError(f"cannot lock mount root {root}: {e}") from e
-        return cls(root, fd)
+        return cls(root, fd, inherited=inherited)
+
+    def refuse_foreign(self) -> None:
+        """Raise MountRootError when the root holds something no worker left there: a root that was not empty
+        (but for the worker's own files) when a worker first took it, and whose lock file says no worker died
+        holding it. Clearing it before the first item (`set_aside_leftovers`) would move someone's files away
+        — a home directory given as `--mount-root` was emptied into the leftovers folder (a breaker)."""
+        self._require()
+        if self.inherited:
+            return
+        foreign = sorted(p.name for p in self.root.iterdir() if p.name not in _OWN_NAMES)
+        if foreign:
+            more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+            raise MountRootError(
+                f"mount root {self.root} holds {foreign[0]!r}{more}, which no memories-worker left there; give "
+                "the worker a directory of its own (empty, or only what a worker left)"
+            )
 
     def release(self) -> None:
         """Remove the lock file and drop the lock (idempotent). Unlinking before unlocking: a worker that
@@ -323,7 +346,7 @@ def set_aside_leftovers(resources, *, stamp: str, mount_lock: MountRootLock) -> 
         except OSError as e:
             log.error("could not move %s (not the worker's folder) aside: %s", leftovers, e)
             return moved
-    strays = sorted(p for p in root.iterdir() if p.name not in (LOCK_FILE, AGENT_FILE, LEFTOVERS_DIR))
+    strays = sorted(p for p in root.iterdir() if p.name not in _OWN_NAMES)
     if strays:
         try:
             leftovers.mkdir(mode=0o700, exist_ok=True)

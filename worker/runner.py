@@ -218,8 +218,8 @@ async def run(opts: Options) -> int:
     Returns the process exit status: 0 when every claimed item ended (whatever its outcome — see the summary
     lines), 1 when the poll was refused for good (bad key or environment; an unreachable server is retried
     with the SDK poller's backoff), 3 (`EXIT_MOUNT_ROOT`) when the mount root cannot be used — another worker
-    holds it, the work directory lies inside it, or an agent a dead worker left running there cannot be
-    killed — before anything is claimed.
+    holds it, the work directory lies inside it, it holds files no worker left there, or an agent a dead
+    worker left running there cannot be killed — before anything is claimed.
     """
     try:
         check_layout(opts.mount_root, opts.workdir)
@@ -230,7 +230,16 @@ async def run(opts: Options) -> int:
     try:
         # Before any mount path is set aside and downloaded to again: a dead worker's agent must not write there.
         mount_lock.end_orphaned_agent()
-        return await _poll(opts, mount_lock)
+        mount_lock.refuse_foreign()
+        try:
+            return await _poll(opts, mount_lock)
+        finally:
+            # What the last agent left beside its mounts goes where the next item's would: a normal exit removes
+            # the lock file, and the next worker must find nothing but a worker's own files (`refuse_foreign`).
+            try:
+                set_aside_leftovers([], stamp=utc_stamp(), mount_lock=mount_lock)
+            except OSError as e:  # the root itself is gone or unreadable: nothing left to clear
+                log.error("could not clear mount root %s at exit: %s", opts.mount_root, e)
     except MountRootError as e:
         log.error("%s", e)
         return EXIT_MOUNT_ROOT

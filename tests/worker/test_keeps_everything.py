@@ -16,7 +16,7 @@ from tests.worker.test_run import contents, seed
 from versions import services as version_services
 from versions.actors import Actor
 from versions.models import Memory
-from worker.mountroot import LEFTOVERS_DIR
+from worker.mountroot import LEFTOVERS_DIR, LOCK_FILE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -153,6 +153,7 @@ def test_a_mount_path_left_by_a_dead_run_is_set_aside_and_the_session_still_runs
     leftover = tmp_path / "mnt" / "team-notes"
     leftover.mkdir(parents=True)
     (leftover / "a.md").write_text("a dead run's edit")
+    (tmp_path / "mnt" / LOCK_FILE).write_text("12345\n")  # what a worker killed while it ran leaves
     run = worker(
         """
         assert (MOUNTS / "team-notes" / "a.md").read_text() == "server text"
@@ -177,6 +178,7 @@ def test_an_agent_sees_only_its_own_sessions_mounts_in_the_mount_root(worker, no
     (mounts / "secret-x").mkdir(parents=True)
     (mounts / "secret-x" / "plan.md").write_text("TOPSECRET-X")
     (mounts / "scratch").mkdir()
+    (mounts / LOCK_FILE).write_text("12345\n")  # a worker died holding this mount root
     run = worker(
         """
         say("listing", json.dumps(sorted(p.name for p in MOUNTS.iterdir() if not p.name.startswith("."))))
@@ -189,7 +191,11 @@ def test_an_agent_sees_only_its_own_sessions_mounts_in_the_mount_root(worker, no
     assert sorted(Path(p).name for p in summary["leftovers"]) == ["scratch", "secret-x"]
     (kept,) = (mounts / LEFTOVERS_DIR).glob("*/secret-x/plan.md")
     assert kept.read_text() == "TOPSECRET-X"
+    # The first worker's normal exit moved the folder its agent made; the next worker starts on a clean root.
+    (moved_at_exit,) = (mounts / LEFTOVERS_DIR).glob("*/agent-notes")
+    assert sorted(p.name for p in mounts.iterdir()) == [LEFTOVERS_DIR]
     make_session(notes_store)
     second = worker('say("listing", json.dumps(sorted(p.name for p in MOUNTS.iterdir())))', name="second")
-    assert second.finish()["leftovers"] == [str(next((mounts / LEFTOVERS_DIR).glob("*/agent-notes")))]
+    assert second.finish()["leftovers"] == []
     assert [n for n in json.loads(second.wait_for("listing")) if not n.startswith(".memories-worker")] == ["team-notes"]
+    assert moved_at_exit.is_dir()

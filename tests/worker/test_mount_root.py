@@ -208,3 +208,39 @@ def test_a_work_directory_inside_the_mount_root_stops_the_worker_before_it_polls
     assert done.returncode == MOUNT_ROOT_EXIT, done.stderr
     assert f"--workdir {mounts / 'work'} lies inside --mount-root {mounts}" in done.stderr
     assert not mounts.exists()
+
+
+@pytest.mark.parametrize("planted", ["notes.txt", ".ssh", "team-notes"])
+def test_a_mount_root_holding_what_no_worker_left_stops_the_worker_and_keeps_it(tmp_path, planted):
+    """A home directory given as --mount-root was emptied into the leftovers folder on the first item (a
+    breaker): without a dead worker's lock file, anything but a worker's own files is refused, exit 3."""
+    mounts = tmp_path / "mnt"
+    (mounts / planted).mkdir(parents=True)
+    (mounts / "lost+found").mkdir()  # a volume's own folder is never in the way
+    env = {**os.environ, "MEMORIES_ENVIRONMENT_KEY": "menv_never_used"}
+    args = [str(WORKER), "run", "--environment", "env_x", "--api-url", "http://127.0.0.1:9", "--once"]
+    args += ["--mount-root", str(mounts), "--workdir", str(tmp_path / "work"), "--", "true"]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == MOUNT_ROOT_EXIT, done.stderr
+    assert f"mount root {mounts} holds {planted!r}, which no memories-worker left there" in done.stderr
+    assert sorted(p.name for p in mounts.iterdir()) == sorted([planted, "lost+found"])  # untouched
+
+
+def test_a_mount_root_a_dead_worker_held_or_holding_only_a_volumes_own_folder_is_taken(tmp_path):
+    mounts = tmp_path / "mnt"
+    (mounts / "lost+found").mkdir(parents=True)
+    fresh = MountRootLock.acquire(mounts)
+    try:
+        assert not fresh.inherited
+        fresh.refuse_foreign()
+    finally:
+        fresh.release()
+    dead = tmp_path / "dead"
+    (dead / "team-notes").mkdir(parents=True)
+    (dead / LOCK_FILE).write_text("12345\n")  # a worker killed while it held the root left its lock file
+    taken = MountRootLock.acquire(dead)
+    try:
+        assert taken.inherited
+        taken.refuse_foreign()
+    finally:
+        taken.release()
