@@ -197,14 +197,19 @@ def test_the_agent_is_execd_in_place_and_a_command_that_cannot_run_exits_127(tmp
     assert f"memories-worker: cannot run the agent command '{tmp_path / 'no-such-agent'}'" in missing.stderr
 
 
+def start_without_a_server(mounts, workdir) -> subprocess.CompletedProcess:
+    """Run `memories-worker run --once` against no server (a closed port), for checks made before any poll."""
+    env = {**os.environ, "MEMORIES_ENVIRONMENT_KEY": "menv_never_used"}
+    args = [str(WORKER), "run", "--environment", "env_x", "--api-url", "http://127.0.0.1:9", "--once"]
+    args += ["--mount-root", str(mounts), "--workdir", str(workdir), "--", "true"]
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+
+
 def test_a_work_directory_inside_the_mount_root_stops_the_worker_before_it_polls(tmp_path):
     """Clearing the mount root before an item would move such a work directory away, and a store's mount could
     land on it: the worker exits 3 at start, claiming nothing and touching nothing."""
     mounts = tmp_path / "mnt"
-    env = {**os.environ, "MEMORIES_ENVIRONMENT_KEY": "menv_never_used"}
-    args = [str(WORKER), "run", "--environment", "env_x", "--api-url", "http://127.0.0.1:9", "--once"]
-    args += ["--mount-root", str(mounts), "--workdir", str(mounts / "work"), "--", "true"]
-    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    done = start_without_a_server(mounts, mounts / "work")
     assert done.returncode == MOUNT_ROOT_EXIT, done.stderr
     assert f"--workdir {mounts / 'work'} lies inside --mount-root {mounts}" in done.stderr
     assert not mounts.exists()
@@ -217,10 +222,7 @@ def test_a_mount_root_holding_what_no_worker_left_stops_the_worker_and_keeps_it(
     mounts = tmp_path / "mnt"
     (mounts / planted).mkdir(parents=True)
     (mounts / "lost+found").mkdir()  # a volume's own folder is never in the way
-    env = {**os.environ, "MEMORIES_ENVIRONMENT_KEY": "menv_never_used"}
-    args = [str(WORKER), "run", "--environment", "env_x", "--api-url", "http://127.0.0.1:9", "--once"]
-    args += ["--mount-root", str(mounts), "--workdir", str(tmp_path / "work"), "--", "true"]
-    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    done = start_without_a_server(mounts, tmp_path / "work")
     assert done.returncode == MOUNT_ROOT_EXIT, done.stderr
     assert f"mount root {mounts} holds {planted!r}, which no memories-worker left there" in done.stderr
     assert sorted(p.name for p in mounts.iterdir()) == sorted([planted, "lost+found"])  # untouched
