@@ -102,6 +102,32 @@ def _parameters_problem(value: str) -> str | None:
     return None
 
 
+def _codings(value: str) -> list[str]:
+    return [coding.strip().lower() for coding in value.split(",") if coding.strip()]
+
+
+def _coding_refusal(request):
+    """The refusal of a body in a coding this service does not decode, or None (RFC 9110 §8.4.1, RFC 9112 §6.1).
+
+    `Content-Encoding` other than identity is 415: the body was stored as it came, so a plain body labelled
+    gzip was taken and a proxy that decodes it would have seen another one (a breaker). A transfer coding
+    other than `chunked` alone is 400: gunicorn reads `gzip, chunked` as chunked and hands the still-coded
+    body on (two Transfer-Encoding headers arrive here joined by a comma). Nothing is read or changed.
+    """
+    encoding = _codings(request.META.get("HTTP_CONTENT_ENCODING", ""))
+    if any(coding != "identity" for coding in encoding):
+        message = f"Content-Encoding {', '.join(encoding)} is not accepted: send the body uncompressed."
+        return error_response(request, status=415, type="invalid_request_error", message=message)
+    transfer = _codings(request.META.get("HTTP_TRANSFER_ENCODING", ""))
+    if transfer and transfer != ["chunked"]:
+        message = (
+            f"Transfer-Encoding {', '.join(transfer)} is not supported: send the body with Content-Length, or "
+            "with Transfer-Encoding: chunked alone."
+        )
+        return error_response(request, status=400, type="invalid_request_error", message=message)
+    return None
+
+
 class ScreenedRequest(WSGIRequest):
     """Django's WSGIRequest, built without raising from a Content-Type it cannot take.
 
@@ -120,8 +146,9 @@ class ScreenedRequest(WSGIRequest):
 
 
 class HostileInputMiddleware:
-    """Reject oversized bodies (413), a Content-Type Django cannot take (`content_type_problem`) and NUL /
-    lone surrogates / bad UTF-8 in the path or query (400).
+    """Reject oversized bodies (413), a Content-Type Django cannot take (`content_type_problem`), a body in a
+    content or transfer coding we do not decode (415 / 400, `_coding_refusal`) and NUL / lone surrogates /
+    bad UTF-8 in the path or query (400).
 
     JSON bodies are screened by `config.parsers.StrictJSONParser`, which names the offending field.
     """
@@ -151,6 +178,9 @@ class HostileInputMiddleware:
             return error_response(
                 request, status=400, type="invalid_request_error", message=f"Content-Type header {problem}."
             )
+        refusal = _coding_refusal(request)
+        if refusal:
+            return refusal
         if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
             too_large = self._buffer_chunked_body(request)
             if too_large:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
 from django.test import Client, override_settings
 
+from stores.models import Store
 from tests.foundation.test_auth import assert_error
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.foundation.urls")]
@@ -164,7 +166,6 @@ def test_non_object_json_body_is_400(owner_client):
 
 def chunked(client, path: str, body: bytes):
     """Send `body` as a server hands over a de-chunked request: no Content-Length, Transfer-Encoding set."""
-    import io
 
     return client.generic(
         "POST",
@@ -240,3 +241,34 @@ def test_malformed_chunked_body_is_400(owner_client):
         **{"wsgi.input": _BrokenChunks(), "CONTENT_LENGTH": "", "HTTP_TRANSFER_ENCODING": "chunked"},
     )
     assert_error(response, 400, "invalid_request_error")
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br", "deflate", "identity, gzip", "GZIP"])
+def test_a_body_in_a_content_coding_is_415_and_changes_nothing(owner_client, owner, coding):
+    """`Content-Encoding: gzip` on a plain body was ignored and the body stored as it came (a breaker): a proxy
+    that decodes it would have seen another body. Nothing here decodes one: 415, nothing written."""
+    response = owner_client.post(
+        "/api/v1/memory_stores", {"name": "x"}, content_type="application/json", HTTP_CONTENT_ENCODING=coding
+    )
+    body = assert_error(response, 415, "invalid_request_error")
+    assert body["error"]["message"].startswith(f"Content-Encoding {coding.lower()} is not accepted")
+    assert not Store.objects.filter(owner=owner, name="x").exists()
+    plain = owner_client.post(
+        "/api/v1/memory_stores", {"name": "x"}, content_type="application/json", HTTP_CONTENT_ENCODING="identity"
+    )
+    assert plain.status_code == 200  # created (the SDK's create answers 200)
+
+
+@pytest.mark.parametrize("coding", ["gzip, chunked", "deflate,chunked", "chunked, chunked", "gzip"])
+def test_a_transfer_coding_but_chunked_alone_is_400_and_changes_nothing(owner_client, owner, coding):
+    body = b'{"name": "x"}'
+    response = owner_client.generic(
+        "POST",
+        "/api/v1/memory_stores",
+        b"",
+        content_type="application/json",
+        **{"wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": "", "HTTP_TRANSFER_ENCODING": coding},
+    )
+    message = assert_error(response, 400, "invalid_request_error")["error"]["message"]
+    assert message.startswith(f"Transfer-Encoding {', '.join(c.strip() for c in coding.split(','))} is not supported")
+    assert not Store.objects.filter(owner=owner, name="x").exists()
