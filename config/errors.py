@@ -367,6 +367,19 @@ def exception_handler(exc: BaseException, context: dict) -> JsonResponse:
     return response
 
 
+class OneLineWarning(logging.Filter):
+    """A logging filter for a client's refusals that Django logs as ERRORs with their traceback (the
+    `django.security` loggers: a Host outside ALLOWED_HOSTS, a suspicious file name, …): each becomes one
+    WARNING line — the client's doing, not a fault of ours, and any client could flood the log with them.
+    Changes the record in place; use it on a logger whose records no other handler sees (propagate False)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.WARNING:
+            record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+        record.exc_info = record.exc_text = record.stack_info = None
+        return True
+
+
 WRONG_HOST_MESSAGE = "The Host header names a host this server does not serve (the server's ALLOWED_HOSTS)."
 
 

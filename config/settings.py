@@ -283,13 +283,18 @@ SPECTACULAR_SETTINGS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"one_line_warning": {"()": "config.errors.OneLineWarning"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler"},
+        "console_one_line": {"class": "logging.StreamHandler", "filters": ["one_line_warning"]},
+    },
     "loggers": {
         "django.request": {"handlers": ["console"], "level": env.str("REQUEST_LOG_LEVEL", default="ERROR")},
         "memories": {"handlers": ["console"], "level": "INFO"},
-        # Django's refusals of suspicious requests, one line each — "Invalid HTTP_HOST header: 'x'. You may need
-        # to add 'x' to ALLOWED_HOSTS." among them (without a handler they went nowhere: a tester)
-        "django.security": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        # Django's refusals of suspicious requests, one WARNING line each — "Invalid HTTP_HOST header: 'x'. You
+        # may need to add 'x' to ALLOWED_HOSTS." among them (without a handler they went nowhere: a tester;
+        # Django logs them as ERRORs with the exception's traceback, which any client could flood: a breaker)
+        "django.security": {"handlers": ["console_one_line"], "level": "WARNING", "propagate": False},
     },
 }
 

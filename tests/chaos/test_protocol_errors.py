@@ -95,3 +95,16 @@ def test_a_body_in_a_coding_we_do_not_decode_is_refused_through_the_server(serve
     assert answer == status, text
     assert json.loads(text)["error"]["type"] == "invalid_request_error"
     assert headers["request-id"].startswith("req_")
+
+
+def test_a_host_outside_allowed_hosts_is_one_warning_line_in_the_log(server):
+    """Django logs the refusal as an ERROR with a fifteen-line traceback, which any client could flood the log
+    with (a breaker): one WARNING line naming the host."""
+    for _ in range(2):
+        request = b"GET /api/v1/me HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n"
+        status, _, body = exchange(server.port, request)
+        assert status == 400 and "ALLOWED_HOSTS" in json.loads(body)["error"]["message"]
+    wait_until(lambda: server.log().count("Invalid HTTP_HOST header: 'evil.example'") == 2, 10, 0.2, "the two lines")
+    lines = [line for line in server.log().splitlines() if "evil.example" in line]
+    assert len(lines) == 2, lines
+    assert "Traceback" not in server.log() and "DisallowedHost" not in server.log(), server.log()[-3000:]
