@@ -292,8 +292,31 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
         return
     if unread:
         headers = [*headers, *((name.lower().encode(), value.encode()) for name, value in _closing(scope).items())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": content})
+    await _send_whole(send, scope, status, headers, content)
+
+
+async def _send_whole(send: Callable, scope: dict, status: int, headers: list, content: bytes) -> None:
+    """Send a whole (not streamed) answer. A client that has not taken all of it within STREAM_SEND_TIMEOUT
+    seconds loses the connection (one WARNING line): gunicorn waits for a full send buffer to drain with no
+    limit, so a client that asked for a large answer (the OpenAPI document, a recall page) and never read it
+    held its connection and the answer's memory for as long as it liked (a breaker). A client that takes the
+    answer at any pace above size / STREAM_SEND_TIMEOUT is never cut."""
+    try:
+        async with asyncio.timeout(settings.STREAM_SEND_TIMEOUT):
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": content})
+    except TimeoutError:
+        logger.warning(
+            "answer %d to %s %s cut: the client did not take its %d bytes within %g s (STREAM_SEND_TIMEOUT)",
+            status,
+            scope["method"],
+            scope["path"],
+            len(content),
+            settings.STREAM_SEND_TIMEOUT,
+        )
+        abort = (scope.get("extensions") or {}).get(ABORT_CONNECTION)
+        if abort is not None:
+            abort()
 
 
 def _answer_from_thread(loop: asyncio.AbstractEventLoop, answer: asyncio.Future, environ: dict[str, Any]) -> None:

@@ -188,3 +188,32 @@ def test_a_silent_connection_is_closed_without_an_answer(server):
         elapsed = time.monotonic() - started
     assert data == b""
     assert HEADER_TIMEOUT - 0.5 <= elapsed <= HEADER_TIMEOUT + SLACK
+
+
+def test_a_client_that_never_reads_a_whole_answer_loses_its_connection(cluster):
+    """A client asked for the OpenAPI document (~800 KB) and never read: gunicorn waited for its send buffer to
+    drain with no limit, holding the connection and the answer's memory (a breaker). Past STREAM_SEND_TIMEOUT
+    the connection is dropped, with one WARNING line; the worker serves others throughout."""
+    from tests.chaos.harness import Server
+
+    with Server(cluster, workers=1, env={"STREAM_SEND_TIMEOUT": "2"}) as server:
+        stalled = socket.socket()
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect(("127.0.0.1", server.port))
+        stalled.sendall(b"GET /openapi.yaml HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        try:
+            deadline = time.monotonic() + 15
+            while "(STREAM_SEND_TIMEOUT)" not in server.log() and time.monotonic() < deadline:
+                assert httpx.get(f"{server.url}/healthz", timeout=5).status_code == 200
+                time.sleep(0.25)
+            assert "answer 200 to GET /openapi.yaml cut: the client did not take its" in server.log(), server.log()
+            stalled.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                while stalled.recv(1 << 20):  # what reached the client's buffers, then the reset
+                    pass
+        except ConnectionResetError:
+            pass  # the connection was dropped: what the test wants
+        else:
+            pytest.fail("the connection was still open after its answer was cut")
+        finally:
+            stalled.close()
