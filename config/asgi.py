@@ -57,7 +57,7 @@ from config.errors import (
 )
 from config.middleware import ScreenedRequest
 from config.server import ABORT_CONNECTION, CLOSE_CONNECTION, stream_cut
-from config.threads import LifoThreadPool, Slots
+from config.threads import STREAM_KEY, KeyedSlots, LifoThreadPool
 
 
 class _PathDispatch:
@@ -490,22 +490,34 @@ def _call_django(environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]
         if environ["REQUEST_METHOD"] == "HEAD":  # the head is the answer: no reading the rest for nothing
             _close_streamed(close, environ)
             return int(status.split(" ", 1)[0]), head, b""
-        if not _take_stream_slot():
+        key = getattr(result, STREAM_KEY, None) or ""
+        refused = _stream_slots.take(key)
+        if refused == "key":
             _close_streamed(close, environ)
-            return _fault_answer(environ, f"{settings.STREAM_THREADS} streamed answers in progress", None)
-        return int(status.split(" ", 1)[0]), head, _Stream(first, blocks, close)
+            return _too_many_streams(environ, key)
+        if refused is not None:
+            _close_streamed(close, environ)
+            busy = (
+                f"All {settings.STREAM_THREADS} streamed answers (exports) this server process sends at once are "
+                "in progress; retry after a moment."
+            )
+            return _fault_answer(environ, f"{settings.STREAM_THREADS} streamed answers in progress", None, busy)
+        return int(status.split(" ", 1)[0]), head, _Stream(first, blocks, close, key)
     if not any(name == b"content-length" for name, _ in head):
         head.append((b"content-length", str(len(content)).encode()))
     return int(status.split(" ", 1)[0]), head, content
 
 
-def _fault_answer(environ: dict[str, Any], why: str, exc: BaseException | None) -> tuple[int, list, bytes]:
+def _fault_answer(
+    environ: dict[str, Any], why: str, exc: BaseException | None, message: str | None = None
+) -> tuple[int, list, bytes]:
     """The 503 overloaded_error answer (with Retry-After) of a request the front refuses or saw fail in the
-    database, logged as one WARNING line."""
+    database, logged as one WARNING line (`why`). `message`: what the client reads (default: the service
+    did not answer in time)."""
     request_id = new_request_id()
     detail = f": {exc}" if exc is not None else ""
     logger.warning("503 %s %s %s: %s%s", environ["REQUEST_METHOD"], environ["PATH_INFO"], request_id, why, detail)
-    message = "The service did not answer in time; retry after a moment."
+    message = message or "The service did not answer in time; retry after a moment."
     payload = error_payload(status=503, type="overloaded_error", message=message, request_id=request_id)
     return _json_answer(503, payload, request_id, retry_after_headers())
 
@@ -523,8 +535,9 @@ class _Stream:
     the loop is to send the rest; `abort` tells the thread the client is gone.
     """
 
-    def __init__(self, first: bytes, rest: Any, close: Callable[[], None]) -> None:
+    def __init__(self, first: bytes, rest: Any, close: Callable[[], None], key: str = "") -> None:
         self.first, self.rest = first, rest
+        self.key = key  # the stream slot's key (`_stream_slots`), released by `_pump` or the `_Handover`
         self.close: Callable[[], None] | None = close  # None once `_pump` has closed the body
         self.send: Callable[[dict], Awaitable[None]] | None = None
         self.go: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -533,15 +546,30 @@ class _Stream:
         self.sending: concurrent.futures.Future | None = None  # the block `_pump` waits on the loop to send
 
 
-_stream_slots = Slots(lambda: settings.STREAM_THREADS)  # streamed answers of this process at once
+# Streamed answers of this process at once, in all and per user (the key a view puts on its streamed response
+# as `STREAM_KEY`; "" for one without).
+_stream_slots = KeyedSlots(lambda: settings.STREAM_THREADS, lambda: settings.STREAM_THREADS_PER_USER)
 
 
-def _take_stream_slot() -> bool:
-    return _stream_slots.take()
-
-
-def _release_stream_slot() -> None:
-    _stream_slots.release()
+def _too_many_streams(environ: dict[str, Any], key: str) -> tuple[int, list, bytes]:
+    """The 429 rate_limit_error (with Retry-After) of a streamed answer its user already has
+    STREAM_THREADS_PER_USER of in progress on this process, logged as one WARNING line."""
+    request_id = new_request_id()
+    limit = settings.STREAM_THREADS_PER_USER
+    logger.warning(
+        "429 %s %s %s: %s already has %d streamed answers in progress (STREAM_THREADS_PER_USER)",
+        environ["REQUEST_METHOD"],
+        environ["PATH_INFO"],
+        request_id,
+        key,
+        limit,
+    )
+    message = (
+        f"You have {limit} streamed answer{'s' if limit != 1 else ''} (exports) in progress on this server "
+        "process, the most one user may have at once; retry when one has ended."
+    )
+    payload = error_payload(status=429, type="rate_limit_error", message=message, request_id=request_id)
+    return _json_answer(429, payload, request_id, retry_after_headers())
 
 
 async def _send_stream(
@@ -629,8 +657,10 @@ class _Handover:
         sent_at: float,
         give_up: float,
         environ: dict[str, Any],
+        key: str = "",
     ) -> None:
         self.spool, self.sending, self.sent_at, self.give_up = spool, sending, sent_at, give_up
+        self.key = key
         self.what = f"{environ['REQUEST_METHOD']} {environ['PATH_INFO']}"
         self._discarded = False
 
@@ -644,7 +674,7 @@ class _Handover:
         try:
             self.spool.close()
         finally:
-            _release_stream_slot()
+            _stream_slots.release(self.key)
 
 
 async def _send_spooled(send: Callable, handover: _Handover) -> bool:
@@ -802,7 +832,7 @@ def _pump(loop: asyncio.AbstractEventLoop, stream: _Stream, environ: dict[str, A
                     _close_streamed(stream.close, environ)  # the transaction ends here, not with the client
                     stream.close = None
                     if sent is not None or spool:  # the loop sends the rest; this thread is free
-                        handover = _Handover(spool, sent, sent_at, give_up, environ)
+                        handover = _Handover(spool, sent, sent_at, give_up, environ, stream.key)
                         break
                 else:
                     spool.push(block)
@@ -831,7 +861,7 @@ def _pump(loop: asyncio.AbstractEventLoop, stream: _Stream, environ: dict[str, A
                 if stream.close is not None:
                     _close_streamed(stream.close, environ)
             finally:
-                _release_stream_slot()
+                _stream_slots.release(stream.key)
                 if why is not None:
                     what = f"{environ['REQUEST_METHOD']} {environ['PATH_INFO']}"
                     logger.warning("streamed answer of %s cut: %s", what, why)

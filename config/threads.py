@@ -151,3 +151,52 @@ class Slots:
         """Give back a slot `take` returned True for."""
         with self._lock:
             self._held -= 1
+
+
+# The attribute a view sets on its StreamingHttpResponse to name whose stream it is (the export: the user), the
+# key of `KeyedSlots` in config/asgi.py.
+STREAM_KEY = "memories_stream_key"
+
+
+class KeyedSlots:
+    """`Slots` with a second limit per key: at most `limit()` taken in all and `per_key()` under one key (a
+    user), so one key cannot take every slot — the streamed answers of config/asgi.py (`STREAM_THREADS`,
+    `STREAM_THREADS_PER_USER`: one user's stalled exports kept everyone else's refused, a breaker). Both
+    limits are read on every `take`. Thread-safe."""
+
+    def __init__(self, limit: Callable[[], int], per_key: Callable[[], int]) -> None:
+        self._limit, self._per_key = limit, per_key
+        self._held = 0
+        self._by_key: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def held(self) -> int:
+        """Slots taken and not released, under every key."""
+        return self._held
+
+    def held_by(self, key: str) -> int:
+        """Slots taken under `key` and not released."""
+        return self._by_key.get(key, 0)
+
+    def take(self, key: str) -> str | None:
+        """Take a slot under `key`: None, or why nothing was taken — ``"all"`` when `limit()` are held in
+        all, ``"key"`` when `per_key()` are held under `key`."""
+        with self._lock:
+            if self._held >= self._limit():
+                return "all"
+            if self._by_key.get(key, 0) >= self._per_key():
+                return "key"
+            self._held += 1
+            self._by_key[key] = self._by_key.get(key, 0) + 1
+            return None
+
+    def release(self, key: str) -> None:
+        """Give back a slot `take` took under `key`."""
+        with self._lock:
+            self._held -= 1
+            left = self._by_key[key] - 1
+            if left:
+                self._by_key[key] = left
+            else:
+                del self._by_key[key]

@@ -18,6 +18,7 @@ from accounts.permissions import token_scopes
 from config.api import STORE_ID, envelope, idempotency_key_header, reject_query, validate
 from config.errors import InvalidRequest, request_id_of
 from config.fastlane import UUID_GROUP, Lane
+from config.threads import STREAM_KEY
 from memories import nap, selectors, services, tree
 from memories.api import serializers as s
 from memories.exchange import format as export_format
@@ -346,4 +347,5 @@ class ExportView(APIView):
         response = StreamingHttpResponse(body(), content_type=export_format.MEDIA_TYPE)
         response["Content-Disposition"] = f'attachment; filename="memories-{store.pk}.jsonl"'
         response["Cache-Control"] = "no-store"
+        setattr(response, STREAM_KEY, f"user:{request.user.pk}")  # at most STREAM_THREADS_PER_USER at once
         return response

@@ -187,7 +187,8 @@ def test_a_burst_of_exports_past_stream_threads_leaves_the_worker_serving(cluste
     the worker answers 500 to everything, for good."""
     owner, other = owners[0], owners[1]
     fill(cluster, owner.store, 40_000)
-    with Server(cluster, workers=1, env={"WEB_THREADS": "4", "STREAM_SEND_TIMEOUT": "2"}) as server:
+    env = {"WEB_THREADS": "4", "STREAM_SEND_TIMEOUT": "2", "STREAM_THREADS_PER_USER": "2"}  # one user, both slots
+    with Server(cluster, workers=1, env=env) as server:
         socks = [request_export(server.port, owner, rcvbuf=4096) for _ in range(10)]
         try:
             statuses = []
@@ -312,3 +313,29 @@ def test_a_head_of_the_export_does_not_stream_the_store(cluster, owners):
         assert status == 200, "the GET was refused: the HEAD still held the only stream slot"
         assert head["took"] < 0.4, f"the HEAD took {head['took']:.2f} s"
         assert "sent body bytes on a no-body response" not in server.log()
+
+
+def test_one_users_stalled_exports_leave_other_users_a_stream(cluster, owners):
+    """A user opened exports and never read them: they took every stream slot of the worker, and every other
+    user's export was a 503 until they were cut (a breaker). One user holds STREAM_THREADS_PER_USER (1) at once;
+    a second is a 429 naming the limit, and another user's export streams."""
+    owner, other = owners[0], owners[1]
+    fill(cluster, owner.store, 40_000)
+    env = {"WEB_THREADS": "4", "STREAM_SEND_TIMEOUT": "20"}  # STREAM_THREADS 2, one per user
+    with Server(cluster, workers=1, env=env) as server:
+        stalled = request_export(server.port, owner, rcvbuf=4096)
+        try:
+            stalled.settimeout(15)
+            assert stalled.recv(12)[-3:] == b"200"
+            second = httpx.get(f"{server.url}/api/v1/memories/{owner.store}/export", headers=owner.auth, timeout=15)
+            assert second.status_code == 429 and second.headers["retry-after"], second.text
+            error = second.json()["error"]
+            assert error["type"] == "rate_limit_error" and "the most one user may have at once" in error["message"]
+            with httpx.stream(
+                "GET", f"{server.url}/api/v1/memories/{other.store}/export", headers=other.auth, timeout=60
+            ) as response:
+                assert response.status_code == 200
+                assert json.loads([line for line in response.iter_lines() if line][-1])["type"] == "end"
+        finally:
+            stalled.close()
+        assert "already has 1 streamed answers in progress (STREAM_THREADS_PER_USER)" in server.log()

@@ -83,8 +83,10 @@ def test_client_gone_while_a_block_waits_for_the_socket_frees_the_thread_when_th
     settings.STREAM_SEND_TIMEOUT = 8.0
     store, secret = big
     released = []
-    real_release = asgi._release_stream_slot
-    monkeypatch.setattr(asgi, "_release_stream_slot", lambda: (released.append(time.monotonic()), real_release()))
+    real_release = asgi._stream_slots.release
+    monkeypatch.setattr(
+        asgi._stream_slots, "release", lambda key: (released.append(time.monotonic()), real_release(key))
+    )
     sent = []
 
     async def receive():
