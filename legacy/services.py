@@ -8,7 +8,8 @@ SPEC §7. Entry point: `migrate_0041` (the `migrate_0041_memories` command is a 
    connections at once, each the records of its own group of authors (so each store still receives its
    author's records in that order; docs/migration-0041.md "Workers"). Per batch, in
    one transaction: ensure each author's canonical user store, lock the affected stores once, in pk
-   order (`select_for_update`), drop records already imported (their part-1 nonce exists), then
+   order (`select_for_update`), drop records already imported (their part-1 nonce exists, on an entry
+   this migration wrote) and those whose part nonces another entry holds (reported), then
    `bulk_create` the entries with contiguous seqs from `entry_count` and `bulk_update` the counters.
 
 Nothing here creates a reader grant or a membership: imported entries are readable by their author
@@ -20,6 +21,7 @@ once the owner makes the store private again (see docs/migration-0041.md).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -38,6 +40,8 @@ from legacy.splitting import ENTRY_MAX_BYTES, split_document
 from memories.models import Entry
 from stores.models import CanonicalStore, ReaderGrant, Scope, Store
 from stores.services import ensure_canonical_store, lock_stores_in_order
+
+logger = logging.getLogger("memories.legacy")
 
 NONCE_PREFIX = "legacy-0041"
 DEFAULT_BATCH_SIZE = 2000
@@ -60,8 +64,9 @@ class ImportSummary:
     """What a run did (or, with ``dry_run``, would do). Counts, and `duration_s` in seconds.
 
     records / entries: imported now; authors: distinct authors of those records; stores_created:
-    canonical stores created; skipped_*: records not imported, by reason; archived_*: archive rows
-    added for each legacy table.
+    canonical stores created; skipped_*: records not imported, by reason (`nonce_taken`: an entry that is
+    not this migration's holds one of the record's part nonces — a user's note with such a `client_nonce`);
+    archived_*: archive rows added for each legacy table.
     """
 
     dry_run: bool = False
@@ -72,6 +77,7 @@ class ImportSummary:
     skipped_already_imported: int = 0
     skipped_shared_store: int = 0
     skipped_archived_store: int = 0
+    skipped_nonce_taken: int = 0
     archived_records: int = 0
     archived_assessments: int = 0
     archived_revisions: int = 0
@@ -81,7 +87,12 @@ class ImportSummary:
 
     @property
     def skipped(self) -> int:
-        return self.skipped_already_imported + self.skipped_shared_store + self.skipped_archived_store
+        return (
+            self.skipped_already_imported
+            + self.skipped_shared_store
+            + self.skipped_archived_store
+            + self.skipped_nonce_taken
+        )
 
     @property
     def records_per_second(self) -> float:
@@ -89,7 +100,14 @@ class ImportSummary:
 
     def add(self, other: ImportSummary) -> None:
         """Add the record, entry and skip counts, authors and created stores of `other` (a worker's)."""
-        counts = ("records", "entries", "skipped_already_imported", "skipped_shared_store", "skipped_archived_store")
+        counts = (
+            "records",
+            "entries",
+            "skipped_already_imported",
+            "skipped_shared_store",
+            "skipped_archived_store",
+            "skipped_nonce_taken",
+        )
         for name in counts:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self._authors |= other._authors
@@ -211,11 +229,16 @@ def _import_batch(batch: list[dict[str, Any]], summary: ImportSummary, *, dry_ru
             else lock_stores_in_order(store_ids)
         )
         shared = set(ReaderGrant.objects.filter(store_id__in=store_ids, active=True).values_list("store_id", flat=True))
-        done = _imported_nonces(
+        parts_of = {
+            row["id"]: split_document(record_document(row["label"], row["description"]), limit=ENTRY_MAX_BYTES)
+            for row in batch
+        }
+        taken = _taken_nonces(
             [
-                (stores[row["author_id"]].pk, row["author_id"], part_nonce(row["id"], 1))
+                (stores[row["author_id"]].pk, row["author_id"], part_nonce(row["id"], number))
                 for row in batch
                 if stores[row["author_id"]] is not None
+                for number in range(1, len(parts_of[row["id"]]) + 1)
             ]
         )
         now = timezone.now()
@@ -231,10 +254,23 @@ def _import_batch(batch: list[dict[str, Any]], summary: ImportSummary, *, dry_ru
                 if store.visibility != Visibility.PRIVATE or store.pk in shared:
                     summary.skipped_shared_store += 1
                     continue
-                if part_nonce(row["id"], 1) in done:
+                if taken.get(part_nonce(row["id"], 1)) == row["id"]:
                     summary.skipped_already_imported += 1
                     continue
-            parts = split_document(record_document(row["label"], row["description"]), limit=ENTRY_MAX_BYTES)
+                squatted = [n for n in range(1, len(parts_of[row["id"]]) + 1) if part_nonce(row["id"], n) in taken]
+                if squatted:
+                    # Not this migration's entry (a note whose client_nonce looks like a part's): inserting the
+                    # part would break the unique nonce and fail the whole batch, on every run (a breaker).
+                    summary.skipped_nonce_taken += 1
+                    logger.warning(
+                        "record %s not imported: its part nonce %s is taken by an entry of store %s that this "
+                        "migration did not write",
+                        row["id"],
+                        part_nonce(row["id"], squatted[0]),
+                        store.pk,
+                    )
+                    continue
+            parts = parts_of[row["id"]]
             provenance = {
                 "source": "record",
                 "source_id": row["id"],
@@ -270,24 +306,28 @@ def _import_batch(batch: list[dict[str, Any]], summary: ImportSummary, *, dry_ru
             )
 
 
-def _imported_nonces(keys: list[tuple]) -> set[str]:
-    """Which of the (store_id, author_id, client_nonce) keys already exist as entries.
+def _taken_nonces(keys: list[tuple]) -> dict[str, int | None]:
+    """Which of the (store_id, author_id, client_nonce) keys already exist as entries: each found nonce with
+    the legacy record id its entry was imported from (`provenance.source_id` of a `record` entry), or None
+    for an entry this migration did not write.
 
     A join against an unnested array probes the unique (store, author, client_nonce) index once per
     key; a plain ``IN`` list over a table that grows during the run gets planned as a scan.
     """
     if not keys:
-        return set()
+        return {}
     table = connection.ops.quote_name(Entry._meta.db_table)
     store_ids, author_ids, nonces = (list(column) for column in zip(*keys, strict=True))
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT e.client_nonce FROM unnest(%s::uuid[], %s::uuid[], %s::text[]) AS k(store_id, author_id, nonce) "  # noqa: S608
-            f"JOIN LATERAL (SELECT client_nonce FROM {table} WHERE store_id = k.store_id "
+            "SELECT e.client_nonce, CASE WHEN e.provenance ->> 'source' = 'record' "  # noqa: S608 (our table name)
+            "THEN e.provenance ->> 'source_id' END "
+            "FROM unnest(%s::uuid[], %s::uuid[], %s::text[]) AS k(store_id, author_id, nonce) "
+            f"JOIN LATERAL (SELECT client_nonce, provenance FROM {table} WHERE store_id = k.store_id "
             "AND author_id = k.author_id AND client_nonce = k.nonce) AS e ON true",
             [store_ids, author_ids, nonces],
         )
-        return {row[0] for row in cursor.fetchall()}
+        return {nonce: int(source) if source and source.isdigit() else None for nonce, source in cursor.fetchall()}
 
 
 ENTRY_COPY_FIELDS = ("store", "seq", "author", "body_md", "size_bytes", "client_nonce", "provenance", "created_at")

@@ -259,3 +259,27 @@ def test_command_rejects_a_batch_size_below_one(run_0041):
 
     with pytest.raises(CommandError):
         run_0041("--batch-size", "0")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("part", [1, 2])
+def test_a_note_holding_a_records_part_nonce_costs_that_record_only(part):
+    """A user's note sent with client_nonce `legacy-0041:<id>:2` failed the batch's COPY on its unique nonce on
+    every run, and every later batch with it (a breaker); one on part 1 made the record count as imported.
+    Now that record alone is skipped — counted, logged — and every other record is imported."""
+    bob, carol = UserFactory(handle="bob"), UserFactory(handle="carol")
+    squatted = LegacyRecordFactory(author=bob, label="mine", description="x" * 1500)  # two parts
+    kept = LegacyRecordFactory(author=bob, label="also mine", description="short")
+    others = [LegacyRecordFactory(author=carol) for _ in range(3)]
+    store = StoreFactory(owner=bob, canonical=True)
+    nonce = services.part_nonce(squatted.pk, part)
+    Entry.objects.create(store=store, seq=0, author=bob, body_md="poison", size_bytes=6, client_nonce=nonce)
+    Store.objects.filter(pk=store.pk).update(entry_count=1)
+    predicted = services.migrate_0041(dry_run=True)
+    summary = services.migrate_0041(batch_size=2)
+    for figures in (predicted, summary):
+        assert (figures.records, figures.skipped_nonce_taken, figures.skipped_already_imported) == (4, 1, 0)
+    imported = {entry.provenance["source_id"] for entry in Entry.objects.exclude(provenance=None)}
+    assert imported == {kept.pk, *(record.pk for record in others)}
+    again = services.migrate_0041()
+    assert (again.records, again.skipped_nonce_taken, again.skipped_already_imported) == (0, 1, 4)

@@ -87,7 +87,8 @@ class Command(BaseCommand):
             f"  authors: {summary.authors} (stores created: {summary.stores_created})",
             (
                 f"  skipped: {summary.skipped} (already imported {summary.skipped_already_imported}, "
-                f"shared store {summary.skipped_shared_store}, archived store {summary.skipped_archived_store})"
+                f"shared store {summary.skipped_shared_store}, archived store {summary.skipped_archived_store}, "
+                f"nonce taken by another entry {summary.skipped_nonce_taken})"
             ),
             (
                 f"  archived rows: records {summary.archived_records}, assessments {summary.archived_assessments}, "
