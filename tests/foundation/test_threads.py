@@ -128,3 +128,20 @@ def test_a_thread_that_fails_to_start_leaves_the_pool_its_full_bound(make_pool, 
         pool.submit(lambda: "lost")
     assert pool.submit(lambda: "served").result(timeout=5) == "served"
     pool.shutdown(wait=True)  # joins only threads that started
+
+
+def test_keyed_slots_bound_the_total_and_each_key():
+    from config.threads import KeyedSlots
+
+    limits = {"all": 3, "key": 2}
+    slots = KeyedSlots(lambda: limits["all"], lambda: limits["key"])
+    assert [slots.take("a"), slots.take("a"), slots.take("a")] == [None, None, "key"]
+    assert [slots.take("b"), slots.take("c")] == [None, "all"]
+    assert (slots.held, slots.held_by("a"), slots.held_by("c")) == (3, 2, 0)
+    slots.release("a")
+    assert slots.take("c") is None and slots.take("a") == "all"
+    for key in ("a", "b", "c"):
+        slots.release(key)
+    assert (slots.held, slots.held_by("a")) == (0, 0)
+    limits["key"] = 1  # read on every take
+    assert [slots.take("a"), slots.take("a")] == [None, "key"]
