@@ -296,27 +296,45 @@ async def _django(scope: dict, receive: Callable, send: Callable) -> None:
 
 
 async def _send_whole(send: Callable, scope: dict, status: int, headers: list, content: bytes) -> None:
-    """Send a whole (not streamed) answer. A client that has not taken all of it within STREAM_SEND_TIMEOUT
-    seconds loses the connection (one WARNING line): gunicorn waits for a full send buffer to drain with no
-    limit, so a client that asked for a large answer (the OpenAPI document, a recall page) and never read it
-    held its connection and the answer's memory for as long as it liked (a breaker). A client that takes the
-    answer at any pace above size / STREAM_SEND_TIMEOUT is never cut."""
-    try:
-        async with asyncio.timeout(settings.STREAM_SEND_TIMEOUT):
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": content})
-    except TimeoutError:
-        logger.warning(
-            "answer %d to %s %s cut: the client did not take its %d bytes within %g s (STREAM_SEND_TIMEOUT)",
-            status,
-            scope["method"],
-            scope["path"],
-            len(content),
-            settings.STREAM_SEND_TIMEOUT,
-        )
-        abort = (scope.get("extensions") or {}).get(ABORT_CONNECTION)
-        if abort is not None:
-            abort()
+    """Send a whole (not streamed) answer, in blocks of `WHOLE_BLOCK_BYTES`. A client that has not taken a
+    block within STREAM_SEND_TIMEOUT seconds loses the connection (one WARNING line): gunicorn waits for a
+    full send buffer to drain with no limit, so a client that asked for a large answer (the OpenAPI document,
+    a page of files) and never read it held its connection and the answer's memory for as long as it liked
+    (a breaker). A client that keeps reading — 64 KiB per STREAM_SEND_TIMEOUT, about 2 KB/s — is never cut,
+    as with the export (a second breaker: one bound on the whole answer cut a steady 20 KB/s reader)."""
+    block = WHOLE_BLOCK_BYTES
+    messages = [{"type": "http.response.start", "status": status, "headers": headers}]
+    messages += [
+        {"type": "http.response.body", "body": content[at : at + block], "more_body": at + block < len(content)}
+        for at in range(0, max(len(content), 1), block)
+    ]
+    sent = 0
+    for message in messages:
+        try:
+            async with asyncio.timeout(settings.STREAM_SEND_TIMEOUT):
+                await send(message)
+        except TimeoutError:
+            logger.warning(
+                "answer %d to %s %s cut: the client did not take a block within %g s (STREAM_SEND_TIMEOUT; "
+                "%d of %d bytes sent)",
+                status,
+                scope["method"],
+                scope["path"],
+                settings.STREAM_SEND_TIMEOUT,
+                sent,
+                len(content),
+            )
+            stream_cut.set(True)  # logged: gunicorn need not log the unfinished answer as an ERROR
+            abort = (scope.get("extensions") or {}).get(ABORT_CONNECTION)
+            if abort is not None:
+                abort()
+            return
+        sent += len(message.get("body", b""))
+
+
+# The blocks a whole answer is handed to the server in (`_send_whole`), each under STREAM_SEND_TIMEOUT: the size
+# of an export's blocks.
+WHOLE_BLOCK_BYTES = 64 * 1024
 
 
 def _answer_from_thread(loop: asyncio.AbstractEventLoop, answer: asyncio.Future, environ: dict[str, Any]) -> None:
