@@ -169,6 +169,9 @@ STREAM_THREADS = env.int("STREAM_THREADS", default=max(1, WEB_THREADS // 2))
 # Of those, at most STREAM_THREADS_PER_USER for one user (the key the export view sets); one more is a 429 with
 # Retry-After: one user's stalled exports kept every other user's refused (a breaker).
 STREAM_THREADS_PER_USER = env.int("STREAM_THREADS_PER_USER", default=1)
+for _name in ("STREAM_THREADS", "STREAM_THREADS_PER_USER"):
+    if globals()[_name] < 1:  # 0 refused every export, with a message counting "0 in progress" (a breaker)
+        raise ImproperlyConfigured(f"{_name} must be at least 1; got {globals()[_name]}")
 # A streamed answer is read ahead of its client (config/asgi.py `_Spool`): up to STREAM_SPOOL_MEMORY_BYTES in
 # memory, then in an anonymous temporary file, STREAM_SPOOL_BYTES in all per stream. The answer's database
 # transaction then ends, and its thread is free, when the database has been read, not when a slow client

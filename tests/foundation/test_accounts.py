@@ -70,6 +70,9 @@ def test_create_token_refuses_scopes_the_api_refuses(owner, scopes, problem):
     with pytest.raises(CommandError, match=problem):
         call_command("create_token", "--handle", "owner", "--scopes", scopes, stdout=io.StringIO())
     assert not ApiToken.objects.filter(user=owner).exists()
+    with pytest.raises(CommandError, match=problem):  # and a user made for the refused token is not kept
+        call_command("create_token", "--handle", "nobody9", "--create-user", "--scopes", scopes, stdout=io.StringIO())
+    assert not User.objects.filter(handle="nobody9").exists()
 
 
 def test_create_token_for_unknown_handle_fails_clearly():

@@ -8,6 +8,7 @@ stderr when the spelling differs (a tester's `--handle BOB --create-user` silent
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from accounts import services
 from accounts.models import User
@@ -40,6 +41,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
+        # One transaction: a token refused (bad scopes, expiry) leaves no user made for it (a breaker).
+        with transaction.atomic():
+            self._issue(options)
+
+    def _issue(self, options) -> None:
         handle = options["handle"]
         user = User.objects.filter(handle__iexact=handle).first()
         if user is None:
