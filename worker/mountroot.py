@@ -19,6 +19,7 @@ leader's start time too (`/proc/<pid>/stat`), so a process that merely got a rec
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -35,9 +36,12 @@ log = logging.getLogger("memories_worker")
 LOCK_FILE = ".memories-worker.lock"
 AGENT_FILE = ".memories-worker.agent"
 LEFTOVERS_DIR = ".memories-worker.leftovers"  # what `set_aside_leftovers` moves out of the way
+# Left in a mount root when a worker first takes it, and never removed: what is in a root that has it is a
+# worker's (`MountRootLock.refuse_foreign`).
+ROOT_MARKER = ".memories-worker.root"
 # What a mount root may hold that is never a leftover: the worker's own files, and the folder a file system
 # keeps at its root (a volume mounted at /mnt/memory has one).
-_OWN_NAMES = frozenset({LOCK_FILE, AGENT_FILE, LEFTOVERS_DIR, "lost+found"})
+_OWN_NAMES = frozenset({LOCK_FILE, AGENT_FILE, LEFTOVERS_DIR, ROOT_MARKER, "lost+found"})
 
 # Run as `python -I -c PDEATHSIG_HELPER <worker pid> <agent command…>` (isolated: nothing from the agent's work
 # directory or environment is imported). The signal survives the exec; the parent check closes the race of a
@@ -164,7 +168,9 @@ class MountRootLock:
             root.mkdir(parents=True, exist_ok=True)
             inherited = path.exists()
             while True:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                # Never through a link: one planted there (by an agent) had the next worker truncate and write
+                # its pid into the file it names (a breaker).
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
@@ -188,24 +194,40 @@ class MountRootLock:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise MountRootError(f"{path} is a symbolic link, not a worker's lock file; remove it") from e
             raise MountRootError(f"cannot lock mount root {root}: {e}") from e
         return cls(root, fd, inherited=inherited)
 
     def refuse_foreign(self) -> None:
-        """Raise MountRootError when the root holds something no worker left there: a root that was not empty
-        (but for the worker's own files) when a worker first took it, and whose lock file says no worker died
-        holding it. Clearing it before the first item (`set_aside_leftovers`) would move someone's files away
-        — a home directory given as `--mount-root` was emptied into the leftovers folder (a breaker)."""
+        """Raise MountRootError when the root may hold what no worker left there; otherwise mark it as a
+        worker's for good (`ROOT_MARKER`).
+
+        A root a worker has taken before (the marker), or one a worker died holding (its lock file was there:
+        a worker before the marker), holds only what workers and their agents left, which clearing it before
+        an item (`set_aside_leftovers`) moves aside. Any other root must hold nothing but a worker's own names:
+        clearing it would move someone's files away — a home directory given as `--mount-root` was emptied
+        into the leftovers folder (a breaker).
+        """
         self._require()
-        if self.inherited:
+        marker = self.root / ROOT_MARKER
+        if marker.is_file() and not marker.is_symlink():
             return
-        foreign = sorted(p.name for p in self.root.iterdir() if p.name not in _OWN_NAMES)
+        foreign = [] if self.inherited else sorted(p.name for p in self.root.iterdir() if p.name not in _OWN_NAMES)
         if foreign:
             more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
             raise MountRootError(
-                f"mount root {self.root} holds {foreign[0]!r}{more}, which no memories-worker left there; give "
-                "the worker a directory of its own (empty, or only what a worker left)"
+                f"mount root {self.root} holds {foreign[0]!r}{more} and is no memories-worker's (it has no "
+                f"{ROOT_MARKER}); give the worker an empty directory of its own, or move those away"
             )
+        try:
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            try:
+                os.write(fd, b"A memories-worker mount root: what is here is moved aside, never deleted.\n")
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise MountRootError(f"cannot mark mount root {self.root} as a worker's ({marker}): {e}") from e
 
     def release(self) -> None:
         """Remove the lock file and drop the lock (idempotent). Unlinking before unlocking: a worker that

@@ -33,6 +33,14 @@ from tests.agent.conftest import (  # noqa: F401  (the cast: owner, environment,
 
 WORKER = Path(sys.executable).with_name("memories-worker")
 
+
+def left_in(mounts: Path) -> list[str]:
+    """What is in a mount root but its marker, which stays for good (`worker.mountroot.ROOT_MARKER`)."""
+    from worker.mountroot import ROOT_MARKER
+
+    return sorted(p.name for p in mounts.iterdir() if p.name != ROOT_MARKER)
+
+
 # What every agent script starts with: coordination helpers and the mount paths from the system context.
 AGENT_PRELUDE = """
 import json, os, sys, time

@@ -16,7 +16,7 @@ from tests.worker.test_run import contents, seed
 from versions import services as version_services
 from versions.actors import Actor
 from versions.models import Memory
-from worker.mountroot import LEFTOVERS_DIR, LOCK_FILE
+from worker.mountroot import LEFTOVERS_DIR, LOCK_FILE, ROOT_MARKER
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -193,7 +193,7 @@ def test_an_agent_sees_only_its_own_sessions_mounts_in_the_mount_root(worker, no
     assert kept.read_text() == "TOPSECRET-X"
     # The first worker's normal exit moved the folder its agent made; the next worker starts on a clean root.
     (moved_at_exit,) = (mounts / LEFTOVERS_DIR).glob("*/agent-notes")
-    assert sorted(p.name for p in mounts.iterdir()) == [LEFTOVERS_DIR]
+    assert sorted(p.name for p in mounts.iterdir()) == [LEFTOVERS_DIR, ROOT_MARKER]
     make_session(notes_store)
     second = worker('say("listing", json.dumps(sorted(p.name for p in MOUNTS.iterdir())))', name="second")
     assert second.finish()["leftovers"] == []

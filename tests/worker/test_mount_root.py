@@ -17,12 +17,13 @@ import pytest
 from django.db.models.expressions import RawSQL
 
 from sessions.models import Work
-from tests.worker.conftest import WORKER
+from tests.worker.conftest import WORKER, left_in
 from tests.worker.test_run import contents, seed, work_state
 from worker.mountroot import (
     AGENT_FILE,
     LEFTOVERS_DIR,
     LOCK_FILE,
+    ROOT_MARKER,
     MountRootError,
     MountRootLock,
     agent_command,
@@ -78,14 +79,14 @@ def test_a_second_worker_on_the_same_mount_root_refuses_to_start_and_touches_not
     assert message in second.log()
     assert second.stdout.read_text() == ""  # no item was claimed
     assert work_state(waiting) == "queued"
-    assert sorted(p.name for p in run.mounts.iterdir()) == before == [AGENT_FILE, LOCK_FILE, "team-notes"]
+    assert sorted(p.name for p in run.mounts.iterdir()) == before == [AGENT_FILE, LOCK_FILE, ROOT_MARKER, "team-notes"]
     assert (run.mounts / "team-notes" / "a.md").read_text() == "the first agent's line\n"
 
     run.tell("go")
     summary = run.finish()
     assert summary["outcome"] == "completed" and summary["unsynced"] == []
     assert contents(notes_store) == {"/a.md": "the first agent's line\nits second line\n"}
-    assert list(run.mounts.iterdir()) == []  # the lock file and the agent record go with the worker
+    assert left_in(run.mounts) == []  # the lock file and the agent record go with the worker
 
 
 @pytest.mark.django_db(transaction=True)
@@ -224,25 +225,53 @@ def test_a_mount_root_holding_what_no_worker_left_stops_the_worker_and_keeps_it(
     (mounts / "lost+found").mkdir()  # a volume's own folder is never in the way
     done = start_without_a_server(mounts, tmp_path / "work")
     assert done.returncode == MOUNT_ROOT_EXIT, done.stderr
-    assert f"mount root {mounts} holds {planted!r}, which no memories-worker left there" in done.stderr
+    assert f"mount root {mounts} holds {planted!r} and is no memories-worker's" in done.stderr
     assert sorted(p.name for p in mounts.iterdir()) == sorted([planted, "lost+found"])  # untouched
 
 
-def test_a_mount_root_a_dead_worker_held_or_holding_only_a_volumes_own_folder_is_taken(tmp_path):
+def test_a_mount_root_a_worker_took_before_or_died_holding_is_taken_whatever_it_holds(tmp_path):
+    """The marker stays for good: what the exit could not clear (a busy mount) or a dead worker left is a
+    worker's, moved aside on the next item (a breaker: without it, the next start refused the root)."""
     mounts = tmp_path / "mnt"
-    (mounts / "lost+found").mkdir(parents=True)
+    (mounts / "lost+found").mkdir(parents=True)  # a volume's own folder is never in the way
     fresh = MountRootLock.acquire(mounts)
     try:
         assert not fresh.inherited
         fresh.refuse_foreign()
     finally:
         fresh.release()
+    assert sorted(p.name for p in mounts.iterdir()) == [ROOT_MARKER, "lost+found"]
+    (mounts / "busy").mkdir()  # what a worker's exit could not move
+    again = MountRootLock.acquire(mounts)
+    try:
+        again.refuse_foreign()
+    finally:
+        again.release()
     dead = tmp_path / "dead"
     (dead / "team-notes").mkdir(parents=True)
-    (dead / LOCK_FILE).write_text("12345\n")  # a worker killed while it held the root left its lock file
+    (dead / LOCK_FILE).write_text("12345\n")  # a worker killed while it held the root, before the marker
     taken = MountRootLock.acquire(dead)
     try:
         assert taken.inherited
         taken.refuse_foreign()
     finally:
         taken.release()
+
+
+@pytest.mark.parametrize(
+    ("name", "message"), [(LOCK_FILE, "is a symbolic link, not a worker's lock file"), (ROOT_MARKER, "cannot mark")]
+)
+def test_a_link_planted_as_the_lock_file_or_the_marker_is_never_written_through(tmp_path, name, message):
+    """A link at the lock file's path had the next worker truncate the file it names and write its pid there (a
+    breaker); the marker is written the same way. Neither follows a link: the worker exits 3 saying so."""
+    mounts, victim = tmp_path / "mnt", tmp_path / "victim.txt"
+    mounts.mkdir()
+    victim.write_text("precious")
+    (mounts / name).symlink_to(victim)
+    with pytest.raises(MountRootError, match=message):
+        lock = MountRootLock.acquire(mounts)
+        try:
+            lock.refuse_foreign()
+        finally:
+            lock.release()
+    assert victim.read_text() == "precious"

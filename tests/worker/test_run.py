@@ -13,7 +13,7 @@ from django.db.models.expressions import RawSQL
 
 from sessions.models import Work
 from tests.factories import StoreFactory
-from tests.worker.conftest import WORKER
+from tests.worker.conftest import WORKER, left_in
 from versions import services as version_services
 from versions.actors import Actor
 from versions.models import Memory, Version
@@ -109,7 +109,7 @@ def test_the_agent_edits_creates_and_deletes_and_only_that_reaches_the_server(
     assert (run.workdir / ".memory-unsynced" / "user-preferences" / "editor.md").read_text() == "emacs"
     assert [k["path"] for k in summary["unsynced"]] == ["editor.md"]
     assert work_state(session) == "stopped" and summary["work_stopped"] is True
-    assert list(run.mounts.iterdir()) == []
+    assert left_in(run.mounts) == []
 
 
 def test_a_concurrent_remote_edit_wins_and_the_local_text_is_kept_in_the_conflict_folder(
@@ -172,7 +172,7 @@ def test_sigterm_to_the_worker_flushes_the_agents_file_within_the_bound(worker, 
     assert contents(notes_store) == {"/note.md": "written before SIGTERM"}
     assert session_versions(session) == [("created", "/note.md")]
     assert work_state(session) == "stopped"
-    assert list(run.mounts.iterdir()) == []
+    assert left_in(run.mounts) == []
 
 
 def test_a_killed_agent_still_gets_its_flush(worker, notes_store, make_session):
@@ -242,7 +242,7 @@ def test_a_lost_lease_stops_the_agent_and_no_later_write_lands(worker, owner_tok
     assert unsynced.exists() and unsynced.read_text() != Memory.objects.get(store=notes_store).content
     assert [k["path"] for k in summary["unsynced"]] == ["tick.md"]
     assert "lease lost" in run.log()
-    assert list(run.mounts.iterdir()) == []
+    assert left_in(run.mounts) == []
 
 
 def test_a_wiped_folder_deletes_nothing_and_a_single_delete_waits_for_a_corroborating_pass(
@@ -391,7 +391,7 @@ def test_a_stop_from_outside_ends_the_agent_and_the_flush_window_still_pushes(
     assert contents(notes_store) == {"/note.md": "written before the stop"}  # pushed while stopping: still leased
     assert session_versions(session) == [("created", "/note.md")]
     assert work_state(session) == "stopped" and summary["work_stopped"] is True
-    assert list(run.mounts.iterdir()) == []
+    assert left_in(run.mounts) == []
 
 
 def test_after_a_stop_from_outside_a_slow_agent_leaves_the_flush_its_share_of_the_lease(
@@ -559,6 +559,6 @@ def test_a_mount_replaced_by_a_symbolic_link_is_not_followed_and_the_link_is_rem
     summary = run.finish()
     assert summary["final_sync"] is False and summary["unsynced"] == []
     assert summary["deletes_not_sent"] == [{"slug": "team-notes", "path": "log.md"}]
-    assert list(run.mounts.iterdir()) == []
+    assert left_in(run.mounts) == []
     assert (elsewhere / "other.md").read_text() == "not the store's"
     assert contents(notes_store) == {"/log.md": "kept"}
