@@ -303,16 +303,19 @@ async def _send_whole(send: Callable, scope: dict, status: int, headers: list, c
     (a breaker). A client that keeps reading — 64 KiB per STREAM_SEND_TIMEOUT, about 2 KB/s — is never cut,
     as with the export (a second breaker: one bound on the whole answer cut a steady 20 KB/s reader)."""
     block = WHOLE_BLOCK_BYTES
-    messages = [{"type": "http.response.start", "status": status, "headers": headers}]
-    messages += [
+    bodies = [
         {"type": "http.response.body", "body": content[at : at + block], "more_body": at + block < len(content)}
         for at in range(0, max(len(content), 1), block)
     ]
+    # The head goes with the first block, under one timer: most answers are one block, one timer in all.
+    batches = [[{"type": "http.response.start", "status": status, "headers": headers}, bodies[0]]]
+    batches += [[body] for body in bodies[1:]]
     sent = 0
-    for message in messages:
+    for batch in batches:
         try:
             async with asyncio.timeout(settings.STREAM_SEND_TIMEOUT):
-                await send(message)
+                for message in batch:
+                    await send(message)
         except TimeoutError:
             logger.warning(
                 "answer %d to %s %s cut: the client did not take a block within %g s (STREAM_SEND_TIMEOUT; "
@@ -329,7 +332,7 @@ async def _send_whole(send: Callable, scope: dict, status: int, headers: list, c
             if abort is not None:
                 abort()
             return
-        sent += len(message.get("body", b""))
+        sent += len(batch[-1]["body"])
 
 
 # The blocks a whole answer is handed to the server in (`_send_whole`), each under STREAM_SEND_TIMEOUT: the size
