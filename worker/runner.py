@@ -278,13 +278,26 @@ async def _poll(opts: Options, mount_lock: MountRootLock) -> int:
             tg.start_soon(poll_items)
             tg.start_soon(stop_when_idle)
     except Exception as e:
-        log.error("the worker cannot go on: %s", e)
+        log.error("the worker cannot go on: %s", _cause(e))
         return 1
     finally:
         for signum in loop_signals:
             loop.remove_signal_handler(signum)
         await poll_client.close()
     return 0
+
+
+def _cause(error: BaseException) -> str:
+    """What stopped the worker, in words: the error inside a task group's exception group (a refused key was
+    "unhandled errors in a TaskGroup (1 sub-exception)"), with the HTTP status of an API error."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    if isinstance(error, BaseExceptionGroup):
+        return "; ".join(_cause(inner) for inner in error.exceptions)
+    status = getattr(error, "status_code", None)
+    if status == 401:
+        return f"the server refused the environment key (401): {error}"
+    return f"{error} (HTTP {status})" if status else str(error) or type(error).__name__
 
 
 class _Flag:

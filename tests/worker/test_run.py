@@ -291,6 +291,9 @@ def test_a_refused_key_exits_1_and_sigterm_while_idle_exits_0(live_server, envir
     )
     assert refused.returncode == 1, refused.stderr
     assert b"poll failed permanently" in refused.stderr
+    # the cause in words, not "unhandled errors in a TaskGroup (1 sub-exception)" (a tester)
+    assert b"the worker cannot go on: the server refused the environment key (401)" in refused.stderr
+    assert b"TaskGroup" not in refused.stderr
     missing = subprocess.run(
         args,
         env={k: v for k, v in os.environ.items() if k != "MEMORIES_ENVIRONMENT_KEY"},
