@@ -380,7 +380,7 @@ def update(state: State, user, project, board, store) -> None:
 @click.option("-o", "--output", "output", metavar="FILE", help="Write the export here instead of stdout.")
 @click.pass_obj
 def export(state: State, user, project, board, store, output) -> None:
-    """Owner: write the whole store as JSON Lines (SPEC §8b), e.g. `rog memories export > store.jsonl`.
+    """Owner: write the whole store as JSON Lines (docs/export-import.md), e.g. `rog memories export > store.jsonl`.
 
     A progress bar is drawn on stderr when it is a terminal. Exits non-zero when the stream is cut short.
     """
