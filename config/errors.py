@@ -405,9 +405,23 @@ def handler403(request, exception=None):
 
 
 def handler404(request, exception=None):
+    """Django's 404 for a path no route takes. A path that ends in "/" and names a route without it says so:
+    the API's routes take no trailing slash, and a bare "Not found." left a tester guessing (routes are
+    public: it tells nothing about any store)."""
     if is_back_office(request):
         return back_office_page(request, status=404)
-    return error_response(request, status=404, type="not_found_error", message="Not found.")
+    message = "Not found."
+    path = request.path_info
+    if len(path) > 1 and path.endswith("/"):
+        from django.urls import Resolver404, resolve
+
+        try:
+            resolve(path.rstrip("/"))
+        except Resolver404:
+            pass
+        else:
+            message = f"Not found: routes take no trailing slash (this one is {path.rstrip('/')})."
+    return error_response(request, status=404, type="not_found_error", message=message)
 
 
 def handler500(request):

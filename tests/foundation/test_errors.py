@@ -272,3 +272,15 @@ def test_a_transfer_coding_but_chunked_alone_is_400_and_changes_nothing(owner_cl
     message = assert_error(response, 400, "invalid_request_error")["error"]["message"]
     assert message.startswith(f"Transfer-Encoding {', '.join(c.strip() for c in coding.split(','))} is not supported")
     assert not Store.objects.filter(owner=owner, name="x").exists()
+
+
+def test_a_trailing_slash_on_a_route_says_routes_take_none(owner_client, private_store, stranger_client):
+    """A bare "Not found." left a tester guessing. The hint names the route without the slash; it depends on
+    the route alone, never on whether the caller may read the store in it."""
+    body = assert_error(owner_client.get("/api/v1/me/"), 404, "not_found_error")
+    assert body["error"]["message"] == "Not found: routes take no trailing slash (this one is /api/v1/me)."
+    mine = assert_error(owner_client.get(f"/api/v1/memories/{private_store.pk}/wake/"), 404, "not_found_error")
+    theirs = assert_error(stranger_client.get(f"/api/v1/memories/{private_store.pk}/wake/"), 404, "not_found_error")
+    assert mine["error"] == theirs["error"]
+    unknown = assert_error(owner_client.get("/api/v1/nothing/"), 404, "not_found_error")
+    assert unknown["error"]["message"] == "Not found."
