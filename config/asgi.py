@@ -310,13 +310,26 @@ async def _send_whole(send: Callable, scope: dict, status: int, headers: list, c
     # The head goes with the first block, under one timer: most answers are one block, one timer in all.
     batches = [[{"type": "http.response.start", "status": status, "headers": headers}, bodies[0]]]
     batches += [[body] for body in bodies[1:]]
+    # A timer handle per batch, not asyncio.timeout (7.9 µs against 3.1 µs a request, measured under uvloop):
+    # when it fires it cancels this task, which the send it waits in raises here.
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    fired = False
+
+    def too_slow() -> None:
+        nonlocal fired
+        fired = True
+        task.cancel()
+
     sent = 0
     for batch in batches:
+        timer = loop.call_later(settings.STREAM_SEND_TIMEOUT, too_slow)
         try:
-            async with asyncio.timeout(settings.STREAM_SEND_TIMEOUT):
-                for message in batch:
-                    await send(message)
-        except TimeoutError:
+            for message in batch:
+                await send(message)
+        except asyncio.CancelledError:
+            if not fired:
+                raise  # cancelled from outside (a client gone, a stopping worker): as before
+            task.uncancel()
             logger.warning(
                 "answer %d to %s %s cut: the client did not take a block within %g s (STREAM_SEND_TIMEOUT; "
                 "%d of %d bytes sent)",
@@ -332,6 +345,8 @@ async def _send_whole(send: Callable, scope: dict, status: int, headers: list, c
             if abort is not None:
                 abort()
             return
+        finally:
+            timer.cancel()
         sent += len(batch[-1]["body"])
 
 
