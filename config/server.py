@@ -167,14 +167,18 @@ def web_threads(environ) -> int | None:
 
 
 def startup_problem(environ=os.environ) -> str | None:
-    """What is wrong with the server's own variables (`WEB_CONCURRENCY`, `WEB_THREADS`, `WEB_CPU_AFFINITY`)
-    in `environ`, as one line, or None. `python -m config.server` prints it and exits 1: `bin/serve` and the
-    Docker image run that before gunicorn, whose import reads `WEB_CONCURRENCY` with `int()` and would answer a
-    bad value with a traceback before config/gunicorn.conf.py could say what is wrong."""
+    """What is wrong with the server's own variables (`WEB_CONCURRENCY`, `WEB_THREADS`, `WEB_CPU_AFFINITY`,
+    the `STREAM_*` ones of `config.envcheck`) in `environ`, as one line, or None. `python -m config.server`
+    prints it and exits 1: `bin/serve` and the Docker image run that before gunicorn, whose import reads
+    `WEB_CONCURRENCY` with `int()` and would answer a bad value with a traceback before
+    config/gunicorn.conf.py could say what is wrong."""
+    from config.envcheck import DEFAULT_WEB_THREADS, stream_settings
+
     try:
         web_concurrency(environ, 1)
-        web_threads(environ)
+        threads = web_threads(environ)
         cpu_affinity_mode(environ)
+        stream_settings(environ, threads or DEFAULT_WEB_THREADS)
     except ValueError as exc:
         return str(exc)
     return None

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+
+from config.envcheck import DEFAULT_WEB_THREADS, stream_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -156,22 +159,24 @@ HEADER_TIMEOUT = env.float("HEADER_TIMEOUT", default=10.0)
 BODY_TIMEOUT = env.float("BODY_TIMEOUT", default=10.0)
 REQUEST_TIMEOUT = env.float("REQUEST_TIMEOUT", default=9.5)
 # Django threads per server process (the event loop in front of them holds slow and idle connections).
-WEB_THREADS = env.int("WEB_THREADS", default=8)
+WEB_THREADS = env.int("WEB_THREADS", default=DEFAULT_WEB_THREADS)
 # Streamed answers (the export, config/asgi.py): sent block by block as the client takes them, each
 # block's database work under DB_REQUEST_DEADLINE; a client that takes more than STREAM_SEND_TIMEOUT seconds
 # to accept one block (64 KiB), or a stream still running STREAM_SECONDS after it started, is cut (no end
 # line: clients see the export incomplete). At most STREAM_THREADS answers of a process stream at once
 # (default: half of WEB_THREADS, at least 1), so streams never take every thread — except with WEB_THREADS=1,
 # where an export needs the one thread while it reads the database; one more is a 503 with Retry-After.
-STREAM_SEND_TIMEOUT = env.float("STREAM_SEND_TIMEOUT", default=30.0)
-STREAM_SECONDS = env.float("STREAM_SECONDS", default=900.0)
-STREAM_THREADS = env.int("STREAM_THREADS", default=max(1, WEB_THREADS // 2))
 # Of those, at most STREAM_THREADS_PER_USER for one user (the key the export view sets); one more is a 429 with
-# Retry-After: one user's stalled exports kept every other user's refused (a breaker).
-STREAM_THREADS_PER_USER = env.int("STREAM_THREADS_PER_USER", default=1)
-for _name in ("STREAM_THREADS", "STREAM_THREADS_PER_USER"):
-    if globals()[_name] < 1:  # 0 refused every export, with a message counting "0 in progress" (a breaker)
-        raise ImproperlyConfigured(f"{_name} must be at least 1; got {globals()[_name]}")
+# Retry-After: one user's stalled exports kept every other user's refused (a breaker). Ranges and defaults of
+# all six: config/envcheck.py (also the server's start check).
+try:
+    _stream = stream_settings(os.environ, WEB_THREADS)
+except ValueError as _exc:
+    raise ImproperlyConfigured(str(_exc)) from None
+STREAM_SEND_TIMEOUT = _stream["STREAM_SEND_TIMEOUT"]
+STREAM_SECONDS = _stream["STREAM_SECONDS"]
+STREAM_THREADS = _stream["STREAM_THREADS"]
+STREAM_THREADS_PER_USER = _stream["STREAM_THREADS_PER_USER"]
 # A streamed answer is read ahead of its client (config/asgi.py `_Spool`): up to STREAM_SPOOL_MEMORY_BYTES in
 # memory, then in an anonymous temporary file, STREAM_SPOOL_BYTES in all per stream. The answer's database
 # transaction then ends, and its thread is free, when the database has been read, not when a slow client
@@ -181,8 +186,8 @@ for _name in ("STREAM_THREADS", "STREAM_THREADS_PER_USER"):
 # sleeps 1–3 s), so idle pollers never take the threads other requests need. Default: a quarter of the
 # threads, at least 1 — but never every thread (0 with WEB_THREADS=1: each poll answers at once).
 POLL_WAITERS = env.int("POLL_WAITERS", default=min(max(1, WEB_THREADS // 4), WEB_THREADS - 1))
-STREAM_SPOOL_BYTES = env.int("STREAM_SPOOL_BYTES", default=256 * 1024 * 1024)
-STREAM_SPOOL_MEMORY_BYTES = env.int("STREAM_SPOOL_MEMORY_BYTES", default=1024 * 1024)
+STREAM_SPOOL_BYTES = _stream["STREAM_SPOOL_BYTES"]
+STREAM_SPOOL_MEMORY_BYTES = _stream["STREAM_SPOOL_MEMORY_BYTES"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_USER_MODEL = "accounts.User"

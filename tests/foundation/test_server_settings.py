@@ -207,3 +207,35 @@ def test_web_threads_are_checked_before_the_server_starts(value, problem):
     )
     assert done.returncode == (0 if problem is None else 1), done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("STREAM_SECONDS", "-1", "STREAM_SECONDS must be a number of seconds above 0"),  # every export cut
+        ("STREAM_SECONDS", "abc", "STREAM_SECONDS must be a number of seconds above 0"),  # was a 39-line traceback
+        ("STREAM_SEND_TIMEOUT", "0", "STREAM_SEND_TIMEOUT must be a number of seconds above 0"),
+        ("STREAM_SEND_TIMEOUT", "nan", "STREAM_SEND_TIMEOUT must be a number of seconds above 0"),
+        ("STREAM_THREADS", "0", "STREAM_THREADS must be a whole number from 1 to 256"),  # every export refused
+        ("STREAM_THREADS_PER_USER", "-1", "STREAM_THREADS_PER_USER must be a whole number from 1 to 256"),
+        ("STREAM_SPOOL_BYTES", "-5", "STREAM_SPOOL_BYTES must be a whole number from 0 to"),  # taken silently
+        ("STREAM_SPOOL_BYTES", "0", None),  # no read-ahead: allowed
+        ("STREAM_SEND_TIMEOUT", " 2.5 ", None),
+    ],
+)
+def test_stream_settings_are_checked_before_the_server_starts(name, value, problem):
+    """A breaker's STREAM_* values were taken silently or failed with a traceback: one line naming the
+    variable, its range and the value, exit 1 — and the same check in the settings (`config.envcheck`)."""
+    from config.server import startup_problem
+
+    found = startup_problem({name: value})
+    assert (found is None) if problem is None else found.startswith(problem), found
+    done = subprocess.run(
+        [sys.executable, "-m", "config.server"],
+        env={**os.environ, name: value},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == (0 if problem is None else 1), done.stderr
+    assert "Traceback" not in done.stderr and (problem is None or problem in done.stderr)
