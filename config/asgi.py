@@ -303,13 +303,15 @@ async def _send_whole(send: Callable, scope: dict, status: int, headers: list, c
     (a breaker). A client that keeps reading — 64 KiB per STREAM_SEND_TIMEOUT, about 2 KB/s — is never cut,
     as with the export (a second breaker: one bound on the whole answer cut a steady 20 KB/s reader)."""
     block = WHOLE_BLOCK_BYTES
-    bodies = [
-        {"type": "http.response.body", "body": content[at : at + block], "more_body": at + block < len(content)}
-        for at in range(0, max(len(content), 1), block)
-    ]
-    # The head goes with the first block, under one timer: most answers are one block, one timer in all.
-    batches = [[{"type": "http.response.start", "status": status, "headers": headers}, bodies[0]]]
-    batches += [[body] for body in bodies[1:]]
+    head = {"type": "http.response.start", "status": status, "headers": headers}
+    if len(content) <= block:  # most answers: the head and the body under one timer
+        batches: list[list[dict]] = [[head, {"type": "http.response.body", "body": content}]]
+    else:
+        bodies = [
+            {"type": "http.response.body", "body": content[at : at + block], "more_body": at + block < len(content)}
+            for at in range(0, len(content), block)
+        ]
+        batches = [[head, bodies[0]], *([body] for body in bodies[1:])]
     # A timer handle per batch, not asyncio.timeout (7.9 µs against 3.1 µs a request, measured under uvloop):
     # when it fires it cancels this task, which the send it waits in raises here.
     loop, task = asyncio.get_running_loop(), asyncio.current_task()

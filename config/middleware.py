@@ -114,11 +114,12 @@ def _coding_refusal(request):
     other than `chunked` alone is 400: gunicorn reads `gzip, chunked` as chunked and hands the still-coded
     body on (two Transfer-Encoding headers arrive here joined by a comma). Nothing is read or changed.
     """
-    encoding = _codings(request.META.get("HTTP_CONTENT_ENCODING", ""))
+    meta = request.META
+    encoding = _codings(meta["HTTP_CONTENT_ENCODING"]) if "HTTP_CONTENT_ENCODING" in meta else ()
     if any(coding != "identity" for coding in encoding):
         message = f"Content-Encoding {', '.join(encoding)} is not accepted: send the body uncompressed."
         return error_response(request, status=415, type="invalid_request_error", message=message)
-    transfer = _codings(request.META.get("HTTP_TRANSFER_ENCODING", ""))
+    transfer = _codings(meta["HTTP_TRANSFER_ENCODING"]) if "HTTP_TRANSFER_ENCODING" in meta else ()
     if transfer and transfer != ["chunked"]:
         message = (
             f"Transfer-Encoding {', '.join(transfer)} is not supported: send the body with Content-Length, or "

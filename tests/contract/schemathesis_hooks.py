@@ -78,6 +78,9 @@ _INEXPRESSIBLE = (
     (None, "names a user; scope"),
     # Archived environments are a 400 because the anthropic SDK types them so (BetaEnvironmentArchivedError).
     (None, "This environment is archived"),
+    # Tag characters (U+E0020–U+E007F) only in the flags of England, Scotland and Wales (a name rule): astral
+    # code points, which an OpenAPI (ECMA-262, non-Unicode) pattern cannot name.
+    (None, "a tag character outside the flag of England, Scotland or Wales"),
 )
 _FORMAT_CHAR = re.compile(r"U\+([0-9A-F]{4,6}) \(a control, format or separator character\)")
 
