@@ -32,15 +32,18 @@ def tokens() -> None:
 @click.option("--name", required=True, help="A label to recognise the token by (1–100 characters).")
 @click.option(
     "--scopes",
-    default="agent:read,memories:write",
+    multiple=True,
+    default=("agent:read,memories:write",),
     show_default=True,
-    help="Comma-separated; at most your current token's scopes.",
+    help="Comma-separated, or the option repeated (each adds); at most your current token's scopes.",
 )
 @click.option("--expires-in-days", type=click.IntRange(1, 3650), default=None, help="Whole days (1–3650).")
 @click.pass_obj
-def tokens_create(state: State, name: str, scopes: str, expires_in_days: int | None) -> None:
+def tokens_create(state: State, name: str, scopes: tuple[str, ...], expires_in_days: int | None) -> None:
     """Create a token; `data.token` holds its secret, shown this once (`-q data.token` prints only it)."""
-    body: dict[str, Any] = {"name": name, "scopes": [s.strip() for s in scopes.split(",") if s.strip()]}
+    # `--scopes a --scopes b` kept only b, and the server then refused b alone (a tester)
+    names = [s.strip() for value in scopes for s in value.split(",") if s.strip()]
+    body: dict[str, Any] = {"name": name, "scopes": list(dict.fromkeys(names))}
     if expires_in_days is not None:
         body["expires_in_days"] = expires_in_days
     emit(state.call("POST", "me/tokens", json=body))

@@ -99,6 +99,15 @@ def test_tokens_create_list_and_revoke_with_yes(run):
     assert token.revoked_at is not None
 
 
+def test_tokens_create_takes_scopes_repeated_or_comma_separated(run):
+    """`--scopes agent:read --scopes memories:write` kept the last one only, which the server refused (a tester)."""
+    alice = UserFactory(handle="alice")
+    for scopes in (["--scopes", "agent:read", "--scopes", "memories:write"], ["--scopes", "memories:write,agent:read"]):
+        secret = run("tokens", "create", "--name", "both", *scopes, "-q", "data.token", user=alice).strip()
+        token = ApiToken.objects.get(digest=account_services.token_digest(secret))
+        assert token.scopes == ["agent:read", "memories:write"]
+
+
 def test_names_are_one_path_segment_and_cannot_reach_other_endpoints(run):
     alice = UserFactory(handle="alice")
     run("projects", "create", "apollo", user=alice)

@@ -75,6 +75,14 @@ def test_create_token_refuses_scopes_the_api_refuses(owner, scopes, problem):
     assert not User.objects.filter(handle="nobody9").exists()
 
 
+def test_create_token_takes_scopes_repeated_or_comma_separated(owner):
+    out = io.StringIO()
+    scopes = ["--scopes", "agent:read", "--scopes", "memories:write"]
+    call_command("create_token", "--handle", "owner", *scopes, stdout=out)
+    token = ApiToken.objects.get(digest=services.token_digest(out.getvalue().strip()))
+    assert token.scopes == ["agent:read", "memories:write"]
+
+
 def test_create_token_for_unknown_handle_fails_clearly():
     with pytest.raises(CommandError, match="No user"):
         call_command("create_token", "--handle", "ghost", stdout=io.StringIO())

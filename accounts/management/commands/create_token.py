@@ -21,8 +21,9 @@ class Command(BaseCommand):
         parser.add_argument("--handle", required=True, help="The user's handle (case-insensitive).")
         parser.add_argument(
             "--scopes",
-            default=",".join(services.ALL_SCOPES),
-            help="Comma-separated scopes (default: agent:read,memories:write).",
+            action="append",
+            default=None,
+            help="Comma-separated scopes, or the option repeated (each adds; default: agent:read,memories:write).",
         )
         parser.add_argument(
             "--expires-in-days",
@@ -57,7 +58,8 @@ class Command(BaseCommand):
                 raise CommandError(f"Cannot create user {handle!r}: {exc}") from None
         elif user.handle != handle:
             self.stderr.write(f"Handles ignore case: this token is for the existing user {user.handle!r}.")
-        scopes = [s.strip() for s in options["scopes"].split(",") if s.strip()]
+        given = options["scopes"] or [",".join(services.ALL_SCOPES)]
+        scopes = list(dict.fromkeys(s.strip() for value in given for s in value.split(",") if s.strip()))
         try:
             issued = services.issue_token(
                 user=user, scopes=scopes, name=options["name"], expires_in_days=options["expires_in"]
