@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 import click
 
+from memories.exchange.format import Chain
 from rog.client import ApiError, Client, NetworkError, new_idempotency_key
 
 CHUNK_BYTES = 768 * 1024  # under the server's default 1 MiB body ceiling
@@ -110,6 +111,30 @@ def _chunks(path: Path, first_line: int) -> Iterator[tuple[int, bytes, int]]:
             yield start, b"".join(buffer), done
 
 
+def _check_same_file(path: Path, upload: dict[str, Any]) -> None:
+    """Raise TransferFailed (status 400: exit 3) when the import `upload` received other lines than `path`'s
+    first ones: `--resume` with another file's import id sent the rest of this file after that one's lines,
+    or — for a committed import — said "committed" and exited 0 (a tester). Compares the export format's
+    chain (`memories.exchange.format.Chain`, every line but the end line) with the server's."""
+    expected, count = upload.get("chain"), int(upload.get("lines_received") or 0)
+    if not expected:  # a server that does not say
+        return
+    chained = count - (1 if upload.get("status") == "committed" else 0)  # the end line is not chained
+    chain, seen = Chain(), 0
+    with path.open("rb") as stream:
+        for raw in stream:
+            if seen == chained:
+                break
+            chain.update(raw[:-1] if raw.endswith(b"\n") else raw)
+            seen += 1
+    if seen < chained or chain.state != expected:
+        raise _failure(
+            f"Import {upload.get('id')} received other lines than the first {count} of {path}: resume it with "
+            "the file it was started with.",
+            status=400,
+        )
+
+
 def _send(
     client: Client, upload_id: str | None, first: int, body: bytes, params: dict, *, start_key: str | None = None
 ) -> dict[str, Any]:
@@ -167,6 +192,7 @@ def import_store(client: Client, path: Path, *, params: dict, resume: str | None
     start_key = new_idempotency_key()
     if resume:
         upload = client.request("GET", f"memories/imports/{resume}")["data"]
+        _check_same_file(path, upload)
     total = path.stat().st_size
     failures = 0
     try:

@@ -75,6 +75,11 @@ class ImportSerializer(serializers.Serializer):
     store_id = serializers.UUIDField(help_text="The store being filled (hidden from everyone until committed).")
     next_line = serializers.IntegerField(help_text="The next line to send, as from_line.")
     lines_received = serializers.IntegerField()
+    chain = serializers.CharField(
+        allow_null=True,
+        help_text="The export format's SHA-256 chain over the lines received (64 hex digits; docs/export-import.md): "
+        "a client resuming computes it over its file's first `lines_received` lines, to check it is the same file.",
+    )
     counts = ImportSectionCountsSerializer(help_text="What the header announces.")
     received = ImportSectionCountsSerializer(help_text="What has been verified and written so far.")
     warnings = serializers.ListField(

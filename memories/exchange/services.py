@@ -450,7 +450,9 @@ def abort_upload(*, actor: User, import_id: object) -> uuid.UUID:
 
 
 def upload_progress(upload: StoreImport) -> dict[str, Any]:
-    """The import as the API shows it: status, store id, the next line, lines and sections received."""
+    """The import as the API shows it: status, store id, the next line, lines and sections received, and the
+    running SHA-256 chain of the lines received (`format.Chain`), so a client resuming can check it sends the
+    same file."""
     state = upload.state or {}
     return {
         "id": str(upload.pk),
@@ -458,6 +460,7 @@ def upload_progress(upload: StoreImport) -> dict[str, Any]:
         "store_id": str(upload.store_id),
         "next_line": upload.next_line,
         "lines_received": upload.next_line - 1,
+        "chain": state.get("chain"),
         "counts": state.get("counts"),
         "received": state.get("seen"),
         "warnings": state.get("warnings", []),

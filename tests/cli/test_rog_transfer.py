@@ -7,6 +7,7 @@ import os
 import subprocess
 import time
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
@@ -255,3 +256,28 @@ def test_a_first_chunk_whose_answer_is_lost_is_replayed_not_opened_twice(
     assert len(keys) == 2 and keys[0] == keys[1] and keys[0].startswith("rog-")
     assert data["status"] == "committed" and data["store_id"] == str(store.pk)  # the file's own id
     assert StoreImport.objects.count() == 1 and "taken" not in result.stderr
+
+
+def test_resume_refuses_an_import_of_another_file(live_server, token, store, tmp_path):
+    """`--resume` with the id of another file's import sent this file's rest after that one's lines, or — the
+    import committed — said "committed" and exited 0 (a tester). The server's chain over the lines it received
+    is compared with this file's first lines: another file is exit 3, the same one resumes."""
+    runner, env = exported_then_deleted(live_server, token, store, tmp_path / "a.jsonl")
+    lines = (tmp_path / "a.jsonl").read_bytes().splitlines(keepends=True)
+    other = tmp_path / "b.jsonl"
+    other.write_bytes(b"".join(lines[:2]) + lines[2][:-1] + b" \n" + b"".join(lines[3:]))  # line 3 differs
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/jsonl"}
+    opened = httpx.post(f"{live_server.url}/api/v1/memories/imports", content=b"".join(lines[:4]), headers=headers)
+    assert opened.status_code == 201, opened.text
+    upload = opened.json()["data"]
+    assert upload["status"] == "open" and upload["lines_received"] == 4 and len(upload["chain"]) == 64
+    refused = runner.invoke(rog_main, ["memories", "import", str(other), "--resume", upload["id"]], env=env)
+    assert refused.exit_code == 3, refused.output
+    assert "received other lines than the first 4" in refused.output
+    done = runner.invoke(rog_main, ["memories", "import", str(tmp_path / "a.jsonl"), "--resume", upload["id"]], env=env)
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["data"]["status"] == "committed"
+    again = runner.invoke(rog_main, ["memories", "import", str(other), "--resume", upload["id"]], env=env)
+    assert again.exit_code == 3 and "received other lines" in again.output  # committed: still checked
+    same = runner.invoke(rog_main, ["memories", "import", str(tmp_path / "a.jsonl"), "--resume", upload["id"]], env=env)
+    assert same.exit_code == 0, same.output
