@@ -2,10 +2,10 @@
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView
 
 from config import health, mcp_server
 from config.admin import view_on_site
+from config.openapi import OpenApiDocumentView
 
 handler400 = "config.errors.handler400"
 handler403 = "config.errors.handler403"
@@ -15,7 +15,7 @@ handler500 = "config.errors.handler500"
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
-    path("openapi.yaml", SpectacularAPIView.as_view(), name="openapi"),
+    path("openapi.yaml", OpenApiDocumentView.as_view(), name="openapi"),
     path("mcp", mcp_server.endpoint, name="mcp"),
     # the admin's "view on site" route, mounted first: an id its model cannot hold is a 404, not a 500
     path("backoffice/r/<int:content_type_id>/<path:object_id>/", admin.site.admin_view(view_on_site)),

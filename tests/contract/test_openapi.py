@@ -282,3 +282,35 @@ def test_the_views_that_take_metadata_are_the_operations_whose_body_has_it(docum
             declaring.add(view)
     assert len(taking) == 7  # stores, environments and sessions (create, update), work update
     assert taking == declaring
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_document_is_generated_one_request_at_a_time(live_server, monkeypatch):
+    """drf-spectacular loads its extensions on first use without a lock: four requests at once on a fresh
+    worker gave 500 500 500 200 (`'NoneType' object has no attribute 'startswith'`, a breaker). Generations
+    are serialised (`config.openapi.OpenApiDocumentView`): here each one is slowed so that they would overlap."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+    from drf_spectacular.generators import SchemaGenerator
+
+    real, lock, state = SchemaGenerator.get_schema, threading.Lock(), {"now": 0, "most": 0}
+
+    def slowed(self, *args, **kwargs):
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+        try:
+            time.sleep(0.3)
+            return real(self, *args, **kwargs)
+        finally:
+            with lock:
+                state["now"] -= 1
+
+    monkeypatch.setattr(SchemaGenerator, "get_schema", slowed)
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: httpx.get(f"{live_server.url}/openapi.yaml", timeout=60), range(4)))
+    assert [answer.status_code for answer in answers] == [200] * 4
+    assert state["most"] == 1
