@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import signal
+import stat
 import sys
 import time
 from dataclasses import dataclass
@@ -140,6 +141,17 @@ def group_members(pgid: int, start_time: int) -> list[int] | None:
     return sorted(members)
 
 
+def _refuse_shared_file(fd: int, path: Path) -> None:
+    """Raise MountRootError (closing `fd`) unless `fd` is a regular file with no other name: the lock file is
+    truncated and written, and a hard link planted at its path (by an agent) had the next worker overwrite
+    the file it shares (a breaker: O_NOFOLLOW only stops symbolic links)."""
+    info = os.fstat(fd)
+    if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
+        return
+    os.close(fd)
+    raise MountRootError(f"{path} is not a worker's lock file (another name links to it, or it is no file); remove it")
+
+
 class MountRootLock:
     """An exclusive `flock` on `<root>/.memories-worker.lock`, held from `acquire` to `release` (or the
     process's death). The lock file holds the holder's pid, for the message of a worker that is refused."""
@@ -189,6 +201,7 @@ class MountRootLock:
                 except FileNotFoundError:
                     same = False
                 if same:
+                    _refuse_shared_file(fd, path)
                     break
                 os.close(fd)
             os.ftruncate(fd, 0)
@@ -220,8 +233,8 @@ class MountRootLock:
                 f"mount root {self.root} holds {foreign[0]!r}{more} and is no memories-worker's (it has no "
                 f"{ROOT_MARKER}); give the worker an empty directory of its own, or move those away"
             )
-        try:
-            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        try:  # created, never opened if there: nothing is written through a link planted at its path
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
             try:
                 os.write(fd, b"A memories-worker mount root: what is here is moved aside, never deleted.\n")
             finally:

@@ -275,3 +275,15 @@ def test_a_link_planted_as_the_lock_file_or_the_marker_is_never_written_through(
         finally:
             lock.release()
     assert victim.read_text() == "precious"
+
+
+def test_a_hard_link_planted_as_the_lock_file_is_never_written_through(tmp_path):
+    """O_NOFOLLOW stops symbolic links only: a hard link at the lock file's path had the next worker truncate
+    the file it shares and write its pid there (a breaker)."""
+    mounts, victim = tmp_path / "mnt", tmp_path / "precious"
+    mounts.mkdir()
+    victim.write_text("precious data")
+    os.link(victim, mounts / LOCK_FILE)
+    with pytest.raises(MountRootError, match="is not a worker's lock file"):
+        MountRootLock.acquire(mounts)
+    assert victim.read_text() == "precious data"
