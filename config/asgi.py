@@ -300,8 +300,10 @@ async def _send_whole(send: Callable, scope: dict, status: int, headers: list, c
     block within STREAM_SEND_TIMEOUT seconds loses the connection (one WARNING line): gunicorn waits for a
     full send buffer to drain with no limit, so a client that asked for a large answer (the OpenAPI document,
     a page of files) and never read it held its connection and the answer's memory for as long as it liked
-    (a breaker). A client that keeps reading — 64 KiB per STREAM_SEND_TIMEOUT, about 2 KB/s — is never cut,
-    as with the export (a second breaker: one bound on the whole answer cut a steady 20 KB/s reader)."""
+    (a breaker). A client that keeps reading is not cut, as with the export (a second breaker: one bound on
+    the whole answer cut a steady 20 KB/s reader): what it must take per STREAM_SEND_TIMEOUT is a block plus
+    what the buffers between hold (the send queue's 128 KiB unsent low-water mark, gunicorn's 64 KiB) —
+    about 200 KB, some 7 KB/s with the default 30 s (a third breaker measured the floor)."""
     block = WHOLE_BLOCK_BYTES
     head = {"type": "http.response.start", "status": status, "headers": headers}
     if len(content) <= block:  # most answers: the head and the body under one timer

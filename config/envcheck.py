@@ -11,6 +11,7 @@ variable, its range and the value given.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,18 +36,21 @@ def whole_number(environ: Mapping[str, str], name: str, default: int, *, minimum
     return value
 
 
-def seconds(environ: Mapping[str, str], name: str, default: float, *, maximum: float) -> float:
-    """The positive, finite number of seconds `name` gives (at most `maximum`), `default` when unset or
-    blank. Raises ValueError naming the variable, the range and the value given."""
+_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+
+
+def seconds(environ: Mapping[str, str], name: str, default: float, *, minimum: float, maximum: float) -> float:
+    """The number of seconds `name` gives, a plain decimal from `minimum` to `maximum`, `default` when unset
+    or blank. Raises ValueError naming the variable, the range and the value given (`1_0`, `1e3`, `nan`,
+    other scripts' digits and 0.000001 — which cut every answer as 0 did, a breaker — included)."""
     raw = _raw(environ, name)
     if raw is None:
         return default
-    try:
-        value = float(raw) if raw.isascii() else math.nan
-    except ValueError:
-        value = math.nan
-    if not (0 < value <= maximum):  # also refuses nan
-        raise ValueError(f"{name} must be a number of seconds above 0, at most {maximum:g}; got {environ.get(name)!r}")
+    value = float(raw) if _DECIMAL.fullmatch(raw) else math.nan
+    if not (minimum <= value <= maximum):  # also refuses nan
+        raise ValueError(
+            f"{name} must be a number of seconds from {minimum:g} to {maximum:g}; got {environ.get(name)!r}"
+        )
     return value
 
 
@@ -55,9 +59,12 @@ def stream_settings(environ: Mapping[str, str], web_threads: int) -> dict[str, A
     `STREAM_THREADS_PER_USER`, `STREAM_SPOOL_BYTES` and `STREAM_SPOOL_MEMORY_BYTES` (README, "Configuration")
     from `environ`, by name. Raises ValueError for the first one out of its range."""
     return {
-        "STREAM_SEND_TIMEOUT": seconds(environ, "STREAM_SEND_TIMEOUT", 30.0, maximum=3600.0),
-        "STREAM_SECONDS": seconds(environ, "STREAM_SECONDS", 900.0, maximum=7 * 24 * 3600.0),
-        "STREAM_THREADS": whole_number(environ, "STREAM_THREADS", max(1, web_threads // 2), minimum=1, maximum=256),
+        "STREAM_SEND_TIMEOUT": seconds(environ, "STREAM_SEND_TIMEOUT", 30.0, minimum=1.0, maximum=3600.0),
+        "STREAM_SECONDS": seconds(environ, "STREAM_SECONDS", 900.0, minimum=1.0, maximum=7 * 24 * 3600.0),
+        # at most every Django thread of the process (the default is half of them)
+        "STREAM_THREADS": whole_number(
+            environ, "STREAM_THREADS", max(1, web_threads // 2), minimum=1, maximum=max(1, web_threads)
+        ),
         "STREAM_THREADS_PER_USER": whole_number(environ, "STREAM_THREADS_PER_USER", 1, minimum=1, maximum=256),
         "STREAM_SPOOL_BYTES": whole_number(environ, "STREAM_SPOOL_BYTES", 256 * 1024 * 1024, minimum=0, maximum=2**40),
         "STREAM_SPOOL_MEMORY_BYTES": whole_number(

@@ -94,7 +94,7 @@ def test_a_name_inside_another_option_is_not_taken_for_it(options):
         ({"DB_PLAN_CACHE_MODE": "sometimes"}, "DB_PLAN_CACHE_MODE must be force_generic_plan, auto or"),
         ({"DB_JIT": "maybe"}, "DB_JIT must be true or false; got 'maybe'"),
         ({"STREAM_THREADS_PER_USER": "0"}, "STREAM_THREADS_PER_USER must be a whole number from 1 to 256; got '0'"),
-        ({"STREAM_SECONDS": "abc"}, "STREAM_SECONDS must be a number of seconds above 0, at most 604800; got 'abc'"),
+        ({"STREAM_SECONDS": "abc"}, "STREAM_SECONDS must be a number of seconds from 1 to 604800; got 'abc'"),
     ],
 )  # fmt: skip
 def test_a_bad_value_stops_start_up_naming_the_setting(environ, message):
