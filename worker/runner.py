@@ -234,8 +234,8 @@ async def run(opts: Options) -> int:
         try:
             return await _poll(opts, mount_lock)
         finally:
-            # What the last agent left beside its mounts goes where the next item's would: a normal exit removes
-            # the lock file, and the next worker must find nothing but a worker's own files (`refuse_foreign`).
+            # What the last agent left beside its mounts goes where the next item's would, so the root is left
+            # holding nothing but the worker's own files (the mark keeps it a worker's: `refuse_foreign`).
             try:
                 set_aside_leftovers([], stamp=utc_stamp(), mount_lock=mount_lock)
             except OSError as e:  # the root itself is gone or unreadable: nothing left to clear
