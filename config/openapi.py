@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView
 
 
@@ -18,6 +19,7 @@ class OpenApiDocumentView(SpectacularAPIView):
 
     _generating = threading.Lock()
 
+    @extend_schema(exclude=True)  # as drf-spectacular's own `get` (SERVE_INCLUDE_SCHEMA is off): not an operation
     def get(self, request, *args, **kwargs):
         with self._generating:
             return super().get(request, *args, **kwargs)
