@@ -530,7 +530,7 @@ def _call_django(environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]
         if environ["REQUEST_METHOD"] == "HEAD":  # the head is the answer: no reading the rest for nothing
             _close_streamed(close, environ)
             return int(status.split(" ", 1)[0]), head, b""
-        key = getattr(result, STREAM_KEY, None) or ""
+        key = getattr(result, STREAM_KEY, None)  # None: a stream no user is counted for
         refused = _stream_slots.take(key)
         if refused == "key":
             _close_streamed(close, environ)
@@ -575,7 +575,7 @@ class _Stream:
     the loop is to send the rest; `abort` tells the thread the client is gone.
     """
 
-    def __init__(self, first: bytes, rest: Any, close: Callable[[], None], key: str = "") -> None:
+    def __init__(self, first: bytes, rest: Any, close: Callable[[], None], key: str | None = None) -> None:
         self.first, self.rest = first, rest
         self.key = key  # the stream slot's key (`_stream_slots`), released by `_pump` or the `_Handover`
         self.close: Callable[[], None] | None = close  # None once `_pump` has closed the body
@@ -587,11 +587,11 @@ class _Stream:
 
 
 # Streamed answers of this process at once, in all and per user (the key a view puts on its streamed response
-# as `STREAM_KEY`; "" for one without).
+# as `STREAM_KEY`; one without is counted in all only).
 _stream_slots = KeyedSlots(lambda: settings.STREAM_THREADS, lambda: settings.STREAM_THREADS_PER_USER)
 
 
-def _too_many_streams(environ: dict[str, Any], key: str) -> tuple[int, list, bytes]:
+def _too_many_streams(environ: dict[str, Any], key: str | None) -> tuple[int, list, bytes]:
     """The 429 rate_limit_error (with Retry-After) of a streamed answer its user already has
     STREAM_THREADS_PER_USER of in progress on this process, logged as one WARNING line."""
     request_id = new_request_id()
@@ -697,7 +697,7 @@ class _Handover:
         sent_at: float,
         give_up: float,
         environ: dict[str, Any],
-        key: str = "",
+        key: str | None = None,
     ) -> None:
         self.spool, self.sending, self.sent_at, self.give_up = spool, sending, sent_at, give_up
         self.key = key

@@ -109,13 +109,15 @@ def _codings(value: str) -> list[str]:
 def _coding_refusal(request):
     """The refusal of a body in a coding this service does not decode, or None (RFC 9110 §8.4.1, RFC 9112 §6.1).
 
-    `Content-Encoding` other than identity is 415: the body was stored as it came, so a plain body labelled
-    gzip was taken and a proxy that decodes it would have seen another one (a breaker). A transfer coding
-    other than `chunked` alone is 400: gunicorn reads `gzip, chunked` as chunked and hands the still-coded
-    body on (two Transfer-Encoding headers arrive here joined by a comma). Nothing is read or changed.
+    `Content-Encoding` other than identity on a request with a body is 415: the body was stored as it came,
+    so a plain body labelled gzip was taken and a proxy that decodes it would have seen another one (a
+    breaker). A transfer coding other than `chunked` alone is 400: gunicorn reads `gzip, chunked` as
+    chunked and hands the still-coded body on (two Transfer-Encoding headers arrive here joined by a
+    comma). Nothing is read or changed.
     """
     meta = request.META
-    encoding = _codings(meta["HTTP_CONTENT_ENCODING"]) if "HTTP_CONTENT_ENCODING" in meta else ()
+    has_body = meta.get("CONTENT_LENGTH") not in (None, "", "0") or "HTTP_TRANSFER_ENCODING" in meta
+    encoding = _codings(meta["HTTP_CONTENT_ENCODING"]) if has_body and "HTTP_CONTENT_ENCODING" in meta else ()
     if any(coding != "identity" for coding in encoding):
         message = f"Content-Encoding {', '.join(encoding)} is not accepted: send the body uncompressed."
         return error_response(request, status=415, type="invalid_request_error", message=message)

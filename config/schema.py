@@ -64,7 +64,8 @@ _DESCRIPTIONS = {
     "layer; the connection is closed.",
     "414": "Request line (path and query) over 8 KiB (invalid_request_error), answered by the HTTP layer.",
     "431": "Too many request headers, or one over 8 KiB (invalid_request_error), answered by the HTTP layer.",
-    "415": "Request body is not `application/json` (invalid_request_error).",
+    "415": "Request body is not `application/json`, or is in a content coding (a `Content-Encoding` other than "
+    "identity: bodies are never decoded) (invalid_request_error).",
     "503": "Database unavailable or overloaded (overloaded_error); retry after `Retry-After` seconds.",
 }
 

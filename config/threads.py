@@ -179,22 +179,25 @@ class KeyedSlots:
         """Slots taken under `key` and not released."""
         return self._by_key.get(key, 0)
 
-    def take(self, key: str) -> str | None:
-        """Take a slot under `key`: None, or why nothing was taken — ``"all"`` when `limit()` are held in
-        all, ``"key"`` when `per_key()` are held under `key`."""
+    def take(self, key: str | None) -> str | None:
+        """Take a slot under `key` (None: no key, only the total applies): None, or why nothing was taken —
+        ``"all"`` when `limit()` are held in all, ``"key"`` when `per_key()` are held under `key`."""
         with self._lock:
             if self._held >= self._limit():
                 return "all"
-            if self._by_key.get(key, 0) >= self._per_key():
+            if key is not None and self._by_key.get(key, 0) >= self._per_key():
                 return "key"
             self._held += 1
-            self._by_key[key] = self._by_key.get(key, 0) + 1
+            if key is not None:
+                self._by_key[key] = self._by_key.get(key, 0) + 1
             return None
 
-    def release(self, key: str) -> None:
+    def release(self, key: str | None) -> None:
         """Give back a slot `take` took under `key`."""
         with self._lock:
             self._held -= 1
+            if key is None:
+                return
             left = self._by_key[key] - 1
             if left:
                 self._by_key[key] = left

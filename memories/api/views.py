@@ -322,7 +322,12 @@ class ExportView(APIView):
                 description="JSON Lines (one JSON object per line, format `memories-export` version 1, see "
                 "docs/export-import.md): a header, every entry, summary, file version, file memory and reader, "
                 "then an end line with the line count and a SHA-256 chain. Streamed from one snapshot.",
-            )
+            ),
+            429: OpenApiResponse(
+                description="The caller already has STREAM_THREADS_PER_USER exports (default 1) in progress on "
+                "this server process (rate_limit_error); retry after `Retry-After` seconds. A 503 says every "
+                "process-wide export slot is busy."
+            ),
         },
         description="Owner only. Stream the store as JSON Lines (SPEC §8b); import it elsewhere with "
         "`manage.py import_store` or `rog memories import`. Redaction reasons are never exported.",

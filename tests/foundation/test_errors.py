@@ -253,6 +253,8 @@ def test_a_body_in_a_content_coding_is_415_and_changes_nothing(owner_client, own
     body = assert_error(response, 415, "invalid_request_error")
     assert body["error"]["message"].startswith(f"Content-Encoding {coding.lower()} is not accepted")
     assert not Store.objects.filter(owner=owner, name="x").exists()
+    bodiless = owner_client.get("/api/v1/me", HTTP_CONTENT_ENCODING=coding)
+    assert bodiless.status_code == 200  # no body, nothing coded: the header is not in the way
     plain = owner_client.post(
         "/api/v1/memory_stores", {"name": "x"}, content_type="application/json", HTTP_CONTENT_ENCODING="identity"
     )

@@ -145,3 +145,6 @@ def test_keyed_slots_bound_the_total_and_each_key():
     assert (slots.held, slots.held_by("a")) == (0, 0)
     limits["key"] = 1  # read on every take
     assert [slots.take("a"), slots.take("a")] == [None, "key"]
+    assert [slots.take(None), slots.take(None), slots.take(None)] == [None, None, "all"]  # no key: the total only
+    slots.release(None)
+    assert (slots.held, slots.held_by("a")) == (2, 1)
