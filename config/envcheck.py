@@ -24,15 +24,20 @@ def _raw(environ: Mapping[str, str], name: str) -> str | None:
     return value or None
 
 
-def whole_number(environ: Mapping[str, str], name: str, default: int, *, minimum: int, maximum: int) -> int:
-    """The whole number `name` gives (ASCII digits, `minimum`..`maximum`), `default` when unset or blank.
-    Raises ValueError naming the variable, the range and the value given."""
+def whole_number(
+    environ: Mapping[str, str], name: str, default: Any, *, minimum: int, maximum: int, noun: str = ""
+) -> Any:
+    """The whole number `name` gives (ASCII digits, `minimum`..`maximum`; surrounding ASCII blanks ignored),
+    `default` when unset or blank. Raises ValueError naming the variable, `noun` (what it counts), the range
+    and the value given: `2.5`, `1_000` or other scripts' digits are typos. The one check of every count in
+    the environment (`config.server`'s WEB_CONCURRENCY and WEB_THREADS too)."""
     raw = _raw(environ, name)
     if raw is None:
         return default
     value = int(raw) if raw.isascii() and raw.isdigit() else None
     if value is None or not minimum <= value <= maximum:
-        raise ValueError(f"{name} must be a whole number from {minimum} to {maximum}; got {environ.get(name)!r}")
+        counted = f" of {noun}" if noun else ""
+        raise ValueError(f"{name} must be a whole number{counted}, {minimum} to {maximum}; got {environ.get(name)!r}")
     return value
 
 
@@ -54,6 +59,9 @@ def seconds(environ: Mapping[str, str], name: str, default: float, *, minimum: f
     return value
 
 
+_STREAMS = "streamed answers"
+
+
 def stream_settings(environ: Mapping[str, str], web_threads: int) -> dict[str, Any]:
     """`STREAM_SEND_TIMEOUT`, `STREAM_SECONDS`, `STREAM_THREADS` (default: half of `web_threads`, at least 1),
     `STREAM_THREADS_PER_USER`, `STREAM_SPOOL_BYTES` and `STREAM_SPOOL_MEMORY_BYTES` (README, "Configuration")
@@ -63,11 +71,15 @@ def stream_settings(environ: Mapping[str, str], web_threads: int) -> dict[str, A
         "STREAM_SECONDS": seconds(environ, "STREAM_SECONDS", 900.0, minimum=1.0, maximum=7 * 24 * 3600.0),
         # at most every Django thread of the process (the default is half of them)
         "STREAM_THREADS": whole_number(
-            environ, "STREAM_THREADS", max(1, web_threads // 2), minimum=1, maximum=max(1, web_threads)
+            environ, "STREAM_THREADS", max(1, web_threads // 2), minimum=1, maximum=max(1, web_threads), noun=_STREAMS
         ),
-        "STREAM_THREADS_PER_USER": whole_number(environ, "STREAM_THREADS_PER_USER", 1, minimum=1, maximum=256),
-        "STREAM_SPOOL_BYTES": whole_number(environ, "STREAM_SPOOL_BYTES", 256 * 1024 * 1024, minimum=0, maximum=2**40),
+        "STREAM_THREADS_PER_USER": whole_number(
+            environ, "STREAM_THREADS_PER_USER", 1, minimum=1, maximum=256, noun=_STREAMS
+        ),
+        "STREAM_SPOOL_BYTES": whole_number(
+            environ, "STREAM_SPOOL_BYTES", 256 * 1024 * 1024, minimum=0, maximum=2**40, noun="bytes"
+        ),
         "STREAM_SPOOL_MEMORY_BYTES": whole_number(
-            environ, "STREAM_SPOOL_MEMORY_BYTES", 1024 * 1024, minimum=0, maximum=2**32
+            environ, "STREAM_SPOOL_MEMORY_BYTES", 1024 * 1024, minimum=0, maximum=2**32, noun="bytes"
         ),
     }

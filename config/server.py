@@ -124,7 +124,6 @@ def cpu_affinity_mode(environ=os.environ) -> str:
 
 CONCURRENCY_ENV = "WEB_CONCURRENCY"
 MAX_WORKERS = 256
-_ASCII_BLANK = " \t\r\n"
 
 
 def web_concurrency(environ, default: int) -> int:
@@ -141,17 +140,11 @@ def web_concurrency(environ, default: int) -> int:
 
 
 def _count(environ, name: str, maximum: int, noun: str) -> int | None:
-    """The whole number 1..`maximum` the variable `name` of `environ` gives (surrounding ASCII blanks
-    ignored), None when it is unset or blank; ValueError naming the variable and `noun` for anything else
-    (only ASCII digits: `2.5`, `1_000` or other scripts' digits are typos)."""
-    raw = environ.get(name, "")
-    value = raw.strip(_ASCII_BLANK)
-    if not value:
-        return None
-    count = int(value) if value.isascii() and value.isdigit() else 0
-    if not 1 <= count <= maximum:
-        raise ValueError(f"{name} must be a whole number of {noun}, 1 to {maximum}; got {raw!r}")
-    return count
+    """The whole number 1..`maximum` the variable `name` of `environ` gives, None when it is unset or blank;
+    ValueError naming the variable and `noun` for anything else (`config.envcheck.whole_number`)."""
+    from config.envcheck import whole_number
+
+    return whole_number(environ, name, None, minimum=1, maximum=maximum, noun=noun)
 
 
 THREADS_ENV = "WEB_THREADS"

@@ -209,6 +209,9 @@ def test_web_threads_are_checked_before_the_server_starts(value, problem):
     assert "Traceback" not in done.stderr
 
 
+STREAMS = "whole number of streamed answers"
+
+
 @pytest.mark.parametrize(
     ("name", "value", "problem"),
     [
@@ -218,10 +221,10 @@ def test_web_threads_are_checked_before_the_server_starts(value, problem):
         ("STREAM_SEND_TIMEOUT", "0.000001", "STREAM_SEND_TIMEOUT must be a number of seconds from 1 to 3600"),
         ("STREAM_SEND_TIMEOUT", "nan", "STREAM_SEND_TIMEOUT must be a number of seconds from 1 to 3600"),
         ("STREAM_SEND_TIMEOUT", "1_0", "STREAM_SEND_TIMEOUT must be a number of seconds from 1 to 3600"),
-        ("STREAM_THREADS", "0", "STREAM_THREADS must be a whole number from 1 to 8"),  # every export refused
-        ("STREAM_THREADS", "9", "STREAM_THREADS must be a whole number from 1 to 8"),  # more than the threads
-        ("STREAM_THREADS_PER_USER", "-1", "STREAM_THREADS_PER_USER must be a whole number from 1 to 256"),
-        ("STREAM_SPOOL_BYTES", "-5", "STREAM_SPOOL_BYTES must be a whole number from 0 to"),  # taken silently
+        ("STREAM_THREADS", "0", f"STREAM_THREADS must be a {STREAMS}, 1 to 8"),  # every export refused
+        ("STREAM_THREADS", "9", f"STREAM_THREADS must be a {STREAMS}, 1 to 8"),  # more than the threads
+        ("STREAM_THREADS_PER_USER", "-1", f"STREAM_THREADS_PER_USER must be a {STREAMS}, 1 to 256"),
+        ("STREAM_SPOOL_BYTES", "-5", "STREAM_SPOOL_BYTES must be a whole number of bytes, 0 to"),  # taken silently
         ("STREAM_SPOOL_BYTES", "0", None),  # no read-ahead: allowed
         ("STREAM_SEND_TIMEOUT", " 2.5 ", None),
     ],
