@@ -71,8 +71,8 @@ def name_problem(value: str, *, multiline: bool = False) -> str | None:
     Refused: control (Cc) characters, lone surrogates, U+2028/U+2029 (a name is one line: a store name with
     U+2028 forged lines of the worker's system context), format (Cf) characters other than those
     `_format_character_allowed` keeps (a bidi override spoofed names in the public directory), a name with
-    no visible character (spaces, joiners, fillers, the Braille blank only), and tag characters outside a
-    flag's emoji tag sequence (`_misplaced_tag`). Names are never normalised or trimmed. The schema's
+    no visible character (spaces, joiners, fillers, the Braille blank only), and tag characters outside the
+    flags of England, Scotland and Wales (`_misplaced_tag`). Names are never normalised or trimmed. The schema's
     `config.fields.NAME_PATTERN` says the same for the Basic Multilingual Plane (a JSON Schema pattern has
     no portable way to name other planes' characters).
     `multiline`: the same rule for a text of several lines (a written reason: line breaks and tabs allowed).
