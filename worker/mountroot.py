@@ -434,9 +434,19 @@ def _new_folder(parent: Path, name: str) -> Path:
 
 
 def check_layout(mount_root: Path, workdir: Path) -> None:
-    """Raise MountRootError when the work directory is the mount root or lies inside it: a store's mount
-    (`<mount-root>/<slug>`) could then land on the work directory, and clearing the mount root before an item
-    (`set_aside_leftovers`) would move the work directory away."""
+    """Raise MountRootError unless the work directory and the mount root lie beside each other.
+
+    The work directory the mount root or inside it: a store's mount (`<mount-root>/<slug>`) could land on the
+    work directory, and clearing the mount root before an item (`set_aside_leftovers`) would move it away.
+    The mount root inside the work directory: the agent's file tools, rooted at the work directory, would
+    reach `<mount-root>/.memories-worker.leftovers/` — other sessions' stores and unpushed edits — and every
+    mount, read-only ones included, through the work directory's root. Paths are compared resolved.
+    """
     root, work = mount_root.resolve(), workdir.resolve()
     if work.is_relative_to(root):
         raise MountRootError(f"--workdir {workdir} lies inside --mount-root {mount_root}; give it a place outside")
+    if root.is_relative_to(work):
+        raise MountRootError(
+            f"--mount-root {mount_root} lies inside --workdir {workdir}: the agent's file tools would reach the "
+            "leftovers of other sessions through the work directory; give them places beside each other"
+        )

@@ -96,7 +96,19 @@ def test_a_work_directory_inside_the_mount_root_is_refused(tmp_path, inside):
     with pytest.raises(MountRootError, match="lies inside --mount-root"):
         check_layout(tmp_path / "mnt", tmp_path / "mnt" / inside)
     check_layout(tmp_path / "mnt", tmp_path / "work")  # beside it: fine
-    check_layout(tmp_path / "work" / "mnt", tmp_path / "work")  # the mount root inside the work directory: fine
+    check_layout(tmp_path / "work-mnt", tmp_path / "work")  # a shared name prefix is not nesting
+
+
+@pytest.mark.parametrize("inside", ["mnt", "a/b/mnt"])
+def test_a_mount_root_inside_the_work_directory_is_refused(tmp_path, inside):
+    """The file tools are rooted at the work directory: a mount root inside it would put the leftovers folder
+    (other sessions' mounts) and read-only mounts within their reach (a breaker, helper-78)."""
+    with pytest.raises(MountRootError, match="lies inside --workdir"):
+        check_layout(tmp_path / "work" / inside, tmp_path / "work")
+    (tmp_path / "link").symlink_to(tmp_path / "work", target_is_directory=True)
+    (tmp_path / "work").mkdir(exist_ok=True)
+    with pytest.raises(MountRootError, match="lies inside --workdir"):  # resolved: a link to it is no way round
+        check_layout(tmp_path / "link" / inside, tmp_path / "work")
 
 
 @pytest.mark.parametrize("plant", ["link", "file", "dangling"])

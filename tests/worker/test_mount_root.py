@@ -216,6 +216,16 @@ def test_a_work_directory_inside_the_mount_root_stops_the_worker_before_it_polls
     assert not mounts.exists()
 
 
+def test_a_mount_root_inside_the_work_directory_stops_the_worker_before_it_polls(tmp_path):
+    """The file tools are rooted at the work directory: through it they would reach the leftovers folder of the
+    mount root inside it. Exit 3 at start, nothing made."""
+    work = tmp_path / "work"
+    done = start_without_a_server(work / "mnt", work)
+    assert done.returncode == MOUNT_ROOT_EXIT, done.stderr
+    assert f"--mount-root {work / 'mnt'} lies inside --workdir {work}" in done.stderr
+    assert not work.exists()
+
+
 @pytest.mark.parametrize("planted", ["notes.txt", ".ssh", "team-notes"])
 def test_a_mount_root_holding_what_no_worker_left_stops_the_worker_and_keeps_it(tmp_path, planted):
     """A home directory given as --mount-root was emptied into the leftovers folder on the first item (a
