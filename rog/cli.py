@@ -41,10 +41,9 @@ class Selection:
         return "user", self.user or "me"
 
 
-def store_options(func):
-    """Add the store-selection options (mutually exclusive) to a command."""
+def subject_options(func):
+    """Add the subject-selection options (mutually exclusive): --user, --project, --board."""
     options = [
-        click.option("--store", "store", metavar="UUID", help="Select the store by id."),
         click.option("--board", "board", metavar="SLUG|UUID", help="The store of a forum section (board)."),
         click.option("--project", "project", metavar="UUID|SLUG", help="The store of a project."),
         click.option("--user", "user", metavar="HANDLE", help="The store of a user (default: your own)."),
@@ -52,6 +51,11 @@ def store_options(func):
     for option in options:
         func = option(func)
     return func
+
+
+def store_options(func):
+    """Add the store-selection options (mutually exclusive) to a command: the subject's, or --store UUID."""
+    return subject_options(click.option("--store", "store", metavar="UUID", help="Select the store by id.")(func))
 
 
 def selection(user, project, board, store) -> Selection:
@@ -120,7 +124,7 @@ def main(ctx: click.Context, api_url: str, token: str | None, data_json: str | N
 @main.group()
 def memories() -> None:
     """The Memories log: init, wake, note, recall, zoom, nap, forget, redact, delete, share, readers, update,
-    prompt, export, import.
+    prompt, export, import, imports.
 
     Select a store with --user HANDLE, --project UUID|SLUG, --board SLUG|UUID or --store UUID; the default
     is your own user store.
@@ -383,7 +387,10 @@ def export(state: State, user, project, board, store, output) -> None:
     """Owner: write the whole store as JSON Lines (docs/export-import.md), e.g. `rog memories export > store.jsonl`.
 
     A progress bar is drawn on stderr when it is a terminal. Exits non-zero when the stream is cut short.
+    -q/--query does not apply: the file is written as it comes.
     """
+    if state.query:
+        fail_usage("export writes the store's file as it comes; -q/--query does not apply to it.")
     sid = store_id(state, selection(user, project, board, store))
     try:
         if output:
@@ -403,18 +410,16 @@ def fail_transfer(exc: transfer.TransferFailed) -> NoReturn:
 
 @memories.command(name="import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@store_options
-@click.option("--resume", metavar="IMPORT_ID", help="Continue an import that was interrupted.")
+@subject_options
+@click.option("--resume", metavar="IMPORT_ID", help="Continue an import that was interrupted (`rog memories imports`).")
 @click.pass_obj
-def import_(state: State, file, user, project, board, store, resume) -> None:
+def import_(state: State, file, user, project, board, resume) -> None:
     """Recreate a store from an export FILE here (a new store; authors are matched by handle).
 
     The store goes to the file's user, project or board unless --user/--project/--board names another
     (you must own it). Prints the import with its new store. A refused line aborts the import.
     """
-    sel = selection(user, project, board, store)
-    if sel.store:
-        fail_usage("import creates a new store; choose its subject with --user/--project/--board, not --store.")
+    sel = selection(user, project, board, None)
     params: dict[str, Any] = {}
     if user or project or board:
         params["scope"], params["subject"] = sel.scope_subject()
@@ -429,6 +434,15 @@ def import_(state: State, file, user, project, board, store, resume) -> None:
         )
         sys.exit(EXIT_NETWORK if isinstance(exc, NetworkError) else EXIT_API_4XX)
     emit({"data": result, "meta": {}})
+
+
+@memories.command(name="imports")
+@click.option("--open", "only_open", is_flag=True, help="Only the imports you can still resume.")
+@click.pass_obj
+def imports(state: State, only_open: bool) -> None:
+    """List your imports, newest first, with where each stands (`next_line`), e.g. to find the IMPORT_ID of an
+    interrupted `rog memories import` for --resume. Imports are kept a day after their last chunk."""
+    emit(state.call_all("memories/imports", {"status": "open" if only_open else None}))
 
 
 @memories.command()

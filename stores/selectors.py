@@ -73,12 +73,14 @@ def parse_newest_first_keys(keys: list) -> tuple[datetime, uuid.UUID]:
 
 
 def newest_first_keys(store: Store) -> list[str]:
-    """The keyset of `store` in a newest-first list: ``[created_at ISO 8601, id]``."""
+    """The keyset of `store` in a newest-first list: ``[created_at ISO 8601, id]`` (any row with a
+    `created_at` and a UUID primary key: imports use it too)."""
     return [store.created_at.isoformat(), str(store.pk)]
 
 
 def after_newest_first(stores: QuerySet[Store], after: tuple[datetime, uuid.UUID] | None) -> QuerySet[Store]:
-    """Rows strictly after the keyset position `after` in ``ORDER BY created_at DESC, id DESC``."""
+    """Rows strictly after the keyset position `after` in ``ORDER BY created_at DESC, id DESC`` (stores, or any
+    QuerySet of a model with `created_at` and a UUID `id`)."""
     if after is None:
         return stores
     created_at, pk = after

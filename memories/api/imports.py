@@ -1,7 +1,8 @@
 """The resumable import over HTTP (SPEC §8b; docs/export-import.md), what `rog memories import` drives.
 
 POST /memories/imports (first chunk, header first) → an import; POST /memories/imports/{id}/lines
-?from_line=N (the next chunks); GET /memories/imports/{id} (where to resume); DELETE (abandon). Chunks are
+?from_line=N (the next chunks); GET /memories/imports/{id} (where to resume); DELETE (abandon); GET
+/memories/imports (the caller's own imports, to find a lost id again). Chunks are
 whole lines of the export (`application/jsonl` or `application/x-ndjson`), each at most MAX_REQUEST_BYTES.
 Views are thin: parse, check access, call one `memories.exchange.services` service, render.
 """
@@ -18,13 +19,22 @@ from rest_framework.parsers import BaseParser
 from rest_framework.views import APIView
 
 from accounts.idempotency import replayable
-from config.api import StrictQuerySerializer, envelope, reject_body, reject_query
+from config.api import StrictIntegerField, StrictQuerySerializer, envelope, reject_body, reject_query
 from memories.exchange import services as imports
 from memories.exchange.format import ACCEPTED_MEDIA_TYPES
-from stores.api.serializers import StoreSerializer, SubjectField
+from memories.models import ImportStatus
+from stores.api.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, take_page
+from stores.api.serializers import CursorField, StoreSerializer, SubjectField
 from stores.errors import StoreNotFound
 from stores.models import Scope
-from stores.selectors import get_store_for, subject_for_import
+from stores.selectors import (
+    after_newest_first,
+    get_store_for,
+    newest_first_keys,
+    parse_newest_first_keys,
+    readable_stores,
+    subject_for_import,
+)
 
 TAGS = ["memories export and import"]
 IMPORT_ID = OpenApiParameter("import_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Import UUID.")
@@ -53,6 +63,12 @@ def _body(request) -> bytes:
 class ImportStartQuerySerializer(StrictQuerySerializer):
     scope = serializers.ChoiceField(choices=Scope.values, required=False, help_text="Default: the file's.")
     subject = SubjectField(required=False, help_text="Handle ('me'), project or section UUID/slug; default: file's.")
+
+
+class ImportListQuerySerializer(StrictQuerySerializer):
+    status = serializers.ChoiceField(choices=ImportStatus.values, required=False, help_text="Only imports in it.")
+    cursor = CursorField()
+    limit = StrictIntegerField(required=False, min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT)
 
 
 class ImportLinesQuerySerializer(StrictQuerySerializer):
@@ -97,6 +113,17 @@ class ImportEnvelopeSerializer(serializers.Serializer):
     meta = serializers.DictField()
 
 
+class ImportListMetaSerializer(serializers.Serializer):
+    next_cursor = serializers.CharField(
+        allow_null=True, help_text="Pass as `cursor` for the next page; null at the end."
+    )
+
+
+class ImportListEnvelopeSerializer(serializers.Serializer):
+    data = ImportSerializer(many=True)
+    meta = ImportListMetaSerializer()
+
+
 class ImportAbortDataSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     deleted = serializers.BooleanField()
@@ -110,7 +137,7 @@ class ImportAbortEnvelopeSerializer(serializers.Serializer):
 def _render(request, upload, *, status: int = 200):
     data = imports.upload_progress(upload)
     data["store"] = None
-    if upload.status == "committed":
+    if upload.status == ImportStatus.COMMITTED:
         # The chunk that committed was judged under the caller's rights of that moment; a right lost since
         # (a parallel removal) must not turn the committed import's answer into a 404 claiming nothing
         # happened: the import is reported committed, its store null.
@@ -119,10 +146,46 @@ def _render(request, upload, *, status: int = 200):
     return envelope(ImportSerializer(data, context={"request": request}).data, status=status)
 
 
+def _render_page(request, uploads) -> list:
+    """The imports of one list page as `_render` shows each: a committed one's store as the caller may read
+    it now (null once unreadable), fetched for the whole page in one query."""
+    committed = [upload.store_id for upload in uploads if upload.status == ImportStatus.COMMITTED]
+    stores = {store.pk: store for store in readable_stores(request.user).filter(pk__in=committed)} if committed else {}
+    rows = []
+    for upload in uploads:
+        row = imports.upload_progress(upload)
+        row["store"] = stores.get(upload.store_id)
+        rows.append(row)
+    return ImportSerializer(rows, many=True, context={"request": request}).data
+
+
 class ImportCollectionView(APIView):
-    """Start an import with the first chunk of the file."""
+    """List your imports, or start one with the first chunk of the file."""
 
     parser_classes = [JsonLinesParser, NdjsonParser]
+
+    @extend_schema(
+        operation_id="list_memories_imports",
+        tags=TAGS,
+        parameters=[ImportListQuerySerializer],
+        responses={200: ImportListEnvelopeSerializer},
+        description="Your own imports, newest first (`status=open` for those you can still resume): how an "
+        "import id that was lost is found again. Nobody sees another user's imports. An import is kept until "
+        "IMPORT_IDLE_SECONDS (default a day) after its last chunk; then it is deleted (an open one with its "
+        "hidden store). Keyset-paginated: pass `meta.next_cursor` as `cursor`.",
+    )
+    def get(self, request):
+        query = ImportListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        status, cursor = query.validated_data.get("status"), query.validated_data.get("cursor")
+        binding = [str(request.user.pk), status]
+        keys = decode_cursor(cursor, kind="imports", binding=binding, arity=2) if cursor else None
+        uploads = imports.list_uploads(actor=request.user, status=status)
+        uploads = after_newest_first(uploads, parse_newest_first_keys(keys) if keys else None)
+        page = take_page(
+            uploads, limit=query.validated_data["limit"], kind="imports", keys_of=newest_first_keys, binding=binding
+        )
+        return envelope(_render_page(request, page.rows), {"next_cursor": page.next_cursor})
 
     @extend_schema(
         operation_id="import_memories",

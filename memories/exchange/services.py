@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.db.models.functions import Lower, Now
 from django.utils import timezone
 
@@ -395,6 +396,21 @@ def get_upload(*, actor: User, import_id: object, lock: bool = False) -> StoreIm
     if upload is None:
         raise ImportNotFound()
     return upload
+
+
+def list_uploads(*, actor: User, status: str | None = None) -> QuerySet[StoreImport]:
+    """The caller's own imports, newest first (``ORDER BY created_at DESC, id DESC``), optionally only those
+    whose `status` is "open" or "committed"; docs/export-import.md "Finding an import again".
+
+    Nobody sees another user's imports, staff included (an open import's store is hidden from everyone but
+    its importer). Committed imports and abandoned open ones are deleted IMPORT_IDLE_SECONDS after their last
+    chunk (`expire_idle_imports`), so the list is short; an open import past that age may still be listed
+    until the next import start deletes it, and a chunk sent to it then finds it gone (404).
+    """
+    uploads = StoreImport.objects.filter(created_by=actor)
+    if status is not None:
+        uploads = uploads.filter(status=status)
+    return uploads.order_by("-created_at", "-id")
 
 
 @transaction.atomic

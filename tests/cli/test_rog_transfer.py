@@ -281,3 +281,37 @@ def test_resume_refuses_an_import_of_another_file(live_server, token, store, tmp
     assert again.exit_code == 3 and "received other lines" in again.output  # committed: still checked
     same = runner.invoke(rog_main, ["memories", "import", str(tmp_path / "a.jsonl"), "--resume", upload["id"]], env=env)
     assert same.exit_code == 0, same.output
+
+
+def test_a_lost_import_id_is_found_again_with_rog_memories_imports(live_server, token, store, tmp_path):
+    """An interrupted import whose id was lost (a closed terminal): `rog memories imports --open` lists it, and
+    `--resume` with the listed id finishes it."""
+    runner, env = exported_then_deleted(live_server, token, store, tmp_path / "a.jsonl")
+    lines = (tmp_path / "a.jsonl").read_bytes().splitlines(keepends=True)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/jsonl"}
+    opened = httpx.post(f"{live_server.url}/api/v1/memories/imports", content=b"".join(lines[:4]), headers=headers)
+    assert opened.status_code == 201, opened.text
+    listed = runner.invoke(rog_main, ["memories", "imports", "--open"], env=env)
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.stdout)
+    assert [row["id"] for row in rows["data"]] == [opened.json()["data"]["id"]] and rows["meta"]["count"] == 1
+    found = runner.invoke(rog_main, ["memories", "imports", "--open", "-q", "data[0].id"], env=env).stdout.strip()
+    done = runner.invoke(rog_main, ["memories", "import", str(tmp_path / "a.jsonl"), "--resume", found], env=env)
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["data"]["status"] == "committed"
+    assert json.loads(runner.invoke(rog_main, ["memories", "imports", "--open"], env=env).stdout)["data"] == []
+    every = json.loads(runner.invoke(rog_main, ["memories", "imports"], env=env).stdout)["data"]
+    assert [(row["id"], row["status"]) for row in every] == [(found, "committed")]
+
+
+def test_import_takes_no_store_option_and_export_no_query(live_server, token, store, tmp_path):
+    """`--store` was listed under import but always refused; `-q` was taken by export and ignored."""
+    runner, env = exported_then_deleted(live_server, token, store, tmp_path / "a.jsonl")
+    refused = runner.invoke(
+        rog_main, ["memories", "import", str(tmp_path / "a.jsonl"), "--store", str(store.pk)], env=env
+    )
+    assert refused.exit_code == 2 and "No such option '--store'" in refused.output
+    assert "--store" not in runner.invoke(rog_main, ["memories", "import", "--help"], env=env).output
+    queried = runner.invoke(rog_main, ["memories", "export", "-q", "data"], env=env)
+    assert queried.exit_code == 2 and "-q/--query does not apply" in queried.output
+    assert not StoreImport.objects.exists()

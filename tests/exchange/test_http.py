@@ -9,6 +9,7 @@ from django.http import StreamingHttpResponse
 
 from memories.models import Entry, StoreImport
 from stores.models import Store
+from tests.exchange.builder import build_rich_store
 from tests.exchange.conftest import assemble, census, export_bytes, parse, without_export_time
 from tests.factories import ProjectFactory, ProjectMembershipFactory, ReaderGrantFactory
 from tests.log.conftest import fill, url
@@ -562,3 +563,83 @@ def test_a_version_redacted_by_a_session_is_refused(owner_client, own_sample):
     refused = post_lines(owner_client, IMPORTS, assemble(own_sample))
     assert refused.status_code == 400 and "people redact" in refused.json()["error"]["message"], refused.json()
     assert census() == before
+
+
+# ------------------------------------------------------------------------------------ listing imports
+
+
+def test_your_imports_are_listed_newest_first_as_each_one_reads(make_client, owner_client, stranger, own_sample):
+    """A lost import id is found again: the list shows the caller's own imports, each exactly as GET of its id
+    shows it; nobody else's; `status` filters; the keyset cursor pages without gaps or repeats."""
+    data = assemble(own_sample)
+    committed = post_lines(owner_client, IMPORTS, data).json()["data"]
+    first = chunks(data, 30)[0][1]
+    opened = [post_lines(owner_client, IMPORTS, first).json()["data"] for _ in range(3)]
+    assert committed["status"] == "committed" and {upload["status"] for upload in opened} == {"open"}
+    elsewhere = post_lines(make_client(stranger), IMPORTS, export_of_a_store_of(stranger)).json()["data"]
+
+    listed = owner_client.get(IMPORTS)
+    assert listed.status_code == 200, listed.json()
+    rows = listed.json()["data"]
+    assert [row["id"] for row in rows] == [upload["id"] for upload in [*reversed(opened), committed]]
+    assert rows == [owner_client.get(f"{IMPORTS}/{row['id']}").json()["data"] for row in rows]
+    assert rows[-1]["store"]["id"] == committed["store_id"] and rows[0]["store"] is None
+    assert listed.json()["meta"] == {"next_cursor": None}
+    assert elsewhere["id"] not in json.dumps(listed.json())
+
+    open_only = owner_client.get(IMPORTS, {"status": "open"}).json()["data"]
+    assert [row["id"] for row in open_only] == [upload["id"] for upload in reversed(opened)]
+    theirs = make_client(stranger).get(IMPORTS).json()["data"]
+    assert [row["id"] for row in theirs] == [elsewhere["id"]]
+
+    seen, cursor = [], None
+    while True:
+        page = owner_client.get(IMPORTS, {"limit": 1, **({"cursor": cursor} if cursor else {})}).json()
+        seen += [row["id"] for row in page["data"]]
+        cursor = page["meta"]["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == [row["id"] for row in rows]
+
+
+def export_of_a_store_of(user) -> bytes:
+    """An export of a small user store of `user` (every entry theirs), the store deleted: an import `user` may
+    start."""
+    store = build_rich_store(user, others=[], readers=[], entries=16, files=1, redact=())
+    data = export_bytes(store)
+    store.delete()
+    return data
+
+
+def test_the_import_list_refuses_bad_queries_and_other_lists_cursors(make_client, owner_client, stranger, own_sample):
+    first = chunks(assemble(own_sample), 30)[0][1]
+    for _ in range(2):
+        post_lines(owner_client, IMPORTS, first)
+    cursor = owner_client.get(IMPORTS, {"limit": 1}).json()["meta"]["next_cursor"]
+    assert cursor
+    for query in ({"status": "lost"}, {"limit": 0}, {"limit": 101}, {"cursor": cursor[:-2] + "xx"}, {"sort": "id"}):
+        refused = owner_client.get(IMPORTS, query)
+        assert refused.status_code == 400, (query, refused.json())
+    # a cursor is bound to its caller and its filter: another user's or another status's is refused
+    assert make_client(stranger).get(IMPORTS, {"cursor": cursor}).status_code == 400
+    assert owner_client.get(IMPORTS, {"cursor": cursor, "status": "open"}).status_code == 400
+    store_cursor = owner_client.get("/api/v1/memories", {"limit": 1}).json()["meta"]["next_cursor"]
+    if store_cursor:
+        assert owner_client.get(IMPORTS, {"cursor": store_cursor}).status_code == 400
+    assert make_client(None).get(IMPORTS).status_code == 401
+
+
+def test_a_page_of_imports_costs_the_same_queries_however_many_are_committed(owner_client, own_sample):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    data = assemble(own_sample)
+    post_lines(owner_client, IMPORTS, data)
+    with CaptureQueriesContext(connection) as one:
+        assert len(owner_client.get(IMPORTS).json()["data"]) == 1
+    for _ in range(4):
+        post_lines(owner_client, IMPORTS, data)
+    with CaptureQueriesContext(connection) as five:
+        rows = owner_client.get(IMPORTS).json()["data"]
+    assert len(rows) == 5 and all(row["store"]["id"] == row["store_id"] for row in rows)
+    assert len(five.captured_queries) == len(one.captured_queries)
