@@ -235,20 +235,34 @@ def test_the_readme_runs_as_pasted_on_a_fresh_server(checkout, tmp_path):
     assert "stopped the embedded PostgreSQL" in stopped, stopped
     assert _embedded_status(checkout) == "stopped"
 
-    # A restart keeps the demo token that the README exported; bin/stop stops it all from another shell.
+    # A restart keeps the demo token that the README exported; bin/stop stops it all from another shell. A
+    # second bin/serve on another port shares the embedded PostgreSQL: the first to stop leaves it running for
+    # the other, and bin/stop stops every bin/serve (it stopped only the last one started, a breaker).
     kept = (checkout / ".data" / "demo-token").read_text().strip()
     again = Serve(checkout, port)
+    other_port = free_port()
+    other = Serve(checkout, other_port)
+    third = None
     try:
         assert f"Demo token (the same as the last start): {kept}" in again.output()
         me = httpx.get(f"http://127.0.0.1:{port}/api/v1/me", headers={"Authorization": f"Bearer {kept}"})
         assert me.status_code == 200 and me.json()["data"]["handle"] == "demo"
+        assert "another bin/serve uses it" in again.stop()  # the database stays up for the other one
+        me = httpx.get(f"http://127.0.0.1:{other_port}/api/v1/me", headers={"Authorization": f"Bearer {kept}"})
+        assert me.status_code == 200
+        third = Serve(checkout, port)
         stop = subprocess.run(
             ["bash", "bin/stop"], cwd=checkout, env=_clean_env(), capture_output=True, text=True, timeout=120
         )
         assert stop.returncode == 0, stop.stdout + stop.stderr
-        assert again.process.wait(timeout=60) == 0
+        for server in (other, third):
+            assert server.process.wait(timeout=60) == 0
+            assert f"stopped bin/serve (pid {server.process.pid}, 127.0.0.1:{server.port})" in stop.stdout, stop.stdout
     finally:
-        again.stop()
-    assert "stopped the embedded PostgreSQL" in again.output()
+        for server in (again, other, third):
+            if server is not None:
+                server.stop()
+    assert "stopped the embedded PostgreSQL" in other.output() + third.output() + stop.stdout
     assert _embedded_status(checkout) == "stopped"
-    assert not (checkout / ".data" / "serve.pid").exists()
+    assert not list((checkout / ".data" / "serve").glob("[0-9]*"))
+    assert not (checkout / ".data" / "serve" / "started-db").exists()
