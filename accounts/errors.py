@@ -52,6 +52,11 @@ class SlugTaken(Conflict):
     message = "That slug is already taken."
 
 
+class RenameLimit(Conflict):
+    reason = "rename_limit"
+    message = "This parent has retired as many slugs as it may keep; take an old slug back instead."
+
+
 class LastOwner(Conflict):
     reason = "last_owner"
     message = "A project or section always keeps at least one active owner: add another owner first."

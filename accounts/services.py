@@ -17,7 +17,15 @@ from django.db.models import Model, QuerySet
 from django.utils import timezone
 
 from accounts import selectors
-from accounts.errors import LastOwner, ProjectNotFound, SectionNotFound, SlugTaken, TokenPowerExceeded, UserNotFound
+from accounts.errors import (
+    LastOwner,
+    ProjectNotFound,
+    RenameLimit,
+    SectionNotFound,
+    SlugTaken,
+    TokenPowerExceeded,
+    UserNotFound,
+)
 from accounts.models import (
     ApiToken,
     Posting,
@@ -105,6 +113,8 @@ def issue_token(
 
 
 TOKEN_NAME_MAX_CHARS = 100  # ApiToken.name
+# Slugs one project (section) may have left by renames, each reserved for it for good (docs/access.md).
+RETIRED_SLUGS_MAX = 10
 
 
 def clean_token_name(value: object) -> str:
@@ -268,6 +278,13 @@ def _save_parent(parent: Model, *, old_slug: str | None = None) -> None:
                 raise taken
             if old_slug is not None and old_slug.lower() != parent.slug.lower():
                 retired.delete()  # this parent's own old slug, taken back
+                # the parent's row is locked by the save above: parallel renames of it count one at a time
+                if RetiredSlug.objects.filter(**{field: parent}).count() >= RETIRED_SLUGS_MAX:
+                    raise RenameLimit(
+                        f"This {field} has been renamed away from {RETIRED_SLUGS_MAX} slugs, which all keep naming "
+                        "it; it may take one of them back, or staff may release them (the back office).",
+                        details={"retired_slugs": RETIRED_SLUGS_MAX},
+                    )
                 RetiredSlug.objects.create(**{field: parent}, slug=old_slug)
     except IntegrityError:
         raise taken from None
@@ -348,6 +365,23 @@ def _update_parent(parent: Model, changes: dict[str, Any], actor: User | None) -
     return locked
 
 
+@transaction.atomic
+def release_retired_slugs(parent: Model) -> list[str]:
+    """Staff: free the slugs `parent` (a Project or Section) left by renames; returns them, sorted.
+
+    They stop naming the parent and anyone may take them again — what retiring them prevents (docs/access.md
+    "Renamed slugs"), so only staff do it, on purpose: when a parent reached RETIRED_SLUGS_MAX, or a retired
+    slug must go to someone else. Locks the parent's row first, as renames do. Raises ProjectNotFound /
+    SectionNotFound (404) when the parent is gone.
+    """
+    locked = _lock_parent(parent, None)
+    field = "project" if isinstance(locked, Project) else "section"
+    retired = RetiredSlug.objects.filter(**{field: locked})
+    slugs = sorted(retired.values_list("slug", flat=True))
+    retired.delete()
+    return slugs
+
+
 def parent_rights_changed(parent: Model) -> None:
     """Bump the `rights_version` of `parent` (a Project or Section whose row the caller has locked, inside its
     transaction), so that a write judged before a change of its memberships, visibility or posting rule is
@@ -364,7 +398,7 @@ def update_project(
     under the lock), None for an operator.
 
     Locks the project row. Raises ProjectNotFound (404) / OwnerRequired (403) as `_lock_parent` says,
-    SlugTaken (409), InvalidRequest.
+    SlugTaken (409), RenameLimit (409), InvalidRequest.
     """
     changes = {k: v for k, v in (("slug", slug), ("name", name), ("visibility", visibility)) if v is not UNSET}
     return _update_parent(project, changes, actor)

@@ -162,7 +162,9 @@ class ProjectDetailView(APIView):
         parameters=[PARENT_REF],
         request=s.ProjectUpdateSerializer,
         responses={200: s.ProjectEnvelopeSerializer},
-        description="Owners only: `slug`, `name`, `visibility`. The project's store follows its visibility.",
+        description="Owners only: `slug`, `name`, `visibility`. The project's store follows its visibility. The slug "
+        "a rename leaves keeps naming the project and nobody else may take it; a project holding 10 such slugs "
+        "cannot be renamed to a new one (409 `rename_limit`; it may take an old one back).",
     )
     def patch(self, request, ref):
         project = selectors.get_project_for(request.user, ref, need="owner")
@@ -273,7 +275,9 @@ class SectionDetailView(APIView):
         parameters=[PARENT_REF],
         request=s.SectionUpdateSerializer,
         responses={200: s.SectionEnvelopeSerializer},
-        description="Owners only: `slug`, `name`, `visibility`, `open_to_all_posters`.",
+        description="Owners only: `slug`, `name`, `visibility`, `open_to_all_posters`. The slug a rename leaves keeps "
+        "naming the section and nobody else may take it; a section holding 10 such slugs cannot be renamed to a "
+        "new one (409 `rename_limit`; it may take an old one back).",
     )
     def patch(self, request, ref):
         section = selectors.get_section_for(request.user, ref, need="owner")

@@ -131,6 +131,30 @@ def test_a_renamed_slug_cannot_be_taken_and_keeps_leading_members_to_their_proje
     assert RetiredSlug.objects.count() == 1
 
 
+def test_renames_stop_at_the_retired_slug_limit_and_taking_one_back_still_works(cast):
+    """Every slug a rename leaves stays reserved for the project: unlimited renames let one owner reserve any
+    number of names (a breaker). The 11th slug left is refused and changes nothing; taking an old slug back,
+    or a change of case, retires no more and still works; staff can release them (test_admin)."""
+    from accounts.services import RETIRED_SLUGS_MAX
+
+    users, clients = cast
+    project = make_project(users, slug="s0")
+    for n in range(1, RETIRED_SLUGS_MAX + 1):
+        assert clients["owner"].patch(f"/api/v1/projects/s{n - 1}", {"slug": f"s{n}"}).status_code == 200
+    assert RetiredSlug.objects.filter(project=project).count() == RETIRED_SLUGS_MAX
+    refused = clients["owner"].patch(f"/api/v1/projects/s{RETIRED_SLUGS_MAX}", {"slug": "fresh", "name": "New"})
+    assert refused.status_code == 409, refused.json()
+    assert refused.json()["error"]["details"] == {"reason": "rename_limit", "retired_slugs": RETIRED_SLUGS_MAX}
+    project.refresh_from_db()
+    assert (project.slug, project.name) == (f"s{RETIRED_SLUGS_MAX}", "S0")
+    assert clients["stranger"].post("/api/v1/projects", {"slug": "fresh"}).status_code == 201  # not reserved
+    back = clients["owner"].patch(f"/api/v1/projects/s{RETIRED_SLUGS_MAX}", {"slug": "s3"})
+    assert back.status_code == 200 and back.json()["data"]["slug"] == "s3"
+    assert clients["owner"].patch("/api/v1/projects/s3", {"slug": "S3"}).status_code == 200  # case only
+    assert RetiredSlug.objects.filter(project=project).count() == RETIRED_SLUGS_MAX
+    assert clients["owner"].get("/api/v1/projects/s0").json()["data"]["slug"] == "S3"  # old slugs still lead here
+
+
 def test_deleting_a_project_frees_the_slugs_it_retired(cast):
     users, clients = cast
     project = make_project(users, slug="gemini")  # no store: a project with one cannot be deleted
