@@ -1,9 +1,10 @@
 """`Idempotency-Key` on the creates that mint a new object: a retry replays the first answer
 (docs/decisions.md "Idempotency"; SPEC §2).
 
-`POST /memory_stores`, `/sessions`, `/environments`, `/environments/{id}/keys`, `/me/tokens` and
-`/memories/imports` (an import's first chunk, which opens the import and its hidden store) make a new
-object on every call, so a client that retries after a lost answer (the anthropic SDK retries a POST after a
+`POST /memory_stores`, `/sessions`, `/environments`, `/environments/{id}/keys`, `/me/tokens`, `/projects`,
+`/sections` and `/memories/imports` (an import's first chunk, which opens the import and its hidden store) make
+a new object on every call (a project's or section's retry: `409 slug_taken` for the caller's own new
+slug), so a client that retries after a lost answer (the anthropic SDK retries a POST after a
 connection error or a 503, and a 503 from the request deadline does not prove the create did not commit)
 would make a second one: a second store, a second agent run, a second live token. With an
 `Idempotency-Key` header (the SDK sends the same `extra_headers` on each of its retries) the view runs in

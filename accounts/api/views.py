@@ -133,6 +133,7 @@ class ProjectCollectionView(APIView):
         description="Any user may create a project and becomes its owner. Private unless `visibility` is "
         "`public`. A taken slug (any case) is 409 `slug_taken`.",
     )
+    @replayable
     def post(self, request):
         reject_query(request)
         data = _validated(s.ProjectCreateSerializer, request)
@@ -244,6 +245,7 @@ class SectionCollectionView(APIView):
         description="Staff only (403 otherwise); the creator becomes its owner. Private unless `visibility` is "
         "`public`; `open_to_all_posters` lets every active reader post (a public global board).",
     )
+    @replayable
     def post(self, request):
         reject_query(request)
         if not request.user.is_staff:

@@ -1,4 +1,4 @@
-"""`Idempotency-Key` on the five creates that mint a new object (`accounts.idempotency`; docs/decisions.md
+"""`Idempotency-Key` on the creates that mint a new object (`accounts.idempotency`; docs/decisions.md
 "Idempotency"): a retry replays the first answer instead of making a second store, session, environment,
 key or token — with our test client, with parallel clients on a live server, and with the official SDK
 retrying after a lost answer."""
@@ -278,6 +278,31 @@ def test_the_official_sdk_retrying_a_lost_answer_creates_one_session(live_server
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("kind", ["projects", "sections"])
+def test_a_retried_project_or_section_create_replays_instead_of_a_409_for_its_own_slug(make_client, kind):
+    """A project (a board: staff) whose create answer was lost: the retry under the same key gets the first
+    answer, not `409 slug_taken` for the caller's own new slug; a refused create stores nothing, and the key
+    with another slug is 409 `idempotency_key_reused`."""
+    from accounts.models import Project, Section
+    from tests.factories import UserFactory
+
+    model = Project if kind == "projects" else Section
+    client = make_client(UserFactory(is_staff=True))
+    first = client.post(f"/api/v1/{kind}", {"slug": "apollo"}, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
+    assert first.status_code == 201, first.content
+    again = client.post(f"/api/v1/{kind}", {"slug": "apollo"}, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
+    assert (again.status_code, again.content, again["Idempotent-Replayed"]) == (201, first.content, "true")
+    assert model.objects.count() == 1
+    reused = client.post(f"/api/v1/{kind}", {"slug": "gemini"}, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
+    assert reused.status_code == 409 and reused.json()["error"]["details"]["reason"] == "idempotency_key_reused"
+    taken = client.post(f"/api/v1/{kind}", {"slug": "APOLLO"}, format="json", HTTP_IDEMPOTENCY_KEY="k-2")
+    assert taken.status_code == 409 and taken.json()["error"]["details"]["reason"] == "slug_taken"
+    fresh = client.post(f"/api/v1/{kind}", {"slug": "orion"}, format="json", HTTP_IDEMPOTENCY_KEY="k-2")
+    assert fresh.status_code == 201  # the refusal stored nothing under k-2
+    assert model.objects.count() == 2
+
+
+@pytest.mark.django_db
 def test_the_openapi_document_names_the_header_on_exactly_the_replayable_creates(anon_client):
     import yaml
 
@@ -290,6 +315,8 @@ def test_the_openapi_document_names_the_header_on_exactly_the_replayable_creates
                 if "Idempotency-Key" in names:
                     keyed[operation["operationId"]] = operation
     replayable = {
+        "create_project",
+        "create_section",
         "memory_stores_create",
         "sessions_create",
         "environments_create",
