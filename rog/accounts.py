@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from rog.client import new_idempotency_key
 from rog.common import RogGroup, State, emit, fail_usage, path_part
 
 
@@ -46,7 +47,8 @@ def tokens_create(state: State, name: str, scopes: tuple[str, ...], expires_in_d
     body: dict[str, Any] = {"name": name, "scopes": list(dict.fromkeys(names))}
     if expires_in_days is not None:
         body["expires_in_days"] = expires_in_days
-    emit(state.call("POST", "me/tokens", json=body))
+    # a create the server replays under its key: retried after a lost answer, it gives the same token once
+    emit(state.call("POST", "me/tokens", json=body, idempotency_key=new_idempotency_key()))
 
 
 @tokens.command("list")
@@ -108,7 +110,8 @@ def _parent_group(*, name: str, noun: str, path: str, roles: tuple[str, ...], de
             body["name"] = name
         if open_to_all_posters:
             body["open_to_all_posters"] = True
-        emit(state.call("POST", path, json=body))
+        # replayed under its key: a retry after a lost answer is the same project (board), not 409 slug_taken
+        emit(state.call("POST", path, json=body, idempotency_key=new_idempotency_key()))
 
     create.help = f"Create a {noun}; you become its owner." + (
         " Needs a staff account." if noun == "board" else " Any user may create one."

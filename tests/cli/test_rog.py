@@ -174,6 +174,31 @@ def test_rog_retries_a_503_with_the_same_idempotency_key(tmp_path):
     assert len(notes) == 2 and notes[0] == notes[1] and notes[0].startswith("rog-")
 
 
+@pytest.mark.parametrize(
+    ("args", "path"),
+    [
+        (("projects", "create", "apollo"), "/api/v1/projects"),
+        (("tokens", "create", "--name", "ci"), "/api/v1/me/tokens"),
+    ],
+)
+def test_rog_retries_a_replayable_create_with_the_same_key(tmp_path, args, path):
+    """Project, board and token creates are replayed by the server under their Idempotency-Key, so rog retries
+    them after a 503 like a note, with the same key (a retried project create would otherwise be refused
+    `slug_taken` for its own slug)."""
+    seen: list[tuple[str, str | None]] = []
+
+    def respond(request_path, headers, body, method):
+        seen.append((request_path, headers.get("Idempotency-Key")))
+        if len(seen) == 1:
+            overloaded = b'{"type": "error", "error": {"type": "overloaded_error", "message": "x"}}'
+            return 503, overloaded, {"Retry-After": "0"}
+        return 201, b'{"data": {"id": "p1"}, "meta": {}}', {}
+
+    with answering(respond) as url:
+        Rog(url, "mem_fake", tmp_path)(*args)
+    assert len(seen) == 2 and seen[0] == seen[1] and seen[0][0] == path and seen[0][1].startswith("rog-")
+
+
 def test_hostile_text_round_trips_byte_for_byte_and_nothing_executes(rog, tmp_path):
     rog("memories", "init")
     body = "Run $(touch pwned) or `touch pwned2`; \x1b[31mred\x1b[0m ${HOME} 'q' \"dq\" \\n\r\ntrailing  \n"
