@@ -294,14 +294,13 @@ class ParentAdmin(AtomicActionsAdmin, RowLockedOnPost, admin.ModelAdmin):
         """Free the slugs each selected parent left by renames (`services.release_retired_slugs`): for a parent
         that reached the rename limit (409 `rename_limit`), or a former slug someone else should have. They
         stop naming it, so agents still set up with one lose their way — the message lists what was freed."""
-        freed = {str(parent): services.release_retired_slugs(parent) for parent in queryset}
-        for parent in queryset:
-            if freed[str(parent)]:
-                self.log_change(request, parent, f"Released former slugs: {', '.join(freed[str(parent)])}.")
-        listed = "; ".join(f"{name}: {', '.join(slugs)}" for name, slugs in freed.items() if slugs)
-        self.message_user(
-            request, f"Released {sum(map(len, freed.values()))} former slug(s){' — ' + listed if listed else ''}."
-        )
+        freed = [(parent, services.release_retired_slugs(parent)) for parent in queryset]
+        for parent, slugs in freed:
+            if slugs:
+                self.log_change(request, parent, f"Released former slugs: {', '.join(slugs)}.")
+        listed = "; ".join(f"{parent}: {', '.join(slugs)}" for parent, slugs in freed if slugs)
+        count = sum(len(slugs) for _, slugs in freed)
+        self.message_user(request, f"Released {count} former slug(s){' — ' + listed if listed else ''}.")
 
     @admin.display(description="former slugs")
     def former_slugs(self, obj) -> str:

@@ -400,7 +400,7 @@ def get_upload(*, actor: User, import_id: object, lock: bool = False) -> StoreIm
 
 def list_uploads(*, actor: User, status: str | None = None) -> QuerySet[StoreImport]:
     """The caller's own imports, newest first (``ORDER BY created_at DESC, id DESC``), optionally only those
-    whose `status` is "open" or "committed"; docs/export-import.md "Finding an import again".
+    whose `status` is "open" or "committed"; docs/export-import.md "Two drivers", step 5.
 
     Nobody sees another user's imports, staff included (an open import's store is hidden from everyone but
     its importer). Committed imports and abandoned open ones are deleted IMPORT_IDLE_SECONDS after their last
