@@ -45,6 +45,9 @@ MeSerializer = inline_serializer(
 )
 
 
+_DATETIME = serializers.DateTimeField()
+
+
 class MeView(APIView):
     """The caller's identity and token (never the secret)."""
 
@@ -60,7 +63,8 @@ class MeView(APIView):
                     "id": str(token.id),
                     "prefix": token.prefix,
                     "scopes": list(token.scopes),
-                    "expires_at": token.expires_at.isoformat() if token.expires_at else None,
+                    # DRF's rendering, as /me/tokens renders it (`…Z`; isoformat() said `+00:00`)
+                    "expires_at": _DATETIME.to_representation(token.expires_at) if token.expires_at else None,
                 },
             }
         )

@@ -26,7 +26,9 @@ def test_a_minted_token_is_shown_once_and_works(owner_client, make_client):
     assert timedelta(days=6, hours=23) < stored.expires_at - timezone.now() <= timedelta(days=7)
     new = make_client(None)
     new.credentials(HTTP_AUTHORIZATION=f"Bearer {data['token']}")
-    assert new.get("/api/v1/me").json()["data"]["token"]["id"] == data["id"]
+    me = new.get("/api/v1/me").json()["data"]["token"]
+    assert me["id"] == data["id"]
+    assert me["expires_at"] == data["expires_at"] and me["expires_at"].endswith("Z")  # one spelling everywhere
     listed = owner_client.get("/api/v1/me/tokens").json()["data"]
     assert all("token" not in row for row in listed)
     assert [row["current"] for row in listed] == [False, True]  # newest first; the caller's is marked
