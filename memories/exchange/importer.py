@@ -38,8 +38,9 @@ BATCH_LINES = 2000
 FUTURE_SLACK = timedelta(minutes=5)
 UNVOUCHED = (
     "{handle!r} may not write the target store on this server, so an HTTP import cannot make them its author "
-    "(authors must be users who may write there: you, or the project's members, or the board's posters). "
-    "Add them first, or have an operator run manage.py import_store."
+    "(authors must be users who may write there: only you in your own user store, a project's members, a "
+    "board's posters). To keep them as authors, import into a project or board where they may write (add them "
+    "there first), or have an operator run manage.py import_store."
 )
 BATCH_BYTES = 8 * 1024 * 1024
 ANALYZE_EVERY_ROWS = 20_000

@@ -267,6 +267,7 @@ def test_an_http_import_cannot_make_someone_who_may_not_write_there_an_author(ow
     response = post_lines(owner_client, IMPORTS, assemble(sample))
     assert response.status_code == 400
     assert "'bob' may not write the target store" in response.json()["error"]["message"]
+    assert "only you in your own user store" in response.json()["error"]["message"]  # not "add them" to it
     assert census() == before and not StoreImport.objects.exists()
 
 
