@@ -277,30 +277,9 @@ class ParentAdmin(AtomicActionsAdmin, RowLockedOnPost, admin.ModelAdmin):
     or closing its posting has its stores judge in-flight writes again (`services.parent_rights_changed`)."""
 
     readonly_fields = ["slug", "former_slugs", "created_at"]
-    actions = ["release_former_slugs"]
 
     def has_add_permission(self, request) -> bool:
         return False
-
-    def has_release_permission(self, request) -> bool:
-        return request.user.is_active and request.user.has_perm(
-            f"{self.model._meta.app_label}.change_{self.model._meta.model_name}"
-        )
-
-    @admin.action(
-        description="Release the former slugs of the selected (anyone may take them again)", permissions=["release"]
-    )
-    def release_former_slugs(self, request, queryset):
-        """Free the slugs each selected parent left by renames (`services.release_retired_slugs`): for a parent
-        that reached the rename limit (409 `rename_limit`), or a former slug someone else should have. They
-        stop naming it, so agents still set up with one lose their way — the message lists what was freed."""
-        freed = [(parent, services.release_retired_slugs(parent)) for parent in queryset]
-        for parent, slugs in freed:
-            if slugs:
-                self.log_change(request, parent, f"Released former slugs: {', '.join(slugs)}.")
-        listed = "; ".join(f"{parent}: {', '.join(slugs)}" for parent, slugs in freed if slugs)
-        count = sum(len(slugs) for _, slugs in freed)
-        self.message_user(request, f"Released {count} former slug(s){' — ' + listed if listed else ''}.")
 
     @admin.display(description="former slugs")
     def former_slugs(self, obj) -> str:

@@ -282,7 +282,7 @@ def _save_parent(parent: Model, *, old_slug: str | None = None) -> None:
                 if RetiredSlug.objects.filter(**{field: parent}).count() >= RETIRED_SLUGS_MAX:
                     raise RenameLimit(
                         f"This {field} has been renamed away from {RETIRED_SLUGS_MAX} slugs, which all keep naming "
-                        "it; it may take one of them back, or staff may release them (the back office).",
+                        "it for good; it may take one of them back.",
                         details={"retired_slugs": RETIRED_SLUGS_MAX},
                     )
                 RetiredSlug.objects.create(**{field: parent}, slug=old_slug)
@@ -363,23 +363,6 @@ def _update_parent(parent: Model, changes: dict[str, Any], actor: User | None) -
     if {"visibility", "posting"} & set(changed):  # who may read or post may have narrowed
         parent_rights_changed(locked)
     return locked
-
-
-@transaction.atomic
-def release_retired_slugs(parent: Model) -> list[str]:
-    """Staff: free the slugs `parent` (a Project or Section) left by renames; returns them, sorted.
-
-    They stop naming the parent and anyone may take them again — what retiring them prevents (docs/access.md
-    "Renamed slugs"), so only staff do it, on purpose: when a parent reached RETIRED_SLUGS_MAX, or a retired
-    slug must go to someone else. Locks the parent's row first, as renames do. Raises ProjectNotFound /
-    SectionNotFound (404) when the parent is gone.
-    """
-    locked = _lock_parent(parent, None)
-    field = "project" if isinstance(locked, Project) else "section"
-    retired = RetiredSlug.objects.filter(**{field: locked})
-    slugs = sorted(retired.values_list("slug", flat=True))
-    retired.delete()
-    return slugs
 
 
 def parent_rights_changed(parent: Model) -> None:

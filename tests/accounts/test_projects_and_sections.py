@@ -134,7 +134,8 @@ def test_a_renamed_slug_cannot_be_taken_and_keeps_leading_members_to_their_proje
 def test_renames_stop_at_the_retired_slug_limit_and_taking_one_back_still_works(cast):
     """Every slug a rename leaves stays reserved for the project: unlimited renames let one owner reserve any
     number of names (a breaker). The 11th slug left is refused and changes nothing; taking an old slug back,
-    or a change of case, retires no more and still works; staff can release them (test_admin)."""
+    or a change of case, retires no more and still works. Nobody releases them: a freed slug is how a stranger
+    receives the project's members' notes (a breaker did it through a staff release action, since removed)."""
     from accounts.services import RETIRED_SLUGS_MAX
 
     users, clients = cast

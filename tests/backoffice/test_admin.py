@@ -6,7 +6,6 @@ from html.parser import HTMLParser
 
 import pytest
 from django.contrib import admin
-from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from backoffice.models import AuditEvent
@@ -400,32 +399,3 @@ def test_staff_find_a_renamed_project_by_its_former_slug_and_see_it_on_the_page(
     assert "artemis" in found
     page = staff_client.get(reverse("admin:accounts_project_change", args=[project.pk])).content.decode()
     assert "former slugs" in page.lower() and "apollo" in page
-
-
-def test_staff_release_a_projects_former_slugs_and_anyone_may_take_them_again(staff_client, owner, client):
-    """The way out of the rename limit (409 `rename_limit`): staff release a parent's former slugs; they stop
-    naming it, a stranger may take one, and the admin history says what was freed. Staff who may only view
-    projects get no such action."""
-    from django.contrib.admin.models import LogEntry
-
-    from accounts import services as account_services
-    from accounts.models import RetiredSlug
-
-    project = account_services.create_project(creator=owner, slug="apollo", name="Moon program")
-    account_services.update_project(project=project, actor=owner, slug="artemis")
-    account_services.update_project(project=project, actor=owner, slug="orion")
-    url = reverse("admin:accounts_project_changelist")
-    done = staff_client.post(url, {"action": "release_former_slugs", "_selected_action": [str(project.pk)]})
-    assert done.status_code == 302
-    assert not RetiredSlug.objects.exists()
-    assert "Released former slugs: apollo, artemis." in LogEntry.objects.get(object_id=str(project.pk)).change_message
-    stranger = UserFactory()
-    account_services.create_project(creator=stranger, slug="apollo")  # free again
-
-    viewer = UserFactory(is_staff=True)
-    viewer.user_permissions.add(Permission.objects.get(codename="view_project"))
-    client.force_login(viewer)
-    account_services.update_project(project=project, actor=owner, slug="gemini")
-    assert 'value="release_former_slugs"' not in client.get(url).content.decode()
-    client.post(url, {"action": "release_former_slugs", "_selected_action": [str(project.pk)]})
-    assert list(RetiredSlug.objects.values_list("slug", flat=True)) == ["orion"]
