@@ -25,12 +25,14 @@ import hashlib
 import json
 import logging
 import os
+import re
+import shutil
 import signal
 import stat
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 log = logging.getLogger("memories_worker")
 
@@ -433,14 +435,84 @@ def _new_folder(parent: Path, name: str) -> Path:
     raise FileExistsError(f"no free folder name for {name} in {parent}")
 
 
-def check_layout(mount_root: Path, workdir: Path) -> None:
+def set_aside_copies(workdir: Path, names: tuple[str, ...], *, stamp: str, mount_lock: MountRootLock) -> list[str]:
+    """Move the copies earlier items kept in the work directory — the folders `names` (`.memory-conflicts`,
+    `.memory-unsynced`) — into `<mount-root>/.memories-worker.leftovers/<stamp>.workdir/`, before the next
+    item's agent starts. Returns the new paths (the item's summary lists them under `leftovers`).
+
+    They hold other sessions' store files (a losing edit, what a flush could not push): in the work directory
+    the next session's agent read them with its file tools, stores it was never given included (a breaker,
+    helper-81). In the leftovers folder they are out of the file tools' reach and still kept for the operator,
+    never deleted (SPEC §5: "never lost"). A link or a file planted under one of the names moves as itself,
+    never followed. Across filesystems (a work volume and a mount volume) the move copies, links as links, and
+    then removes the original. A folder that cannot be moved stays, and is logged.
+    """
+    if not mount_lock.held:
+        raise RuntimeError("copies may be set aside only under the mount root's lock")
+    present = [workdir / name for name in names if os.path.lexists(workdir / name)]
+    if not present:
+        return []
+    leftovers = mount_lock.root / LEFTOVERS_DIR
+    try:
+        if leftovers.is_symlink() or (leftovers.exists() and not leftovers.is_dir()):
+            raise OSError(f"{leftovers} is not the worker's folder")  # set_aside_leftovers moves it first
+        leftovers.mkdir(mode=0o700, exist_ok=True)
+        folder = _new_folder(leftovers, f"{stamp}.workdir")
+    except OSError as e:
+        log.error("could not make a folder for the work directory's copies in %s: %s", leftovers, e)
+        return []
+    moved = []
+    for path in present:
+        aside = folder / path.name
+        try:
+            shutil.move(path, aside)  # os.rename, or copy (links as links) and remove across filesystems
+        except OSError as e:
+            log.error("could not move %s out of the work directory: %s", path, e)
+            continue
+        moved.append(str(aside))
+        log.warning("moved %s (copies kept by earlier items) out of the work directory to %s", path, aside)
+    return moved
+
+
+def _unescape(field: str) -> str:
+    """A path field of /proc/self/mountinfo: the kernel writes space, tab, newline and backslash as octal."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _mounts(mountinfo: str) -> list[tuple[str, PurePosixPath, PurePosixPath]]:
+    """(device, root within its filesystem, mount point) of each line of a /proc/self/mountinfo text."""
+    mounts = []
+    for line in mountinfo.splitlines():
+        fields = line.split(" - ", 1)[0].split()
+        if len(fields) >= 5:
+            mounts.append((fields[2], PurePosixPath(_unescape(fields[3])), PurePosixPath(_unescape(fields[4]))))
+    return mounts
+
+
+def _physical(path: Path, mounts) -> tuple[str, PurePosixPath] | None:
+    """Where resolved `path` really is: (device, path within that device's filesystem), by the mount that
+    holds it (the deepest mount point above it; of several on one point, the last, which hides the others)."""
+    best = None
+    for device, root, point in mounts:
+        if PurePosixPath(path).is_relative_to(point) and (best is None or len(point.parts) >= len(best[2].parts)):
+            best = (device, root, point)
+    if best is None:
+        return None
+    device, root, point = best
+    return device, root / PurePosixPath(path).relative_to(point)
+
+
+def check_layout(mount_root: Path, workdir: Path, mountinfo: str | None = None) -> None:
     """Raise MountRootError unless the work directory and the mount root lie beside each other.
 
     The work directory the mount root or inside it: a store's mount (`<mount-root>/<slug>`) could land on the
     work directory, and clearing the mount root before an item (`set_aside_leftovers`) would move it away.
     The mount root inside the work directory: the agent's file tools, rooted at the work directory, would
     reach `<mount-root>/.memories-worker.leftovers/` — other sessions' stores and unpushed edits — and every
-    mount, read-only ones included, through the work directory's root. Paths are compared resolved.
+    mount, read-only ones included, through the work directory's root. Paths are compared resolved, and then
+    where they really are (`mountinfo`, default /proc/self/mountinfo; skipped where there is none): a bind
+    mount or a container's volumes (`-v host/work:/work -v host/work/mnt:/mnt/memory`) put one inside the
+    other under unrelated names (a breaker, helper-80).
     """
     root, work = mount_root.resolve(), workdir.resolve()
     if work.is_relative_to(root):
@@ -449,4 +521,19 @@ def check_layout(mount_root: Path, workdir: Path) -> None:
         raise MountRootError(
             f"--mount-root {mount_root} lies inside --workdir {workdir}: the agent's file tools would reach the "
             "leftovers of other sessions through the work directory; give them places beside each other"
+        )
+    if mountinfo is None:
+        try:
+            mountinfo = Path("/proc/self/mountinfo").read_text(encoding="utf-8", errors="surrogateescape")
+        except OSError:
+            return
+    mounts = _mounts(mountinfo)
+    here, there = _physical(root, mounts), _physical(work, mounts)
+    if here is None or there is None or here[0] != there[0]:
+        return
+    if here[1].is_relative_to(there[1]) or there[1].is_relative_to(here[1]):
+        raise MountRootError(
+            f"--mount-root {mount_root} ({root}) and --workdir {workdir} ({work}) are one inside the other on "
+            f"disk (device {here[0]}: {here[1]} and {there[1]}), through a bind mount or a volume; give them "
+            "places beside each other"
         )

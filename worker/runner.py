@@ -50,9 +50,10 @@ from worker.mountroot import (
     MountRootLock,
     agent_command,
     check_layout,
+    set_aside_copies,
     set_aside_leftovers,
 )
-from worker.sync import WorkerMemoryStores, make_read_only, utc_stamp
+from worker.sync import CONFLICTS_DIR, UNSYNCED_DIR, WorkerMemoryStores, make_read_only, utc_stamp
 
 log = logging.getLogger("memories_worker")
 
@@ -399,7 +400,9 @@ async def _serve(opts, item, client, summary, stop, lease, beats, mount_lock: Mo
     workdir = opts.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     opts.mount_root.mkdir(parents=True, exist_ok=True)
-    summary.leftovers = set_aside_leftovers(resources, stamp=utc_stamp(), mount_lock=mount_lock)
+    stamp = utc_stamp()
+    summary.leftovers = set_aside_leftovers(resources, stamp=stamp, mount_lock=mount_lock)
+    summary.leftovers += set_aside_copies(workdir, (CONFLICTS_DIR, UNSYNCED_DIR), stamp=stamp, mount_lock=mount_lock)
     stores = WorkerMemoryStores(client, workdir=workdir, slugs=slugs, sync_interval=opts.sync_interval)
     try:
         try:

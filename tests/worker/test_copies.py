@@ -4,6 +4,8 @@ earlier item left in the work directory, and whatever the file or mount is calle
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -14,6 +16,7 @@ from worker.mountroot import (
     MountRootError,
     MountRootLock,
     check_layout,
+    set_aside_copies,
     set_aside_leftovers,
 )
 from worker.sync import _keep_unsynced, _stamped
@@ -152,3 +155,85 @@ def test_a_stamp_folder_that_exists_already_is_never_reused(tmp_path):
         mount_lock.release()
     assert moved == str(root / LEFTOVERS_DIR / "20261207T000000.000000Z-2" / "x")
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("plant", ["folder", "link", "file"])
+def test_copies_in_the_work_directory_move_to_the_leftovers_folder_as_they_are(tmp_path, plant):
+    """`.memory-conflicts`/`.memory-unsynced` hold earlier sessions' files: moved out of the work directory
+    (the file tools' root) into the private leftovers folder; a link planted under the name moves as a link,
+    its target untouched; nothing there, nothing made."""
+    work, target = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    target.mkdir()
+    (target / "keep.txt").write_text("not the worker's")
+    mount_lock = MountRootLock.acquire(tmp_path / "mnt")
+    try:
+        assert set_aside_copies(work, (".memory-conflicts", ".memory-unsynced"), stamp="S", mount_lock=mount_lock) == []
+        assert not (tmp_path / "mnt" / LEFTOVERS_DIR).exists()
+        if plant == "folder":
+            (work / ".memory-unsynced" / "alpha").mkdir(parents=True)
+            (work / ".memory-unsynced" / "alpha" / "plan.md").write_text("ALPHA")
+        elif plant == "link":
+            (work / ".memory-unsynced").symlink_to(target, target_is_directory=True)
+        else:
+            (work / ".memory-unsynced").write_text("a file")
+        (work / ".memory-conflicts").mkdir()
+        moved = set_aside_copies(work, (".memory-conflicts", ".memory-unsynced"), stamp="S", mount_lock=mount_lock)
+    finally:
+        mount_lock.release()
+    folder = tmp_path / "mnt" / LEFTOVERS_DIR / "S.workdir"
+    assert moved == [str(folder / ".memory-conflicts"), str(folder / ".memory-unsynced")]
+    assert not os.path.lexists(work / ".memory-unsynced") and not os.path.lexists(work / ".memory-conflicts")
+    assert folder.stat().st_mode & 0o777 == 0o700
+    aside = folder / ".memory-unsynced"
+    if plant == "folder":
+        assert (aside / "alpha" / "plan.md").read_text() == "ALPHA"
+    elif plant == "link":
+        assert aside.is_symlink() and os.readlink(aside) == str(target)
+    else:
+        assert aside.read_text() == "a file"
+    assert os.listdir(target) == ["keep.txt"]  # never followed
+
+
+DOCKER_VOLUMES = """\
+1 0 0:50 / / rw - overlay overlay rw
+2 1 259:1 /srv/agents/a1/work /work rw,relatime - ext4 /dev/nvme0n1p1 rw
+3 1 259:1 /srv/agents/a1/work/mnt /mnt/memory rw,relatime - ext4 /dev/nvme0n1p1 rw
+4 1 259:1 /srv/agents/a1/mnt\\040memory /mnt/other rw,relatime - ext4 /dev/nvme0n1p1 rw
+5 1 0:60 / /mnt/tmp rw - tmpfs tmpfs rw
+"""
+
+
+@pytest.mark.parametrize(
+    ("mount_root", "workdir", "refused"),
+    [
+        ("/mnt/memory", "/work", True),  # volumes: host work/ and work/mnt, one inside the other on disk
+        ("/mnt/memory/deeper", "/work", True),
+        ("/mnt/other", "/work", False),  # beside it on the same disk (a name with a space)
+        ("/mnt/tmp/mnt", "/work", False),  # another filesystem
+        ("/mnt/memory", "/srv", False),  # /srv is the overlay root's, not the disk's
+    ],
+)
+def test_a_mount_root_and_work_directory_nested_on_disk_through_volumes_are_refused(mount_root, workdir, refused):
+    """`-v host/work:/work -v host/work/mnt:/mnt/memory` passed the path checks: the file tools reached the
+    leftovers folder through the work directory (a breaker, helper-80). Where they really are decides."""
+    if refused:
+        with pytest.raises(MountRootError, match="one inside the other on disk"):
+            check_layout(Path(mount_root), Path(workdir), mountinfo=DOCKER_VOLUMES)
+    else:
+        check_layout(Path(mount_root), Path(workdir), mountinfo=DOCKER_VOLUMES)
+
+
+def test_a_real_bind_mount_of_a_folder_inside_the_work_directory_is_refused(tmp_path):
+    """The same through a real bind mount (needs the right to mount: root, as on the CI machine)."""
+    work, root = tmp_path / "work", tmp_path / "mnt"
+    (work / "sub").mkdir(parents=True)
+    root.mkdir()
+    if subprocess.run(["mount", "--bind", str(work / "sub"), str(root)], capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount here (not root)")
+    try:
+        with pytest.raises(MountRootError, match="one inside the other on disk"):
+            check_layout(root, work)
+        check_layout(tmp_path / "elsewhere", work)
+    finally:
+        subprocess.run(["umount", str(root)], check=True)

@@ -3,10 +3,12 @@ process and pytest-django's live server on PostgreSQL; no mock of our API or of 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from django.db.models.expressions import RawSQL
@@ -17,6 +19,7 @@ from tests.worker.conftest import WORKER, left_in
 from versions import services as version_services
 from versions.actors import Actor
 from versions.models import Memory, Version
+from worker.mountroot import LEFTOVERS_DIR
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -350,25 +353,35 @@ def test_syncs_run_on_a_cadence_while_the_agent_runs(worker, owner_token, notes_
     assert session_versions(session) == [("created", "/progress.md")]
 
 
-def test_a_reused_work_directory_keeps_every_unsynced_copy(worker, owner, owner_token, make_session):
+def test_a_reused_work_directory_keeps_every_unsynced_copy_out_of_the_next_agents_reach(
+    worker, owner, owner_token, make_session
+):
+    """What an item could not push is kept in `<workdir>/.memory-unsynced/`; the next item's agent, in the same
+    work directory, read it there with its file tools — another session's store (a breaker, helper-81). Before
+    the next download the copies move to the mount root's leftovers folder: never lost, out of reach."""
     prefs = StoreFactory(owner=owner, canonical=False, name="Prefs")
     seed(prefs, owner_token, {"/editor.md": "vim"})
-    kept = []
+    summaries = []
     for text in ("emacs", "nano"):
         make_session((prefs, "read_only"))
         run = worker(
             f"""
+            say("seen", json.dumps(sorted(p.name for p in WORK.iterdir() if p.name.startswith(".memory-"))))
             target = MOUNTS / "prefs" / "editor.md"
             target.chmod(0o644)  # bash can do what the file tools refuse; the worker still never pushes it
             target.write_text({text!r})
             """
         )
-        summary = run.finish()
-        assert summary["outcome"] == "completed"
-        kept += [k["kept_at"] for k in summary["unsynced"]]
+        summaries.append((run.finish(), json.loads((run.workdir / "seen").read_text())))
+    (first, first_seen), (second, second_seen) = summaries
+    assert first["outcome"] == second["outcome"] == "completed"
+    assert first_seen == second_seen == []  # the second agent never saw the first item's copies
     folder = run.workdir / ".memory-unsynced" / "prefs"
-    assert sorted(p.read_text() for p in folder.iterdir()) == ["emacs", "nano"]
-    assert kept[0] == str(folder / "editor.md") and kept[1].startswith(str(folder / "editor.md~"))
+    assert [k["kept_at"] for k in second["unsynced"]] == [str(folder / "editor.md")]
+    assert (folder / "editor.md").read_text() == "nano"
+    [aside] = [Path(p) for p in second["leftovers"] if p.endswith(".memory-unsynced")]
+    assert aside.parent.parent == run.mounts / LEFTOVERS_DIR and aside.parent.name.endswith(".workdir")
+    assert (aside / "prefs" / "editor.md").read_text() == "emacs"  # the first item's copy, kept
     assert contents(prefs) == {"/editor.md": "vim"}
 
 
