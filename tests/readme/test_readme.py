@@ -10,6 +10,7 @@ checks that it stopped the PostgreSQL it started, then starts it again to check 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -174,6 +175,12 @@ class Serve:
             self.process.wait(timeout=10)
 
 
+def _bin_stop(copy: Path) -> subprocess.CompletedProcess:
+    done = subprocess.run(["bash", "bin/stop"], cwd=copy, env=_clean_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
 def _embedded_status(copy: Path) -> str:
     done = subprocess.run(
         [str(ROOT / ".venv" / "bin" / "python"), "-m", "config.embedded_db", "status"],
@@ -235,34 +242,50 @@ def test_the_readme_runs_as_pasted_on_a_fresh_server(checkout, tmp_path):
     assert "stopped the embedded PostgreSQL" in stopped, stopped
     assert _embedded_status(checkout) == "stopped"
 
-    # A restart keeps the demo token that the README exported; bin/stop stops it all from another shell. A
-    # second bin/serve on another port shares the embedded PostgreSQL: the first to stop leaves it running for
-    # the other, and bin/stop stops every bin/serve (it stopped only the last one started, a breaker).
+    # A restart keeps the demo token that the README exported. One bin/serve per checkout: a second one (another
+    # port) is refused at once — it overwrote the pid file and bin/stop then stopped nothing (a breaker).
     kept = (checkout / ".data" / "demo-token").read_text().strip()
     again = Serve(checkout, port)
-    other_port = free_port()
-    other = Serve(checkout, other_port)
+    sleeper = subprocess.Popen(["sleep", "300"])
     third = None
     try:
         assert f"Demo token (the same as the last start): {kept}" in again.output()
         me = httpx.get(f"http://127.0.0.1:{port}/api/v1/me", headers={"Authorization": f"Bearer {kept}"})
         assert me.status_code == 200 and me.json()["data"]["handle"] == "demo"
-        assert "another bin/serve uses it" in again.stop()  # the database stays up for the other one
-        me = httpx.get(f"http://127.0.0.1:{other_port}/api/v1/me", headers={"Authorization": f"Bearer {kept}"})
-        assert me.status_code == 200
-        third = Serve(checkout, port)
-        stop = subprocess.run(
-            ["bash", "bin/stop"], cwd=checkout, env=_clean_env(), capture_output=True, text=True, timeout=120
+        second = subprocess.run(
+            ["bash", "bin/serve"],
+            cwd=checkout,
+            env=_clean_env(PORT=str(free_port())),
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
-        assert stop.returncode == 0, stop.stdout + stop.stderr
-        for server in (other, third):
-            assert server.process.wait(timeout=60) == 0
-            assert f"stopped bin/serve (pid {server.process.pid}, 127.0.0.1:{server.port})" in stop.stdout, stop.stdout
+        assert second.returncode == 1, second.stdout + second.stderr
+        assert f"already running in this checkout (pid {again.process.pid}, 127.0.0.1:{port})" in second.stderr
+
+        # bin/serve killed outright leaves gunicorn serving: bin/stop stops that gunicorn too (a breaker).
+        os.kill(again.process.pid, signal.SIGKILL)
+        again.process.wait(timeout=10)
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
+        stop = _bin_stop(checkout)
+        assert "stopped the gunicorn a killed bin/serve left running" in stop.stdout, stop.stdout
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
+
+        # A stale pid file whose pid now belongs to another process: that process is never signalled, and
+        # the file does not stop the next start.
+        (checkout / ".data" / "serve.pid").write_text(f"{sleeper.pid} 127.0.0.1:1\n")
+        third = Serve(checkout, port)
+        stop = _bin_stop(checkout)
+        assert third.process.wait(timeout=60) == 0
+        assert f"stopped bin/serve (pid {third.process.pid}, 127.0.0.1:{port})" in stop.stdout, stop.stdout
+        assert sleeper.poll() is None
     finally:
-        for server in (again, other, third):
-            if server is not None:
-                server.stop()
-    assert "stopped the embedded PostgreSQL" in other.output() + third.output() + stop.stdout
+        sleeper.kill()
+        with contextlib.suppress(ProcessLookupError):  # its gunicorn, should the test have stopped half-way
+            os.killpg(again.process.pid, signal.SIGKILL)
+        if third is not None:
+            third.stop()
+    assert "stopped the embedded PostgreSQL" in third.output()
     assert _embedded_status(checkout) == "stopped"
-    assert not list((checkout / ".data" / "serve").glob("[0-9]*"))
-    assert not (checkout / ".data" / "serve" / "started-db").exists()
+    assert not (checkout / ".data" / "serve.pid").exists()
