@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -402,7 +403,10 @@ async def _serve(opts, item, client, summary, stop, lease, beats, mount_lock: Mo
     opts.mount_root.mkdir(parents=True, exist_ok=True)
     stamp = utc_stamp()
     summary.leftovers = set_aside_leftovers(resources, stamp=stamp, mount_lock=mount_lock)
-    summary.leftovers += set_aside_copies(workdir, (CONFLICTS_DIR, UNSYNCED_DIR), stamp=stamp, mount_lock=mount_lock)
+    # on a thread: across filesystems the move copies, and the lease's heartbeats run on this loop meanwhile
+    summary.leftovers += await anyio.to_thread.run_sync(
+        functools.partial(set_aside_copies, workdir, (CONFLICTS_DIR, UNSYNCED_DIR), stamp=stamp, mount_lock=mount_lock)
+    )
     stores = WorkerMemoryStores(client, workdir=workdir, slugs=slugs, sync_interval=opts.sync_interval)
     try:
         try:
