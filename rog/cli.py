@@ -74,7 +74,13 @@ def store_id(state: State, sel: Selection) -> str:
     if sel.store:
         return path_part(sel.store)
     scope, subject = sel.scope_subject()
-    return state.call("GET", "memories/resolve", params={"scope": scope, "subject": subject})["data"]["id"]
+    # The server's 404 is the same for a store that does not exist yet and one you may not see (privacy);
+    # rog can say what to do in the first case, the likely one for your own new store.
+    option = {"user": "--user", "project": "--project", "board": "--board"}[scope]
+    selector = "" if (scope, subject) == ("user", "me") else f" {option} {subject}"
+    hint = f"No store found. A subject's store is made once with `rog memories init{selector}` (needs the write right)."
+    params = {"scope": scope, "subject": subject}
+    return state.call("GET", "memories/resolve", params=params, hint_404=hint)["data"]["id"]
 
 
 def read_text_file(path: str) -> str:

@@ -124,12 +124,16 @@ class State:
         if self._client is not None:
             self._client.close()
 
-    def call(self, method: str, path: str, **kwargs) -> dict[str, Any]:
-        """One API call; on failure print the error object on stderr and exit with the matching code."""
+    def call(self, method: str, path: str, *, hint_404: str | None = None, **kwargs) -> dict[str, Any]:
+        """One API call; on failure print the error object on stderr and exit with the matching code.
+        `hint_404`: added to a 404's error object as `error.hint` (what rog knows that the server cannot say)."""
         try:
             return self.client.request(method, path, **kwargs)
         except ApiError as exc:
-            emit(exc.body, stream=sys.stderr)
+            body = exc.body
+            if exc.status == 404 and hint_404 and isinstance(body, dict) and isinstance(body.get("error"), dict):
+                body = {**body, "error": {**body["error"], "hint": hint_404}}
+            emit(body, stream=sys.stderr)
             sys.exit(EXIT_API_4XX if exc.status < 500 else EXIT_API_5XX)
         except NetworkError as exc:
             error = {"type": "network_error", "message": str(exc)}
@@ -156,7 +160,8 @@ def _url_problem(url: str) -> str | None:
 
     Refused: what does not parse or names a host no resolver takes (``xn--.com``, ``a..b`` crashed with a
     traceback, a tester); a scheme other than http(s) or no host (``127.0.0.1:8000`` was a network error);
-    a query or fragment (the API path would land in it: every call a 404); a user name or password —
+    a query or fragment (the API path would land in it: every call a 404); a path ending in /api or /api/v1
+    (rog adds that; the SDK's base URL ends in /api: every call a 404, a tester); a user name or password —
     httpx would send them as Basic credentials in place of the token, every call a 401 (a tester; the
     standard library's parser missed a password with ``[`` or a full-width character, a second tester).
     """
@@ -174,6 +179,10 @@ def _url_problem(url: str) -> str | None:
             "holds a user name or password (user:pass@host); rog authenticates with --token / ROG_TOKEN alone "
             "(the URL's would replace it as Basic credentials): remove them."
         )
+    path = parsed.path.rstrip("/")
+    if path.endswith(("/api", "/api/v1")):  # the SDK's base ends in /api: a likely mistake, every call a 404
+        root = str(parsed.copy_with(path=path.rsplit("/api", 1)[0] or "/"))
+        return f"must be the server's root, without /api or /api/v1 (rog adds them): {root}"
     return None
 
 

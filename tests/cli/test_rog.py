@@ -59,6 +59,17 @@ def rog(live_server, me, tmp_path):
     return Rog(live_server.url, account_services.issue_token(user=me).secret, tmp_path)
 
 
+def test_a_first_note_before_init_says_how_to_make_the_store(rog, me):
+    """A new agent's first `rog memories note` was a bare 404 "Store not found." (a tester): rog adds how a
+    subject's store is made. The server's own answer stays the same for a store one may not see."""
+    refused = rog("memories", "note", "hello", expect=3)
+    assert refused["error"]["type"] == "not_found_error" and "`rog memories init`" in refused["error"]["hint"]
+    other = rog("memories", "wake", "--project", "nowhere", expect=3)
+    assert "`rog memories init --project nowhere`" in other["error"]["hint"]
+    rog("memories", "init")
+    assert rog("memories", "note", "hello")["data"]["seq"] == 0
+
+
 def test_get_started_sequence(rog, me):
     project = ProjectFactory(slug="apollo")
     ProjectMembershipFactory(project=project, user=me)

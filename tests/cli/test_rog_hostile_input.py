@@ -106,14 +106,21 @@ def test_a_url_with_a_user_or_password_is_a_usage_error_that_never_prints_them(r
 @pytest.mark.parametrize(
     "url",
     ["http://xn--.com", "http://a..b", "127.0.0.1:1", "file:///etc/passwd", "ws://127.0.0.1:1", "http://h:1/#f",
-     "http://h:1/?x=1"],
+     "http://h:1/?x=1", "http://h:1/api/v1", "http://h:1/api/", "http://h:1/prefix/api"],
 )  # fmt: skip
 def test_a_url_rog_cannot_use_is_a_usage_error_not_a_traceback_or_a_network_error(rog, url):  # noqa: F811
     """A host no resolver takes crashed with a traceback (exit 1); a URL without http(s) was a network error
-    (exit 5); a query or fragment swallowed the API path (every call a 404) — a tester."""
+    (exit 5); a query or fragment swallowed the API path (every call a 404) — a tester; so did a URL ending in
+    /api or /api/v1, the SDK's base (another tester)."""
     done = run(rog, "me", env={"ROG_API_URL": url})
     assert done.returncode == 2, (done.returncode, done.stderr)
     assert b"usage_error" in done.stderr and b"Traceback" not in done.stderr
+
+
+def test_a_url_with_the_api_path_names_the_root_to_use_and_a_prefix_is_kept(rog):  # noqa: F811
+    done = run(rog, "me", env={"ROG_API_URL": "http://127.0.0.1:1/proxy/api/v1"})
+    assert done.returncode == 2 and b"without /api or /api/v1 (rog adds them): http://127.0.0.1:1/proxy" in done.stderr
+    assert run(rog, "me", env={"ROG_API_URL": "http://127.0.0.1:1/proxy"}).returncode == 5  # a prefix is fine
 
 
 def test_a_network_error_names_the_url(rog):  # noqa: F811
