@@ -235,7 +235,8 @@ def _compaction(pending: int) -> dict[str, Any] | None:
         return None
     return {
         "pending": pending,
-        "message": f"{pending} summaries are missing; call nap for the next compaction job and submit it with compact.",
+        "message": f"{pending} {'summary is' if pending == 1 else 'summaries are'} missing; call nap for the next "
+        "compaction job and submit it with compact.",
     }
 
 

@@ -41,10 +41,14 @@ class StrictRegexField(serializers.RegexField):
         return super().to_internal_value(data)
 
 
+SLUG_RULE = "1–64 ASCII letters, digits, '_' or '-', starting and ending with a letter or digit"
+
+
 def slug_field(**kwargs) -> StrictRegexField:
     return StrictRegexField(
         SLUG_RE,
         max_length=64,
+        error_messages={"invalid": f"Must be {SLUG_RULE}."},  # DRF's says only that "the pattern" failed
         help_text="1–64 ASCII letters, digits, '_' or '-', starting and ending with a letter or digit; unique "
         "regardless of case; not UUID-shaped, not `me`.",
         **kwargs,
@@ -228,6 +232,9 @@ class NewTokenSerializer(TokenSerializer):
     token = serializers.CharField(help_text="The secret (`mem_…`). Shown once; only its SHA-256 is stored.")
 
 
+UNKNOWN_SCOPE = '"{input}" is not a scope; the scopes: ' + ", ".join(services.ALL_SCOPES) + "."
+
+
 @extend_schema_field(
     {
         "type": "array",
@@ -248,7 +255,12 @@ class TokenCreateSerializer(StrictSerializer):
 
     name = TokenNameField()
     scopes = ScopeListField(
-        child=serializers.ChoiceField(choices=services.ALL_SCOPES), min_length=1, max_length=len(services.ALL_SCOPES)
+        child=serializers.ChoiceField(
+            choices=services.ALL_SCOPES,
+            error_messages={"invalid_choice": UNKNOWN_SCOPE},
+        ),
+        min_length=1,
+        max_length=len(services.ALL_SCOPES),
     )
     expires_in_days = JsonIntegerField(
         required=False,

@@ -37,6 +37,14 @@ def test_a_taken_slug_is_a_conflict_whatever_its_case_and_whoever_can_see_it(cas
     assert Project.objects.count() == 1 and not ProjectMembership.objects.filter(user=users["stranger"]).exists()
 
 
+def test_a_malformed_slug_is_told_the_rule(cast):
+    _, clients = cast
+    refused = clients["stranger"].post("/api/v1/projects", {"slug": "Bad Slug!"})
+    assert refused.status_code == 400
+    message = refused.json()["error"]["message"]
+    assert "letters, digits, '_' or '-', starting and ending with a letter or digit" in message
+
+
 @pytest.mark.parametrize(
     "body",
     [

@@ -149,3 +149,10 @@ def test_token_list_pages_newest_first(owner_client, owner, django_assert_max_nu
     names += [row["name"] for row in second["data"]]
     assert names == ["t3", "t2", "t1", "t0", ""]
     assert second["meta"]["next_cursor"] is None
+
+
+def test_an_unknown_scope_is_told_the_scopes(owner_client):
+    refused = owner_client.post("/api/v1/me/tokens", {"name": "ci", "scopes": ["bogus"]}, format="json")
+    assert refused.status_code == 400
+    assert '"bogus" is not a scope; the scopes: agent:read, memories:write.' in refused.json()["error"]["message"]
+    assert not ApiToken.objects.filter(name="ci").exists()

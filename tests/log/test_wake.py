@@ -42,7 +42,13 @@ def test_wake_marks_blocks_without_a_summary_as_missing_and_reports_compaction(o
     assert all(line["text"] is None for line in data["lines"][:4])
     assert data["complete"] is False
     assert data["compaction"]["pending"] == 100 - 3  # N - popcount(N), none built yet
-    assert "nap" in data["compaction"]["message"]
+    assert data["compaction"]["message"].startswith("97 summaries are missing; call nap")
+
+
+def test_one_missing_summary_is_said_in_the_singular(owner_client, private_store):
+    data = wake(owner_client, fill(private_store, 2))
+    assert data["compaction"]["pending"] == 1
+    assert data["compaction"]["message"].startswith("1 summary is missing; call nap")  # not "1 summaries are"
 
 
 def test_wake_summary_lines_carry_model_and_the_spanned_entries_timestamps(owner_client, private_store):
