@@ -1,16 +1,34 @@
-# Sourced by bin/serve and bin/stop: the one running bin/serve of this checkout, in .data/serve.pid as
+# Sourced by bin/serve and bin/stop (after bin/_bootstrap.sh, which cd's to the checkout, $ROOT).
+# One bin/serve per checkout: it holds an exclusive lock on .data/serve.lock (flock) for as long as it or the
+# gunicorn it started runs (gunicorn inherits the open file), and .data/serve.pid says who it is:
 # "<bin/serve's pid> <host:port> [<gunicorn's pid>]" (an older bin/serve wrote its pid alone).
 PIDFILE=.data/serve.pid
+LOCKFILE=.data/serve.lock
+HERE="$(pwd -P)"   # the checkout as /proc/<pid>/cwd names it (symbolic links resolved)
 
-# Is $1 a live bin/serve? A pid in a stale file may belong to any process by now: only a positive number
-# whose command line runs bin/serve counts (`0` or `-1` would have had `kill` signal whole process groups).
-is_serve() {
-  [[ "${1:-}" =~ ^[1-9][0-9]{0,9}$ ]] && [[ "$(ps -o args= -p "$1" 2>/dev/null)" == *bin/serve* ]]
+# Is $1 a live process of this checkout whose command line holds $2? A pid in a stale file may belong to any
+# process by now, even another checkout's bin/serve: only a positive number, running here (its working
+# folder is this checkout, where Linux tells), with that command line counts (`0` or `-1` would have had
+# `kill` signal whole process groups). `ps -ww`: without it ps cuts the line at 80 columns when piped.
+ours() {
+  [[ "${1:-}" =~ ^[1-9][0-9]{0,9}$ ]] || return 1
+  [[ "$(ps -ww -o args= -p "$1" 2>/dev/null)" == *"$2"* ]] || return 1
+  if [ -d "/proc/$1" ]; then [ "$(readlink "/proc/$1/cwd" 2>/dev/null)" = "$HERE" ]; fi
 }
+is_serve() { ours "${1:-}" "bin/serve"; }
+# What a bin/serve that was killed (SIGKILL) leaves running.
+is_gunicorn() { ours "${1:-}" "gunicorn config.asgi"; }
 
-# Is $1 a live gunicorn serving Memories (what a bin/serve that was killed with SIGKILL leaves running)?
-is_gunicorn() {
-  [[ "${1:-}" =~ ^[1-9][0-9]{0,9}$ ]] && [[ "$(ps -o args= -p "$1" 2>/dev/null)" == *"gunicorn config.asgi"* ]]
+# Is the lock held (a bin/serve, or its gunicorn, runs)? Without flock (not on every system) a pid file
+# naming a live bin/serve or gunicorn of this checkout says so.
+serve_running() {
+  if command -v flock >/dev/null 2>&1; then
+    mkdir -p .data
+    ( exec 7>>"$LOCKFILE"; ! flock -n 7 )
+  else
+    read_pidfile
+    is_serve "$SERVE_PID" || is_gunicorn "$SERVE_GUNICORN"
+  fi
 }
 
 # The fields of the pid file, in SERVE_PID, SERVE_WHERE and SERVE_GUNICORN (empty when absent or unreadable).

@@ -529,11 +529,19 @@ def check_layout(mount_root: Path, workdir: Path, mountinfo: str | None = None) 
             return
     mounts = _mounts(mountinfo)
     here, there = _physical(root, mounts), _physical(work, mounts)
-    if here is None or there is None or here[0] != there[0]:
-        return
-    if here[1].is_relative_to(there[1]) or there[1].is_relative_to(here[1]):
-        raise MountRootError(
-            f"--mount-root {mount_root} ({root}) and --workdir {workdir} ({work}) are one inside the other on "
-            f"disk (device {here[0]}: {here[1]} and {there[1]}), through a bind mount or a volume; give them "
-            "places beside each other"
-        )
+    for folder, other, seen in ((work, root, here), (root, work, there)):
+        for reached in _reachable(folder, mounts) if seen is not None else []:
+            if reached[0] == seen[0] and (reached[1].is_relative_to(seen[1]) or seen[1].is_relative_to(reached[1])):
+                raise MountRootError(
+                    f"--mount-root {mount_root} ({root}) and --workdir {workdir} ({work}) reach into each other on "
+                    f"disk: {folder} shows {other} (device {seen[0]}: {reached[1]} and {seen[1]}), through a bind "
+                    "mount or a volume; give them places beside each other"
+                )
+
+
+def _reachable(folder: Path, mounts) -> list[tuple[str, PurePosixPath]]:
+    """What resolved `folder` shows, as (device, path within its filesystem): its own place, and the source of
+    every mount point beneath it (`mount --bind R W/view` shows R inside W, a breaker, helper-82)."""
+    own = _physical(folder, mounts)
+    beneath = [(device, root) for device, root, point in mounts if point != folder and point.is_relative_to(folder)]
+    return ([own] if own is not None else []) + beneath

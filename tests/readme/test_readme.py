@@ -175,8 +175,10 @@ class Serve:
             self.process.wait(timeout=10)
 
 
-def _bin_stop(copy: Path) -> subprocess.CompletedProcess:
-    done = subprocess.run(["bash", "bin/stop"], cwd=copy, env=_clean_env(), capture_output=True, text=True, timeout=120)
+def _bin_stop(where: Path) -> subprocess.CompletedProcess:
+    """`bin/stop` of the checkout `where` is, or of its parent when `where` is its bin/ folder (then `./stop`)."""
+    script = "./stop" if where.name == "bin" else "bin/stop"
+    done = subprocess.run(["bash", script], cwd=where, env=_clean_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     return done
 
@@ -276,7 +278,7 @@ def test_the_readme_runs_as_pasted_on_a_fresh_server(checkout, tmp_path):
         # the file does not stop the next start.
         (checkout / ".data" / "serve.pid").write_text(f"{sleeper.pid} 127.0.0.1:1\n")
         third = Serve(checkout, port)
-        stop = _bin_stop(checkout)
+        stop = _bin_stop(checkout / "bin")  # from another folder too: ./stop in bin/ (it failed there once)
         assert third.process.wait(timeout=60) == 0
         assert f"stopped bin/serve (pid {third.process.pid}, 127.0.0.1:{port})" in stop.stdout, stop.stdout
         assert sleeper.poll() is None

@@ -201,6 +201,14 @@ DOCKER_VOLUMES = """\
 3 1 259:1 /srv/agents/a1/work/mnt /mnt/memory rw,relatime - ext4 /dev/nvme0n1p1 rw
 4 1 259:1 /srv/agents/a1/mnt\\040memory /mnt/other rw,relatime - ext4 /dev/nvme0n1p1 rw
 5 1 0:60 / /mnt/tmp rw - tmpfs tmpfs rw
+6 1 259:1 /srv/agents/a2/work /work2 rw,relatime - ext4 /dev/nvme0n1p1 rw
+7 6 259:1 /srv/agents/a2/mnt /work2/view rw,relatime - ext4 /dev/nvme0n1p1 rw
+8 1 259:1 /srv/agents/a2/mnt /mnt2 rw,relatime - ext4 /dev/nvme0n1p1 rw
+9 1 259:1 /srv/agents/a3/work /work3 rw,relatime - ext4 /dev/nvme0n1p1 rw
+10 1 259:1 /srv/agents/a3/mnt /mnt3 rw,relatime - ext4 /dev/nvme0n1p1 rw
+11 10 259:1 /srv/agents/a3/work /mnt3/wview rw,relatime - ext4 /dev/nvme0n1p1 rw
+12 1 259:1 /srv/agents/a4/mnt/.memories-worker.leftovers /work4/old rw - ext4 /dev/nvme0n1p1 rw
+13 1 259:1 /srv/agents/a4/mnt /mnt4 rw - ext4 /dev/nvme0n1p1 rw
 """
 
 
@@ -212,28 +220,41 @@ DOCKER_VOLUMES = """\
         ("/mnt/other", "/work", False),  # beside it on the same disk (a name with a space)
         ("/mnt/tmp/mnt", "/work", False),  # another filesystem
         ("/mnt/memory", "/srv", False),  # /srv is the overlay root's, not the disk's
+        ("/mnt2", "/work2", True),  # a mount beneath the work directory shows the mount root (helper-82)
+        ("/mnt3", "/work3", True),  # a mount beneath the mount root shows the work directory
+        ("/mnt4", "/work4", True),  # ... or a part of the mount root: its leftovers
+        ("/mnt2", "/work3", False),
     ],
 )
 def test_a_mount_root_and_work_directory_nested_on_disk_through_volumes_are_refused(mount_root, workdir, refused):
     """`-v host/work:/work -v host/work/mnt:/mnt/memory` passed the path checks: the file tools reached the
     leftovers folder through the work directory (a breaker, helper-80). Where they really are decides."""
     if refused:
-        with pytest.raises(MountRootError, match="one inside the other on disk"):
+        with pytest.raises(MountRootError, match="reach into each other on disk"):
             check_layout(Path(mount_root), Path(workdir), mountinfo=DOCKER_VOLUMES)
     else:
         check_layout(Path(mount_root), Path(workdir), mountinfo=DOCKER_VOLUMES)
 
 
 def test_a_real_bind_mount_of_a_folder_inside_the_work_directory_is_refused(tmp_path):
-    """The same through a real bind mount (needs the right to mount: root, as on the CI machine)."""
+    """The same through real bind mounts, either way round (needs the right to mount: root, as on the CI
+    machine)."""
     work, root = tmp_path / "work", tmp_path / "mnt"
     (work / "sub").mkdir(parents=True)
+    (work / "view").mkdir()
     root.mkdir()
     if subprocess.run(["mount", "--bind", str(work / "sub"), str(root)], capture_output=True).returncode != 0:
         pytest.skip("cannot bind-mount here (not root)")
     try:
-        with pytest.raises(MountRootError, match="one inside the other on disk"):
+        with pytest.raises(MountRootError, match="reach into each other on disk"):
             check_layout(root, work)
         check_layout(tmp_path / "elsewhere", work)
     finally:
         subprocess.run(["umount", str(root)], check=True)
+    subprocess.run(["mount", "--bind", str(root), str(work / "view")], check=True)  # the root shown in work/view
+    try:
+        with pytest.raises(MountRootError, match="reach into each other on disk"):
+            check_layout(root, work)
+    finally:
+        subprocess.run(["umount", str(work / "view")], check=True)
+    check_layout(root, work)  # beside each other again
