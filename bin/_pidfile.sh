@@ -15,7 +15,9 @@ ours() {
   [[ "$(ps -ww -o args= -p "$1" 2>/dev/null)" == *"$2"* ]] || return 1
   if [ -d "/proc/$1" ]; then [ "$(readlink "/proc/$1/cwd" 2>/dev/null)" = "$HERE" ]; fi
 }
-is_serve() { ours "${1:-}" "bin/serve"; }
+# bin/serve runs as bash, however it was called (`bin/serve`, `./serve` in bin/, a link): `tail -f bin/serve`
+# is not it.
+is_serve() { ours "${1:-}" "serve" && [ "$(ps -o comm= -p "$1" 2>/dev/null)" = "bash" ]; }
 # What a bin/serve that was killed (SIGKILL) leaves running.
 is_gunicorn() { ours "${1:-}" "gunicorn config.asgi"; }
 
@@ -24,7 +26,7 @@ is_gunicorn() { ours "${1:-}" "gunicorn config.asgi"; }
 serve_running() {
   if command -v flock >/dev/null 2>&1; then
     mkdir -p .data
-    ( exec 7>>"$LOCKFILE"; ! flock -n 7 )
+    ( exec 7>>"$LOCKFILE" || exit 1; ! flock -n 7 ) 2>/dev/null
   else
     read_pidfile
     is_serve "$SERVE_PID" || is_gunicorn "$SERVE_GUNICORN"
@@ -39,8 +41,20 @@ read_pidfile() {
   fi
 }
 
-# Stop $1 with SIGTERM and wait up to 30 s for it to end.
+# Stop $1 with SIGTERM and wait for it to end: as long as gunicorn may drain its requests
+# (GUNICORN_GRACEFUL_TIMEOUT, default 10 s) and 60 s more (a first migration). Fails if it is still there.
+# Ended means the lock is free (bin/serve and its gunicorn gone), or without flock that $1 is gone or a zombie
+# (its parent has not collected it yet: `kill -0` still succeeds on one).
 stop_and_wait() {
   kill -TERM "$1" 2>/dev/null || return 0
-  for _ in $(seq 1 300); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+  local limit=$(( (${GUNICORN_GRACEFUL_TIMEOUT:-10} + 60) * 10 ))
+  for _ in $(seq 1 "$limit"); do
+    if command -v flock >/dev/null 2>&1; then
+      serve_running || return 0
+    elif ! kill -0 "$1" 2>/dev/null || [[ "$(ps -o stat= -p "$1" 2>/dev/null)" == Z* ]]; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  return 1
 }
