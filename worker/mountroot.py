@@ -386,9 +386,7 @@ def set_aside_leftovers(resources, *, stamp: str, mount_lock: MountRootLock) -> 
     strays = sorted(p for p in root.iterdir() if p.name not in _OWN_NAMES)
     if strays:
         try:
-            leftovers.mkdir(mode=0o700, exist_ok=True)
-            leftovers.chmod(0o700)
-            folder = _new_folder(leftovers, stamp)
+            folder = _stamp_folder(leftovers, stamp)
         except OSError as e:  # each stray then stays; a mount path among them is refused by the download
             log.error("could not make a leftovers folder in %s: %s", leftovers, e)
             strays = []
@@ -420,6 +418,13 @@ def set_aside_leftovers(resources, *, stamp: str, mount_lock: MountRootLock) -> 
         moved.append(str(aside))
         log.warning("a mount path already existed (a dead run's leftovers?); moved aside to %s", aside)
     return moved
+
+
+def _stamp_folder(leftovers: Path, name: str) -> Path:
+    """A new folder `name` (0700; `name-2`, … when taken) in the leftovers folder, made private first."""
+    leftovers.mkdir(mode=0o700, exist_ok=True)
+    leftovers.chmod(0o700)
+    return _new_folder(leftovers, name)
 
 
 def _new_folder(parent: Path, name: str) -> Path:
@@ -456,8 +461,7 @@ def set_aside_copies(workdir: Path, names: tuple[str, ...], *, stamp: str, mount
     try:
         if leftovers.is_symlink() or (leftovers.exists() and not leftovers.is_dir()):
             raise OSError(f"{leftovers} is not the worker's folder")  # set_aside_leftovers moves it first
-        leftovers.mkdir(mode=0o700, exist_ok=True)
-        folder = _new_folder(leftovers, f"{stamp}.workdir")
+        folder = _stamp_folder(leftovers, f"{stamp}.workdir")
     except OSError as e:
         log.error("could not make a folder for the work directory's copies in %s: %s", leftovers, e)
         return []

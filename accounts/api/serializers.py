@@ -49,8 +49,7 @@ def slug_field(**kwargs) -> StrictRegexField:
         SLUG_RE,
         max_length=64,
         error_messages={"invalid": f"Must be {SLUG_RULE}."},  # DRF's says only that "the pattern" failed
-        help_text="1–64 ASCII letters, digits, '_' or '-', starting and ending with a letter or digit; unique "
-        "regardless of case; not UUID-shaped, not `me`.",
+        help_text=f"{SLUG_RULE}; unique regardless of case; not UUID-shaped, not `me`.",
         **kwargs,
     )
 
