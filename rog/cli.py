@@ -77,8 +77,11 @@ def store_id(state: State, sel: Selection) -> str:
     # The server's 404 is the same for a store that does not exist yet and one you may not see (privacy);
     # rog can say what to do in the first case, the likely one for your own new store.
     option = {"user": "--user", "project": "--project", "board": "--board"}[scope]
-    selector = "" if (scope, subject) == ("user", "me") else f" {option} {subject}"
-    hint = f"No store found. A subject's store is made once with `rog memories init{selector}` (needs the write right)."
+    if scope == "user":  # only its own user makes a user store
+        hint = "No store found. A user's store is made once by that user, with `rog memories init`."
+    else:
+        command = f"rog memories init {option} {subject}"
+        hint = f"No store found. Its store is made once with `{command}` (needs the write right)."
     params = {"scope": scope, "subject": subject}
     return state.call("GET", "memories/resolve", params=params, hint_404=hint)["data"]["id"]
 

@@ -172,7 +172,7 @@ def _url_problem(url: str) -> str | None:
         return f"is not a URL: {exc}."
     if parsed.scheme not in ("http", "https") or not parsed.host:
         return "must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:8000."
-    if parsed.query or parsed.fragment:
+    if parsed.query or parsed.fragment or "?" in url or "#" in url:  # an empty one too: `http://h/?`
         return "must be the server's root, without a query (?…) or fragment (#…)."
     if parsed.userinfo:
         return (
@@ -180,8 +180,8 @@ def _url_problem(url: str) -> str | None:
             "(the URL's would replace it as Basic credentials): remove them."
         )
     path = parsed.path.rstrip("/")
-    if path.endswith(("/api", "/api/v1")):  # the SDK's base ends in /api: a likely mistake, every call a 404
-        root = str(parsed.copy_with(path=path.rsplit("/api", 1)[0] or "/"))
+    if path.lower().endswith(("/api", "/api/v1")):  # the SDK's base ends in /api: a likely mistake, every call a 404
+        root = str(parsed.copy_with(path=path[: path.lower().rindex("/api")] or "/"))
         return f"must be the server's root, without /api or /api/v1 (rog adds them): {root}"
     return None
 

@@ -105,7 +105,11 @@ class ImportSerializer(serializers.Serializer):
     )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
-    store = StoreSerializer(allow_null=True, help_text="The imported store once committed, else null.")
+    store = StoreSerializer(
+        allow_null=True,
+        help_text="The imported store once committed, as you may read it now (null while open, and once you no "
+        "longer may read it).",
+    )
 
 
 class ImportEnvelopeSerializer(serializers.Serializer):

@@ -64,6 +64,8 @@ def test_a_first_note_before_init_says_how_to_make_the_store(rog, me):
     subject's store is made. The server's own answer stays the same for a store one may not see."""
     refused = rog("memories", "note", "hello", expect=3)
     assert refused["error"]["type"] == "not_found_error" and "`rog memories init`" in refused["error"]["hint"]
+    someone = rog("memories", "wake", "--user", "somebody", expect=3)  # only that user could make it
+    assert "made once by that user" in someone["error"]["hint"] and "--user" not in someone["error"]["hint"]
     other = rog("memories", "wake", "--project", "nowhere", expect=3)
     assert "`rog memories init --project nowhere`" in other["error"]["hint"]
     rog("memories", "init")

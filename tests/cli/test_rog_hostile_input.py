@@ -106,7 +106,8 @@ def test_a_url_with_a_user_or_password_is_a_usage_error_that_never_prints_them(r
 @pytest.mark.parametrize(
     "url",
     ["http://xn--.com", "http://a..b", "127.0.0.1:1", "file:///etc/passwd", "ws://127.0.0.1:1", "http://h:1/#f",
-     "http://h:1/?x=1", "http://h:1/api/v1", "http://h:1/api/", "http://h:1/prefix/api"],
+     "http://h:1/?x=1", "http://h:1/?", "http://h:1/#", "http://h:1/api/v1", "http://h:1/api/", "http://h:1/API",
+     "http://h:1/prefix/api"],
 )  # fmt: skip
 def test_a_url_rog_cannot_use_is_a_usage_error_not_a_traceback_or_a_network_error(rog, url):  # noqa: F811
     """A host no resolver takes crashed with a traceback (exit 1); a URL without http(s) was a network error
