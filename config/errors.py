@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import sys
 from typing import Any
 
@@ -310,6 +311,23 @@ def _validation_summary(detail: Any) -> tuple[str, dict[str, str]]:
     return message, fields
 
 
+# A 400 whose message starts with a request field's name (`cursor: …`, `limit: …`, `pattern: …`): the form
+# `_validation_summary` writes for a serializer's refusal.
+_NAMED_FIELD = re.compile(r"([a-z][a-z0-9_]*): (.+)", re.DOTALL)
+
+
+def _with_named_field(exc: DomainError) -> dict[str, Any]:
+    """`exc.details`, plus ``fields: {name: problem}`` when `exc` is a 400 whose message names one request field
+    (``"cursor: invalid or tampered cursor; …"``): a refusal a service raises after the serializer passed
+    (a cursor's signature, a pattern RE2 rejects) has the same shape as the serializer's own, so a client reads
+    `details.fields` whichever layer refused (a tester found `details.fields` for one malformed cursor and
+    none for another)."""
+    match = _NAMED_FIELD.fullmatch(exc.message) if exc.status == 400 else None
+    if match is None or "fields" in exc.details:
+        return exc.details
+    return {**exc.details, "fields": {match.group(1): match.group(2)}}
+
+
 def describe(exc: BaseException) -> tuple[int, str, str, dict, dict, dict]:
     """Map any exception to ``(status, type, message, details, extra, headers)``.
 
@@ -319,7 +337,7 @@ def describe(exc: BaseException) -> tuple[int, str, str, dict, dict, dict]:
     """
     if isinstance(exc, DomainError):
         headers = retry_after_headers() if exc.status == 503 else {}
-        return exc.status, exc.type, exc.message, exc.details, exc.extra, headers
+        return exc.status, exc.type, exc.message, _with_named_field(exc), exc.extra, headers
     if is_database_fault(exc):
         return 503, "overloaded_error", DATABASE_FAULT_MESSAGE, {}, {}, retry_after_headers()
     if isinstance(exc, drf.ValidationError):

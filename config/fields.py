@@ -151,18 +151,36 @@ PATH_PREFIX_PATTERN = rf"^/({_PATH_SEGMENT}/){{0,20}}$"
 SIGNED_VALUE_PATTERN = r"^\.?[A-Za-z0-9_-]+(?::[A-Za-z0-9_-]+){1,2}$"
 
 
-class SignedTokenField(serializers.CharField):
+class OneShapeField(serializers.CharField):
+    """A text field whose value has one exact shape (a digest, a signed token): any validator's refusal —
+    too short, too long, not the pattern — is reported as the one message `shape_message`, so a bad value
+    gets one problem, not two overlapping ones (a tester). The validators, and so the OpenAPI lengths and
+    pattern, stay as they are."""
+
+    shape_message = "Invalid value."
+
+    def run_validators(self, value):
+        try:
+            super().run_validators(value)
+        except serializers.ValidationError:
+            raise serializers.ValidationError(self.shape_message, code="invalid") from None
+
+
+SIGNED_VALUE_MESSAGE = "Not a token this API hands out; pass it on as returned."
+
+
+class SignedTokenField(OneShapeField):
     """An opaque cursor or page token exactly as the server handed it out (ASCII, signed).
 
     The shape (`SIGNED_VALUE_PATTERN`, documented as the OpenAPI `pattern`) and `max_length` are checked
-    here; the signature and binding are checked by the list that decodes it (400 when tampered with or
-    foreign). `max_length` must leave room in an 8 KiB request line.
+    here, refused as `SIGNED_VALUE_MESSAGE`; the signature and binding are checked by the list that decodes
+    it (400 when tampered with or foreign). `max_length` must leave room in an 8 KiB request line.
     """
+
+    shape_message = SIGNED_VALUE_MESSAGE
 
     def __init__(self, *, max_length: int, **kwargs):
         kwargs.setdefault("required", False)
         kwargs.setdefault("trim_whitespace", False)
         super().__init__(max_length=max_length, **kwargs)
-        self.validators.append(
-            RegexValidator(SIGNED_VALUE_PATTERN, message="Not a token this API hands out; pass it on as returned.")
-        )
+        self.validators.append(RegexValidator(SIGNED_VALUE_PATTERN, message=SIGNED_VALUE_MESSAGE))

@@ -22,7 +22,7 @@ from config.api import (
 )
 from config.api import datetime_formatter as _formatter
 from config.errors import InvalidRequest
-from config.fields import NAME_PATTERN, SignedTokenField
+from config.fields import NAME_PATTERN, OneShapeField, SignedTokenField
 from memories import tree
 from memories.models import BODY_MAX_BYTES, MODEL_MAX_CHARS, NONCE_MAX_CHARS, SUMMARY_MAX_BYTES
 from memories.nap import NAP_MAX_LIMIT
@@ -111,16 +111,23 @@ class ModelNameField(serializers.CharField):
         return clean_model(data, field=self.field_name)  # its 400 names the field
 
 
+class DigestField(OneShapeField, serializers.RegexField):
+    """A nap job's `source_digest`: exactly 64 lowercase hexadecimal characters (a SHA-256); every refusal,
+    blank, too short, too long or not hex, is the one `DIGEST_MESSAGE` (`config.fields.OneShapeField`)."""
+
+    shape_message = DIGEST_MESSAGE
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        kwargs.setdefault("error_messages", {"blank": DIGEST_MESSAGE})
+        super().__init__(r"^[0-9a-f]{64}$", max_length=64, min_length=64, **kwargs)
+
+
 class CompactRequestSerializer(StrictSerializer):
     range = RangeField(allow_entry=False, help_text="Aligned range 'a-b' of size 2^k, k ≥ 1.")
     generation = JsonIntegerField(min_value=1, max_value=tree.MAX_GENERATION)
-    source_digest = serializers.RegexField(
-        r"^[0-9a-f]{64}$",
-        max_length=64,
-        min_length=64,
-        trim_whitespace=False,
-        error_messages={"invalid": DIGEST_MESSAGE},
-        help_text="From the nap job (64 lowercase hex characters, a SHA-256), sent back as given.",
+    source_digest = DigestField(
+        help_text="From the nap job (64 lowercase hex characters, a SHA-256), sent back as given."
     )
     summary_md = Utf8TextField(min_bytes=1, max_bytes=SUMMARY_MAX_BYTES)
     model = ModelNameField(help_text="Self-declared model id, 1..200 characters, no control characters.")

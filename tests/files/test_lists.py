@@ -7,6 +7,7 @@ import uuid
 import pytest
 from django.core import signing
 
+from config.fields import SIGNED_VALUE_MESSAGE
 from tests.factories import StoreFactory
 from tests.files.conftest import memories_url, versions_url
 from versions import services
@@ -134,6 +135,14 @@ def test_a_tampered_page_token_is_rejected(owner_client, private_store, seed):
     assert owner_client.get(memories_url(private_store), {"page": flipped}).status_code == 400
     forged = signing.dumps({"k": "memories", "q": "x", "p": "/0.md"}, salt="wrong")
     assert owner_client.get(memories_url(private_store), {"page": forged}).status_code == 400
+
+
+@pytest.mark.parametrize("page", ["x" * 6000, "!", "a:b:c:d"])
+def test_a_malformed_page_token_gets_one_message_naming_the_field(owner_client, private_store, page):
+    """A 6,000-character token got "too long" and "not a token" in one message (a tester): one problem now."""
+    error = owner_client.get(memories_url(private_store), {"page": page}).json()["error"]
+    assert error["details"]["fields"] == {"page": SIGNED_VALUE_MESSAGE}
+    assert error["message"] == f"page: {SIGNED_VALUE_MESSAGE}"
 
 
 def test_a_page_token_from_another_query_or_list_is_rejected(owner_client, private_store, seed):

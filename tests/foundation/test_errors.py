@@ -43,10 +43,10 @@ def test_a_400_never_grows_with_what_the_client_sent(owner_client, private_store
 
 
 def test_a_field_with_two_problems_keeps_both_in_details(private_store, owner_client):
-    body = {"range": "0-1", "generation": 1, "source_digest": "Z", "summary_md": "s", "model": "m"}
-    response = owner_client.post(f"/api/v1/memories/{private_store.pk}/compact", body, format="json")
+    body = {"handle": "!" * 65}  # too long, and not a handle
+    response = owner_client.post(f"/api/v1/memories/{private_store.pk}/share", body, format="json")
     error = assert_error(response, 400, "invalid_request_error")["error"]
-    problems = error["details"]["fields"]["source_digest"].split("; ")
+    problems = error["details"]["fields"]["handle"].split("; ")
     assert len(problems) == 2 and all(problem in error["message"] for problem in problems)
 
 

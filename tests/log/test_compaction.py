@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from memories.api.serializers import DIGEST_MESSAGE
 from memories.models import Summary
 from stores import services as store_services
 from tests.factories import ReaderGrantFactory
@@ -200,6 +201,15 @@ def test_compact_refuses_an_uppercase_digest(owner_client, filled_store):
     response = submit(owner_client, filled_store, job, source_digest=job["source_digest"].upper())
     assert response.status_code == 400 and response.json()["error"]["message"].startswith("source_digest:")
     assert "64 lowercase hexadecimal characters" in response.json()["error"]["message"]  # not "pattern"
+
+
+@pytest.mark.parametrize("digest", ["abc", "a" * 65, "g" * 64, ""])
+def test_a_malformed_digest_gets_one_message(owner_client, filled_store, digest):
+    """A digest of the wrong length got the length message and the digest message, overlapping (a tester)."""
+    job = nap(owner_client, filled_store)["data"]["job"]
+    error = submit(owner_client, filled_store, job, source_digest=digest).json()["error"]
+    assert error["details"]["fields"] == {"source_digest": DIGEST_MESSAGE}
+    assert error["message"] == f"source_digest: {DIGEST_MESSAGE}"
 
 
 def test_compact_accepts_1024_bytes_and_rejects_1025(owner_client, filled_store):
