@@ -19,6 +19,12 @@ from stores.models import Scope
 TAGS = ["memories"]
 
 
+def _caller(request) -> str | None:
+    """What every caller-specific list binds its cursors to: the caller's user id, None when anonymous. A
+    cursor carried to another caller is a 400 like one carried to another query (docs/decisions.md "Lists")."""
+    return str(request.user.pk) if request.user.is_authenticated else None
+
+
 def _cursor_keys(query: dict, *, kind: str, binding, arity: int) -> list | None:
     cursor = query.get("cursor")
     return decode_cursor(cursor, kind=kind, binding=binding, arity=arity) if cursor else None
@@ -41,7 +47,8 @@ class StoreCollectionView(APIView):
         query = s.StoreListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         scope = query.validated_data.get("scope")
-        keys = _cursor_keys(query.validated_data, kind="memories", binding=scope, arity=2)
+        binding = [_caller(request), scope]
+        keys = _cursor_keys(query.validated_data, kind="memories", binding=binding, arity=2)
         stores = selectors.readable_stores(request.user, scope=scope)
         stores = selectors.after_newest_first(stores, selectors.parse_newest_first_keys(keys) if keys else None)
         page = take_page(
@@ -49,7 +56,7 @@ class StoreCollectionView(APIView):
             limit=query.validated_data["limit"],
             kind="memories",
             keys_of=selectors.newest_first_keys,
-            binding=scope,
+            binding=binding,
         )
         return envelope(
             s.StoreSerializer(page.rows, many=True, context={"request": request}).data,
@@ -211,13 +218,14 @@ class StoreReadersView(APIView):
             raise MembershipGoverned()
         query = s.ReaderListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        keys = _cursor_keys(query.validated_data, kind="readers", binding=str(store.pk), arity=2)
+        binding = [_caller(request), str(store.pk)]
+        keys = _cursor_keys(query.validated_data, kind="readers", binding=binding, arity=2)
         page = take_page(
             selectors.after_grant(selectors.reader_grants(store), keys),
             limit=query.validated_data["limit"],
             kind="readers",
             keys_of=selectors.grant_keys,
-            binding=str(store.pk),
+            binding=binding,
         )
         return envelope(s.ReaderGrantSerializer(page.rows, many=True).data, {"next_cursor": page.next_cursor})
 
@@ -267,7 +275,7 @@ class SearchView(APIView):
         query = s.SearchQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         data = query.validated_data
-        binding = [data["q"], data["kinds"]]
+        binding = [_caller(request), data["q"], data["kinds"]]
         keys = _cursor_keys(data, kind="search", binding=binding, arity=3)
         hits = selectors.after_search_hit(selectors.search_stores(request.user, text=data["q"]), keys)
         page = take_page(hits, limit=data["limit"], kind="search", keys_of=selectors.search_keys, binding=binding)

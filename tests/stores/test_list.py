@@ -141,11 +141,31 @@ def test_tampered_cursor_is_400(owner_client, owner):
     assert "cursor" in body["error"]["message"]
 
 
+@pytest.mark.parametrize("cursor", ["not a cursor!", "bm90LWEtY3Vyc29y:1abc:def", "x" * 2000])
+def test_every_malformed_cursor_names_the_field_the_same_way(owner_client, owner, cursor):
+    """The serializer refuses a cursor of the wrong shape, the list one whose signature fails: both answers
+    carry `details.fields.cursor` (one of them used to have no `details`; a tester)."""
+    body = assert_error(owner_client.get("/api/v1/memories", {"cursor": cursor}), 400, "invalid_request_error")
+    assert set(body["error"]["details"]["fields"]) == {"cursor"}
+    assert body["error"]["message"] == f"cursor: {body['error']['details']['fields']['cursor']}"
+
+
 def test_cursor_from_another_scope_is_400(owner_client, owner):
     readable_mix(owner, 4)
     cursor = owner_client.get("/api/v1/memories", {"limit": 1}).json()["meta"]["next_cursor"]
     response = owner_client.get("/api/v1/memories", {"cursor": cursor, "scope": "user"})
     assert_error(response, 400, "invalid_request_error")
+
+
+def test_a_cursor_carried_to_another_caller_is_400(owner_client, stranger_client, anon_client, owner):
+    """The store list's cursor was bound to the scope only: another caller's was a 200 page of their own."""
+    for n in range(3):
+        StoreFactory(owner=owner, canonical=False, name=f"public {n}", visibility=Visibility.PUBLIC)
+    cursor = owner_client.get("/api/v1/memories", {"limit": 1}).json()["meta"]["next_cursor"]
+    for client in (stranger_client, anon_client):
+        body = assert_error(client.get("/api/v1/memories", {"cursor": cursor}), 400, "invalid_request_error")
+        assert set(body["error"]["details"]["fields"]) == {"cursor"}
+    assert owner_client.get("/api/v1/memories", {"cursor": cursor}).status_code == 200
 
 
 @pytest.mark.parametrize("cursor", ["garbage", "eyJrIjpbXX0:abc:def", "x" * 1025, "…"])

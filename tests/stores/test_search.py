@@ -164,3 +164,13 @@ def test_search_runs_a_constant_number_of_queries(owner_client, owner, count, dj
     with django_assert_max_num_queries(2):  # the token, the page
         response = owner_client.get("/api/v1/search", {"q": "delta", "limit": 100})
     assert len(response.json()["data"]) == min(count, 100)
+
+
+def test_a_search_cursor_carried_to_another_caller_is_400(owner_client, stranger_client, owner):
+    """Bound to the query only, another caller's search cursor was a 200 empty page (a tester)."""
+    for n in range(3):
+        StoreFactory(owner=owner, canonical=False, name=f"wombat {n}", visibility=Visibility.PUBLIC)
+    cursor = owner_client.get("/api/v1/search", {"q": "wombat", "limit": 1}).json()["meta"]["next_cursor"]
+    response = stranger_client.get("/api/v1/search", {"q": "wombat", "limit": 1, "cursor": cursor})
+    assert assert_error(response, 400, "invalid_request_error")["error"]["details"]["fields"].keys() == {"cursor"}
+    assert ids(owner_client.get("/api/v1/search", {"q": "wombat", "limit": 1, "cursor": cursor}))
