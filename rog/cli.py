@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -20,7 +21,7 @@ import click
 
 from rog import accounts, transfer
 from rog.client import ApiError, NetworkError, new_idempotency_key
-from rog.common import EXIT_API_4XX, EXIT_API_5XX, EXIT_NETWORK, RogGroup, State, emit, fail_usage, path_part
+from rog.common import EXIT_API_4XX, EXIT_API_5XX, EXIT_NETWORK, RogGroup, State, emit, fail_usage
 from rog.prompt import mcp_configuration, render_mcp_text, render_prompt
 
 
@@ -53,9 +54,31 @@ def subject_options(func):
     return func
 
 
+_STORE_OPTION = click.option("--store", "store", metavar="UUID", help="Select the store by id.")
+
+
 def store_options(func):
     """Add the store-selection options (mutually exclusive) to a command: the subject's, or --store UUID."""
-    return subject_options(click.option("--store", "store", metavar="UUID", help="Select the store by id.")(func))
+    return subject_options(_STORE_OPTION(func))
+
+
+def user_store_options(func):
+    """Add --user HANDLE and --store UUID only, for what applies to user stores alone (share, readers): a
+    project's or board's readers are its members (the API answers 409 `membership_governed`)."""
+    func = click.option("--user", "user", metavar="HANDLE", help="The store of a user (default: your own).")(func)
+    return _STORE_OPTION(func)
+
+
+def store_uuid(value: str) -> str:
+    """`--store`'s value as the canonical UUID the API routes (any spelling Python's `uuid` reads); anything
+    else is a usage error, not the API's 404 for a store that might exist (a tester)."""
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        fail_usage(
+            f"--store takes a store's id, a UUID (`rog memories list` shows them); got {value!r}. "
+            "Select a subject's store with --user, --project or --board."
+        )
 
 
 def selection(user, project, board, store) -> Selection:
@@ -72,7 +95,13 @@ def selection(user, project, board, store) -> Selection:
 def store_id(state: State, sel: Selection) -> str:
     """The id of the selected store (resolved through the API unless --store is given; never creates)."""
     if sel.store:
-        return path_part(sel.store)
+        return store_uuid(sel.store)
+    return _resolve(state, sel)["id"]
+
+
+def _resolve(state: State, sel: Selection) -> dict[str, Any]:
+    """The store of the selected subject as `GET /memories/resolve` renders it (never creates); a 404 says how
+    the store is made."""
     scope, subject = sel.scope_subject()
     # The server's 404 is the same for a store that does not exist yet and one you may not see (privacy);
     # rog can say what to do in the first case, the likely one for your own new store.
@@ -83,7 +112,10 @@ def store_id(state: State, sel: Selection) -> str:
         command = f"rog memories init {option} {subject}"
         hint = f"No store found. Its store is made once with `{command}` (needs the write right)."
     params = {"scope": scope, "subject": subject}
-    return state.call("GET", "memories/resolve", params=params, hint_404=hint)["data"]["id"]
+    answer = state.call(
+        "GET", "memories/resolve", params=params, hint=lambda status, _: hint if status == 404 else None
+    )
+    return answer["data"]
 
 
 def read_text_file(path: str) -> str:
@@ -132,8 +164,8 @@ def main(ctx: click.Context, api_url: str, token: str | None, data_json: str | N
 
 @main.group()
 def memories() -> None:
-    """The Memories log: init, wake, note, recall, zoom, nap, forget, redact, delete, share, readers, update,
-    prompt, export, import, imports.
+    """The Memories log: init, list, view, wake, note, recall, zoom, nap, forget, redact, delete, share, readers,
+    update, prompt, export, import, imports.
 
     Select a store with --user HANDLE, --project UUID|SLUG, --board SLUG|UUID or --store UUID; the default
     is your own user store.
@@ -157,6 +189,30 @@ def init(state: State, user, project, board, store, name, description_md) -> Non
     if description_md is not None:
         body["description_md"] = description_md
     emit(state.call("POST", "memories", json=body))
+
+
+@memories.command(name="list")
+@click.option(
+    "--scope", type=click.Choice(["user", "project", "board"]), default=None, help="Only stores of this kind."
+)
+@click.pass_obj
+def list_(state: State, scope: str | None) -> None:
+    """List the stores you can read, newest first (every page), each with its id, subject, entry_count,
+    generation and your permissions."""
+    emit(state.call_all("memories", {"scope": scope}))
+
+
+@memories.command()
+@store_options
+@click.pass_obj
+def view(state: State, user, project, board, store) -> None:
+    """Print one store: name, description, subject, visibility, entry_count, generation (what `delete`
+    confirms) and your permissions on it."""
+    sel = selection(user, project, board, store)
+    if sel.store:
+        emit(state.call("GET", f"memories/{store_uuid(sel.store)}"))
+    else:
+        emit({"data": _resolve(state, sel), "meta": {}})
 
 
 @memories.command()
@@ -231,7 +287,12 @@ def recall(state: State, pattern, user, project, board, store, case_sensitive, l
 @memories.command()
 @click.argument("range_", metavar="RANGE")
 @store_options
-@click.option("--snapshot", type=click.IntRange(0), default=None)
+@click.option(
+    "--snapshot",
+    type=click.IntRange(0),
+    default=None,
+    help="Read as of this entry count (e.g. a wake's entry_count), so a range reads the same as then.",
+)
 @click.pass_obj
 def zoom(state: State, range_, user, project, board, store, snapshot) -> None:
     """Open RANGE (`a-b`) into its summary and two halves, or print entry `n`."""
@@ -332,7 +393,7 @@ def redact(state: State, seq, user, project, board, store, reason, yes) -> None:
 
 @memories.command()
 @store_options
-@click.option("--count", type=int, required=True, help="The entry count you expect (from get/wake).")
+@click.option("--count", type=int, required=True, help="The entry_count you expect (`rog memories view`).")
 @click.option("--generation", type=int, required=True, help="The generation you expect.")
 @click.option("--yes", is_flag=True, help="Confirm: delete the whole store, its entries, summaries and files.")
 @click.pass_obj
@@ -341,49 +402,80 @@ def delete(state: State, user, project, board, store, count, generation, yes) ->
     if not yes:
         fail_usage("delete removes the whole store for good; add --yes to confirm.")
     sid = store_id(state, selection(user, project, board, store))
-    emit(state.call("DELETE", f"memories/{sid}", params={"expected_entry_count": count, "generation": generation}))
+    params = {"expected_entry_count": count, "generation": generation}
+    emit(state.call("DELETE", f"memories/{sid}", params=params, hint=_stale_confirmation_hint))
+
+
+def _stale_confirmation_hint(status: int, error: dict[str, Any]) -> str | None:
+    """delete's 409 `stale_confirmation` in rog's terms: the server names `expected_entry_count` (the
+    query parameter), rog's flag is --count; the answer's details hold the store's current values."""
+    details = error.get("details") if isinstance(error.get("details"), dict) else {}
+    if status != 409 or details.get("reason") != "stale_confirmation":
+        return None
+    count, generation = details.get("entry_count"), details.get("generation")
+    return (
+        f"The store holds {count} entries at generation {generation} now (entries were added or summaries "
+        f"forgotten). If you still mean to delete it: --count {count} --generation {generation} --yes."
+    )
 
 
 @memories.command()
 @click.argument("handle")
-@store_options
+@user_store_options
 @click.option("--remove", is_flag=True, help="Revoke the grant instead of granting.")
 @click.pass_obj
-def share(state: State, handle, user, project, board, store, remove) -> None:
-    """Owner of a user store: grant (or with --remove revoke) read access to HANDLE."""
-    sid = store_id(state, selection(user, project, board, store))
+def share(state: State, handle, user, store, remove) -> None:
+    """Owner of a user store: grant (or with --remove revoke) read access to HANDLE. A project's or board's
+    readers are its members (`rog projects|boards members add`)."""
+    sid = store_id(state, selection(user, None, None, store))
     emit(state.call("POST", f"memories/{sid}/share", json={"handle": handle, "active": not remove}))
 
 
 @memories.command()
-@store_options
+@user_store_options
 @click.pass_obj
-def readers(state: State, user, project, board, store) -> None:
-    """Owner: list the explicit reader grants."""
-    sid = store_id(state, selection(user, project, board, store))
+def readers(state: State, user, store) -> None:
+    """Owner of a user store: list the explicit reader grants (a project's or board's readers are its
+    members: `rog projects|boards members list`)."""
+    sid = store_id(state, selection(user, None, None, store))
     emit(state.call("GET", f"memories/{sid}/readers"))
 
 
 @memories.command()
 @store_options
+@click.option("--name", help="The store's new name.")
+@click.option("--description", "description_md", help="The store's new Markdown description.")
+@click.option("--visibility", type=click.Choice(["public", "private"]), help="User stores only.")
+@click.option("--data", "local_data", metavar="JSON", help="The fields as one JSON object (like the global --data).")
 @click.pass_obj
-def update(state: State, user, project, board, store) -> None:
-    """Owner: update name, description_md or (user stores) visibility from the global --data JSON.
+def update(state: State, user, project, board, store, name, description_md, visibility, local_data) -> None:
+    """Owner: change name, description_md or (user stores) visibility; prints the store.
 
     \b
+    rog memories update --name "Apollo notes" --description "What we decided."
+    rog memories update --visibility public
     rog --data '{"visibility":"public"}' memories update
     """
-    if not state.data_json:
-        fail_usage(
-            "update takes its fields from the global --data JSON option, "
-            'e.g. rog --data \'{"name":"x"}\' memories update.'
-        )
-    try:
-        data = json.loads(state.data_json)
-    except ValueError as exc:
-        fail_usage(f"--data is not valid JSON: {exc}.")
-    if not isinstance(data, dict):
-        fail_usage("--data must be a JSON object.")
+    if state.data_json is not None and local_data is not None:
+        fail_usage("Give the JSON once: the global --data or update's --data.")
+    raw = local_data if local_data is not None else state.data_json
+    data: dict[str, Any] = {}
+    if raw is not None:
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            fail_usage(f"--data is not valid JSON: {exc}.")
+        if not isinstance(data, dict):
+            fail_usage("--data must be a JSON object.")
+    flags = {"name": name, "description_md": description_md, "visibility": visibility}
+    for field, value in flags.items():
+        if value is None:
+            continue
+        if field in data:
+            fail_usage(f"{field} is given twice: in --data and as its own option.")
+        data[field] = value
+    if not data:
+        fail_usage("Nothing to change: give --name, --description, --visibility or --data JSON.")
     sid = store_id(state, selection(user, project, board, store))
     emit(state.call("PATCH", f"memories/{sid}", json=data))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 from urllib.parse import quote
@@ -124,15 +125,20 @@ class State:
         if self._client is not None:
             self._client.close()
 
-    def call(self, method: str, path: str, *, hint_404: str | None = None, **kwargs) -> dict[str, Any]:
+    def call(
+        self, method: str, path: str, *, hint: Callable[[int, dict], str | None] | None = None, **kwargs
+    ) -> dict[str, Any]:
         """One API call; on failure print the error object on stderr and exit with the matching code.
-        `hint_404`: added to a 404's error object as `error.hint` (what rog knows that the server cannot say)."""
+        `hint(status, error)`: what rog knows that the server cannot say (the command to run next), added to
+        the error object as `error.hint` when it returns text."""
         try:
             return self.client.request(method, path, **kwargs)
         except ApiError as exc:
             body = exc.body
-            if exc.status == 404 and hint_404 and isinstance(body, dict) and isinstance(body.get("error"), dict):
-                body = {**body, "error": {**body["error"], "hint": hint_404}}
+            if hint is not None and isinstance(body, dict) and isinstance(body.get("error"), dict):
+                text = hint(exc.status, body["error"])
+                if text:
+                    body = {**body, "error": {**body["error"], "hint": text}}
             emit(body, stream=sys.stderr)
             sys.exit(EXIT_API_4XX if exc.status < 500 else EXIT_API_5XX)
         except NetworkError as exc:

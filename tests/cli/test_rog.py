@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -44,8 +45,14 @@ class Rog:
             env["ROG_TOKEN"] = chosen
         done = subprocess.run([ROG, *args], cwd=self.cwd, env=env, capture_output=True, timeout=60)
         assert done.returncode == expect, (args, done.returncode, done.stdout, done.stderr)
-        stream = done.stdout if expect == 0 else done.stderr
-        return json.loads(stream.decode("utf-8")) if stream.strip() else {}
+        stream = (done.stdout if expect == 0 else done.stderr).decode("utf-8")
+        if not stream.strip():
+            return {}
+        try:
+            return json.loads(stream)
+        except ValueError:  # click's own usage errors ("Invalid value for '--scope'") are text
+            assert expect == 2, stream
+            return {"text": stream}
 
 
 @pytest.fixture
@@ -182,7 +189,7 @@ def test_rog_retries_a_503_with_the_same_idempotency_key(tmp_path):
         return 201, b'{"data": {"id": "s1", "seq": 0}, "meta": {}}', {}
 
     with answering(respond) as url:
-        Rog(url, "mem_fake", tmp_path)("memories", "note", "hello", "--store", "s1")
+        Rog(url, "mem_fake", tmp_path)("memories", "note", "hello", "--store", str(uuid.uuid4()))
     notes = [key for path, key in seen if path.endswith("/note")]
     assert len(notes) == 2 and notes[0] == notes[1] and notes[0].startswith("rog-")
 
@@ -341,12 +348,80 @@ def test_exit_codes_distinguish_usage_api_and_network_errors(rog, tmp_path):
 
 @pytest.mark.parametrize(
     "command",
-    ["init", "wake", "note", "recall", "zoom", "nap", "forget", "delete", "share", "readers", "update", "prompt"],
+    ["init", "view", "wake", "note", "recall", "zoom", "nap", "forget", "delete", "update", "prompt", "export"],
 )
 def test_every_subcommand_has_help(command):
     result = CliRunner().invoke(rog_main, ["memories", command, "--help"])
     assert result.exit_code == 0
-    assert "--store" in result.output and "--project" in result.output
+    assert "--store" in result.output and "--project" in result.output and "--board" in result.output
+
+
+@pytest.mark.parametrize("command", ["share", "readers"])
+def test_share_and_readers_offer_only_user_stores(command):
+    """A project's or board's readers are its members: `--project`/`--board` could only ever answer 409."""
+    result = CliRunner().invoke(rog_main, ["memories", command, "--help"])
+    assert result.exit_code == 0 and "--store" in result.output and "--user" in result.output
+    assert "--project" not in result.output and "--board" not in result.output
+    assert "members" in result.output  # says where a project's readers are managed
+
+
+def test_list_and_view_show_the_stores_and_what_delete_confirms(rog, me):
+    project = ProjectFactory(slug="apollo")
+    ProjectMembershipFactory(project=project, user=me)
+    mine = rog("memories", "init", "--name", "Mine")["data"]
+    shared = rog("memories", "init", "--project", "apollo")["data"]
+    rog("memories", "note", "one")
+
+    listed = rog("memories", "list")
+    assert {row["id"] for row in listed["data"]} == {mine["id"], shared["id"]} and listed["meta"]["count"] == 2
+    assert [row["id"] for row in rog("memories", "list", "--scope", "project")["data"]] == [shared["id"]]
+    assert "'section' is not one of" in rog("memories", "list", "--scope", "section", expect=2)["text"]
+
+    viewed = rog("memories", "view")["data"]
+    assert (viewed["id"], viewed["entry_count"], viewed["name"]) == (mine["id"], 1, "Mine")
+    assert rog("memories", "view", "--store", mine["id"].upper())["data"] == viewed  # any UUID spelling
+    assert rog("memories", "view", "--project", "apollo")["data"]["id"] == shared["id"]
+    assert rog("memories", "view", "--project", "nowhere", expect=3)["error"]["hint"]
+
+
+def test_store_takes_only_a_uuid(rog, me):
+    """`--store not-a-uuid` was the API's 404 (as for a store one may not see), not a usage error."""
+    rog("memories", "init")
+    for command in (["wake"], ["view"], ["note", "x"], ["recall", "x"], ["readers"]):
+        refused = rog("memories", *command, "--store", "apollo", expect=2)
+        assert refused["error"]["type"] == "usage_error" and "UUID" in refused["error"]["message"]
+    assert Entry.objects.count() == 0
+
+
+def test_update_takes_its_fields_as_options_or_json(rog, me):
+    store = rog("memories", "init")["data"]
+    updated = rog("memories", "update", "--name", "Field notes", "--description", "What *we* saw.")["data"]
+    assert (updated["name"], updated["description_md"]) == ("Field notes", "What *we* saw.")
+    assert rog("memories", "update", "--visibility", "public")["data"]["visibility"] == "public"
+    assert rog("memories", "update", "--data", '{"visibility": "private"}')["data"]["visibility"] == "private"
+    assert rog("--data", '{"name": "Global"}', "memories", "update")["data"]["name"] == "Global"
+    assert rog("memories", "update", "--store", store["id"], "--name", "By id")["data"]["name"] == "By id"
+
+    refusals = [
+        ("memories", "update"),  # nothing to change
+        ("--data", '{"name": "a"}', "memories", "update", "--data", '{"name": "b"}'),  # the JSON twice
+        ("memories", "update", "--data", '{"name": "a"}', "--name", "b"),  # a field twice
+        ("memories", "update", "--data", "[1]"),
+        ("memories", "update", "--visibility", "secret"),
+    ]
+    for args in refusals:
+        rog(*args, expect=2)
+    assert Store.objects.get(pk=store["id"]).name == "By id"
+
+
+def test_a_stale_delete_says_which_count_and_generation_to_confirm(rog, me):
+    """The server's 409 names `expected_entry_count`; rog's flag is --count: its hint gives the flags."""
+    store = rog("memories", "init")["data"]
+    rog("memories", "note", "added after the count was read")
+    refused = rog("memories", "delete", "--count", "0", "--generation", str(store["generation"]), "--yes", expect=3)
+    assert refused["error"]["details"]["reason"] == "stale_confirmation"
+    assert f"--count 1 --generation {store['generation']} --yes" in refused["error"]["hint"]
+    assert Store.objects.filter(pk=store["id"]).exists()
 
 
 @contextlib.contextmanager
@@ -387,7 +462,7 @@ def test_a_2xx_answer_that_is_not_json_is_an_error_not_a_success(tmp_path):
     cannot see stored, reported as stored."""
     with answering(lambda path, headers, body, method: (200, b"{not json", {})) as url:
         done = subprocess.run(
-            [ROG, "memories", "note", "hello", "--store", "s1"],
+            [ROG, "memories", "note", "hello", "--store", str(uuid.uuid4())],
             env={**os.environ, "ROG_API_URL": url, "ROG_TOKEN": "mem_fake"},
             capture_output=True,
             timeout=60,
