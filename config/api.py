@@ -81,7 +81,20 @@ def envelope(data: Any, meta: dict[str, Any] | None = None, *, status: int = 200
     return Response({"data": data, "meta": meta or {}}, status=status, headers=headers)
 
 
-STRICT_COMPONENTS: set[str] = set()  # OpenAPI component names of strict request bodies (config/schema.py)
+STRICT_SERIALIZERS: list[type] = []  # every StrictSerializer class (their components: config/schema.py)
+
+
+def strict_component_names() -> set[str]:
+    """The OpenAPI component names of strict request bodies: each `StrictSerializer`'s name as drf-spectacular
+    gives it (its `component_name` override, else the class name without "Serializer"), with the "Request"
+    and "PatchedRequest" forms of split request components."""
+    from drf_spectacular.drainage import get_override  # pinned; tests/contract/test_openapi.py covers it
+
+    names = set()
+    for cls in STRICT_SERIALIZERS:
+        name = get_override(cls, "component_name") or cls.__name__.removesuffix("Serializer")
+        names.update({name, name + "Request", "Patched" + name + "Request"})
+    return names
 
 
 class StrictSerializer(serializers.Serializer):
@@ -92,8 +105,7 @@ class StrictSerializer(serializers.Serializer):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        name = cls.__name__.removesuffix("Serializer")
-        STRICT_COMPONENTS.update({name, name + "Request", "Patched" + name + "Request"})
+        STRICT_SERIALIZERS.append(cls)
 
     def to_internal_value(self, data):
         if isinstance(data, dict):

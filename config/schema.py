@@ -155,10 +155,11 @@ def add_error_responses(result, generator, request, public):
 def close_strict_bodies(result, generator, request, public):
     """drf-spectacular POSTPROCESSING_HOOK: strict request bodies (`StrictSerializer`) get
     `additionalProperties: false`, since the server answers 400 to any key they do not list."""
-    from config.api import STRICT_COMPONENTS
+    from config.api import strict_component_names
 
+    strict = strict_component_names()
     for name, schema in result.get("components", {}).get("schemas", {}).items():
-        if name in STRICT_COMPONENTS and schema.get("type") == "object":
+        if name in strict and schema.get("type") == "object":
             schema["additionalProperties"] = False
     return result
 

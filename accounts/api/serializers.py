@@ -6,7 +6,7 @@ Serializers validate and render; they never save.
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from accounts import services
@@ -127,6 +127,7 @@ class ProjectMemberSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+@extend_schema_serializer(component_name="ProjectMembership")
 class ProjectMemberRequestSerializer(StrictSerializer):
     """POST /projects/{id|slug}/members: `{handle, role?, active?}`; `active: false` removes."""
 
@@ -195,6 +196,7 @@ class SectionMemberSerializer(serializers.Serializer):
         return services.section_role(membership)
 
 
+@extend_schema_serializer(component_name="SectionMembership")
 class SectionMemberRequestSerializer(StrictSerializer):
     """POST /sections/{id|slug}/members: `{handle, role?, active?}`; `active: false` removes."""
 

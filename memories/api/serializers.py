@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from backoffice.models import REASON_MAX_CHARS
@@ -87,6 +87,7 @@ class SnapshotQueryField(serializers.IntegerField):
 # ------------------------------------------------------------------------------------------ requests
 
 
+@extend_schema_serializer(component_name="Note")
 class NoteRequestSerializer(StrictSerializer):
     body_md = Utf8TextField(min_bytes=1, max_bytes=BODY_MAX_BYTES, help_text="1..1,024 UTF-8 bytes, stored as sent.")
     client_nonce = Utf8TextField(
@@ -123,6 +124,7 @@ class DigestField(OneShapeField, serializers.RegexField):
         super().__init__(r"^[0-9a-f]{64}$", max_length=64, min_length=64, **kwargs)
 
 
+@extend_schema_serializer(component_name="Compact")
 class CompactRequestSerializer(StrictSerializer):
     range = RangeField(allow_entry=False, help_text="Aligned range 'a-b' of size 2^k, k ≥ 1.")
     generation = JsonIntegerField(min_value=1, max_value=tree.MAX_GENERATION)
@@ -136,6 +138,7 @@ class CompactRequestSerializer(StrictSerializer):
     )
 
 
+@extend_schema_serializer(component_name="Redact")
 class RedactRequestSerializer(StrictSerializer):
     reason = Utf8TextField(
         min_bytes=1,
@@ -146,6 +149,7 @@ class RedactRequestSerializer(StrictSerializer):
     )
 
 
+@extend_schema_serializer(component_name="Forget")
 class ForgetRequestSerializer(StrictSerializer):
     range = RangeField(help_text="An entry 'n' or an aligned range 'a-b'.")
     generation = JsonIntegerField(min_value=1, max_value=tree.MAX_GENERATION)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from config.api import StrictQuerySerializer, StrictSerializer
@@ -172,6 +172,7 @@ class RawVaultIdsField(RawField):
 # --- environments ---------------------------------------------------------------------------------
 
 
+@extend_schema_serializer(component_name="EnvironmentCreate")
 class EnvironmentCreateRequestSerializer(StrictBody):
     """Body of POST /environments (SDK `environments.create`)."""
 
@@ -182,6 +183,7 @@ class EnvironmentCreateRequestSerializer(StrictBody):
     scope = RawScopeField(required=False, allow_null=True)
 
 
+@extend_schema_serializer(component_name="EnvironmentUpdate")
 class EnvironmentUpdateRequestSerializer(StrictBody):
     """Body of POST /environments/{id} (SDK `environments.update`): absent = unchanged; `description`
     null clears it; `metadata` is a patch whose null or empty values delete keys; `name` null = unchanged."""
@@ -193,6 +195,7 @@ class EnvironmentUpdateRequestSerializer(StrictBody):
     scope = RawScopeField(required=False, allow_null=True)
 
 
+@extend_schema_serializer(component_name="EnvironmentKeyCreate")
 class EnvironmentKeyCreateRequestSerializer(StrictBody):
     """Body of POST /environments/{id}/keys: an optional `name` (≤100 characters)."""
 
@@ -217,6 +220,7 @@ class EnvironmentKeyListQuerySerializer(PageQuery):
 # --- sessions -------------------------------------------------------------------------------------
 
 
+@extend_schema_serializer(component_name="SessionCreate")
 class SessionCreateRequestSerializer(StrictBody):
     """Body of POST /sessions (SDK `sessions.create`). `resources` holds `memory_store` items only;
     `budget`, `initial_events` and `vault_ids` are accepted only empty (this service runs no model)."""
@@ -231,6 +235,7 @@ class SessionCreateRequestSerializer(StrictBody):
     vault_ids = RawVaultIdsField(required=False)
 
 
+@extend_schema_serializer(component_name="SessionUpdate")
 class SessionUpdateRequestSerializer(StrictBody):
     """Body of POST /sessions/{id} (SDK `sessions.update`): `title` and a `metadata` patch (null deletes)."""
 
@@ -309,12 +314,14 @@ class WorkHeartbeatQuerySerializer(StrictQuerySerializer):
     expected_last_heartbeat = serializers.CharField(required=False, max_length=64, trim_whitespace=False)
 
 
+@extend_schema_serializer(component_name="WorkStop")
 class WorkStopRequestSerializer(StrictBody):
     """Body of POST /environments/{id}/work/{work_id}/stop: `force` (a JSON boolean, default false)."""
 
     force = StrictBooleanField(required=False, default=False)
 
 
+@extend_schema_serializer(component_name="WorkUpdate")
 class WorkUpdateRequestSerializer(StrictBody):
     """Body of POST /environments/{id}/work/{work_id} (SDK `work.update`): a `metadata` patch (null deletes)."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
-from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from config.api import StrictQuerySerializer, StrictSerializer
@@ -121,6 +121,7 @@ SHA256_SCHEMA = {"type": "string", "pattern": "^[0-9a-f]{64}$", "minLength": 64,
 # --- request bodies -----------------------------------------------------------------------------------
 
 
+@extend_schema_serializer(component_name="MemoryStoreCreate")
 class MemoryStoreCreateRequestSerializer(StrictSerializer):
     """Body of POST /memory_stores: `name` 1–255 chars, `description` ≤1,024 chars, `metadata` ≤16 pairs."""
 
@@ -138,6 +139,7 @@ class MemoryStoreCreateRequestSerializer(StrictSerializer):
         return store_validation.clean_metadata(value)
 
 
+@extend_schema_serializer(component_name="MemoryStoreUpdate")
 class MemoryStoreUpdateRequestSerializer(StrictSerializer):
     """Body of POST /memory_stores/{id}: each field optional; null = unchanged; `metadata` is a patch
     whose null values delete keys; ``description: ""`` clears the description."""
@@ -158,6 +160,7 @@ class MemoryStoreUpdateRequestSerializer(StrictSerializer):
         return value
 
 
+@extend_schema_serializer(component_name="MemoryCreate")
 class MemoryCreateRequestSerializer(StrictSerializer):
     """Body of POST /memory_stores/{id}/memories: `path` (SPEC §5 rules) and `content` (≤102,400 bytes)."""
 
@@ -176,6 +179,7 @@ class MemoryCreateRequestSerializer(StrictSerializer):
         return super().to_internal_value(data)
 
 
+@extend_schema_serializer(component_name="Precondition")
 class PreconditionRequestSerializer(StrictSerializer):
     """``{"type": "content_sha256", "content_sha256": "<64 lowercase hex>"}`` — the current content's hash."""
 
@@ -186,6 +190,7 @@ class PreconditionRequestSerializer(StrictSerializer):
         return validation.clean_sha256(value, field="precondition.content_sha256")
 
 
+@extend_schema_serializer(component_name="MemoryUpdate")
 class MemoryUpdateRequestSerializer(StrictSerializer):
     """Body of POST /memory_stores/{id}/memories/{memory_id}: new `content` and/or `path` (null or absent =
     unchanged) and an optional `precondition` on the current content."""
