@@ -11,9 +11,18 @@ from __future__ import annotations
 from openapi_schema_validator import OAS30ReadValidator
 
 
+def responses_of(document: dict, operation: dict) -> dict[str, dict]:
+    """An operation's responses by status, each shared one (`$ref: #/components/responses/…`) resolved."""
+    shared = document.get("components", {}).get("responses", {})
+    return {
+        status: shared[response["$ref"].rsplit("/", 1)[1]] if "$ref" in response else response
+        for status, response in operation["responses"].items()
+    }
+
+
 def documented_response(document: dict, path: str, method: str, status: int) -> dict:
     """The response object the document declares for `status` (fails when the status is undocumented)."""
-    responses = document["paths"][path][method]["responses"]
+    responses = responses_of(document, document["paths"][path][method])
     assert str(status) in responses, f"{method.upper()} {path} answered {status}; documented: {sorted(responses)}"
     return responses[str(status)]
 
