@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -33,8 +34,14 @@ def database_settings() -> dict:
 
         folder = data_dir()
         folder.mkdir(parents=True, exist_ok=True)
+        was_running = _postmaster(folder) is not None
         server = pgserver.get_server(folder, cleanup_mode=None)
         uri = server.get_uri()  # postgresql://postgres:@/postgres?host=/path
+    if not was_running:  # say so: a `manage.py` run without the DATABASE_URL its server uses lands here (a tester)
+        print(
+            f"DATABASE_URL is not set: started the embedded PostgreSQL in {folder} (`bin/stop` stops it).",
+            file=sys.stderr,
+        )
     socket_dir = uri.split("host=", 1)[1]
     return {"NAME": "postgres", "USER": "postgres", "PASSWORD": "", "HOST": socket_dir, "PORT": ""}
 

@@ -12,17 +12,16 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import quote
 
 import httpx
 import pytest
-from django.db import connection
 
 from accounts import services as account_services
 from demo.agents import Agent
 from demo.server import gunicorn_server
 from demo.summariser import SimulatedLatency, StandInSummariser
 from memories.models import Claim, Summary
+from tests.databases import database_url
 from tests.factories import ProjectFactory, ProjectMembershipFactory, UserFactory, project_store
 from tests.log.conftest import fill
 
@@ -34,21 +33,10 @@ LIMIT = 2  # jobs per nap; one simulated LLM call summarises the batch
 LATENCY_MS = (50, 150)
 
 
-def database_url_of_this_test() -> str:
-    """DATABASE_URL of the database this test runs on (a socket folder goes in `?host=`)."""
-    db = connection.settings_dict
-    host, port = db.get("HOST") or db.get("OPTIONS", {}).get("host") or "", db.get("PORT") or ""
-    auth = quote(db["USER"], safe="") + (f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else "")
-    name = quote(db["NAME"], safe="")
-    if host.startswith("/"):
-        return f"postgres://{auth}@/{name}?host={quote(host, safe='/')}"
-    return f"postgres://{auth}@{host or '127.0.0.1'}:{port or 5432}/{name}"
-
-
 @pytest.fixture
 def server_url():
     """gunicorn on a free loopback port serving the test database; stopped after the test."""
-    with gunicorn_server(workers=2, threads=4, env={"DATABASE_URL": database_url_of_this_test()}) as url:
+    with gunicorn_server(workers=2, threads=4, env={"DATABASE_URL": database_url()}) as url:
         yield url
 
 

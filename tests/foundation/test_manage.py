@@ -1,0 +1,42 @@
+"""`manage.py` itself: what an operator meets before any command runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from tests.databases import database_url
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def empty_database():
+    """A database with no tables on the test server, dropped after the test."""
+    name = f"{connection.settings_dict['NAME']}_unmigrated"
+    with connection.cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        cursor.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield database_url(name)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_a_command_on_a_database_never_migrated_says_so_in_one_line(empty_database):
+    """A tester ran `create_token` with another database than their server's: ~60 lines of traceback
+    ending in `relation "accounts_user" does not exist`."""
+    env = {**os.environ, "DATABASE_URL": empty_database}
+    argv = [sys.executable, "manage.py", "create_token", "--handle", "bob", "--create-user", "--name", "laptop"]
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "has no tables yet" in done.stderr and "manage.py migrate" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
