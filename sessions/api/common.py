@@ -33,13 +33,19 @@ def validated(serializer_class, data) -> dict[str, Any]:
 
 
 def keyset_page(
-    query: dict[str, Any], *, kind: str, fingerprint: dict[str, Any], fetch: Callable[..., list[Any]]
+    query: dict[str, Any],
+    *,
+    kind: str,
+    fingerprint: dict[str, Any],
+    caller: str | None,
+    fetch: Callable[..., list[Any]],
 ) -> tuple[list[Any], str | None]:
-    """Run one newest-first (or oldest-first) keyset page: decode `query["page"]` (bound to `kind` and the
-    query's `fingerprint`; a foreign or tampered token is 400), call ``fetch(after=…, limit=…)`` for up to
-    limit + 1 rows, and return ``(rows, next_page)``."""
+    """Run one newest-first (or oldest-first) keyset page: decode `query["page"]` (bound to `kind`, the
+    query's `fingerprint` and the `caller`; a foreign or tampered token is 400), call
+    ``fetch(after=…, limit=…)`` for up to limit + 1 rows, and return ``(rows, next_page)``."""
     limit = query["limit"]
-    position = decode_page(query.get("page"), kind=kind, query=fingerprint)
+    position = decode_page(query.get("page"), kind=kind, query=fingerprint, caller=caller)
     rows = fetch(after=None if position is None else parse_time_position(position), limit=limit)
     page, more = rows[:limit], len(rows) > limit
-    return page, (encode_page(kind=kind, query=fingerprint, position=time_position(page[-1])) if more else None)
+    token = encode_page(kind=kind, query=fingerprint, caller=caller, position=time_position(page[-1])) if more else None
+    return page, token

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.idempotency import replayable
-from config.api import reject_body, reject_query
+from config.api import caller_key, reject_body, reject_query
 from sessions import selectors
 from sessions.api import inputs, objects
 from sessions.api.common import ENVIRONMENT_ID, KEY_ID, keyset_page, validated
@@ -39,6 +39,7 @@ class EnvironmentCollectionView(APIView):
             query,
             kind="environments",
             fingerprint={"include_archived": query["include_archived"]},
+            caller=caller_key(request),
             fetch=lambda **page: selectors.environments_for(
                 request.user, include_archived=query["include_archived"], **page
             ),
@@ -153,6 +154,7 @@ class EnvironmentKeyCollectionView(APIView):
             query,
             kind="environment_keys",
             fingerprint={"environment": str(environment.pk)},
+            caller=caller_key(request),
             fetch=lambda **page: selectors.environment_keys(environment, **page),
         )
         return objects.page(objects.EnvironmentKeySerializer, rows, next_page)

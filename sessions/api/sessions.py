@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.idempotency import replayable
-from config.api import reject_body, reject_query
+from config.api import caller_key, reject_body, reject_query
 from sessions import selectors, validation
 from sessions.api import inputs, objects
 from sessions.api.common import SESSION_ID, keyset_page, validated
@@ -55,6 +55,7 @@ class SessionCollectionView(APIView):
             query,
             kind="sessions",
             fingerprint={"filters": repr(filters), "ascending": ascending},
+            caller=caller_key(request),
             fetch=lambda **page: selectors.sessions_for(request.user, filters, ascending=ascending, **page),
         )
         return objects.page(objects.SessionSerializer, rows, next_page, prev_page=None)

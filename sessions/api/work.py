@@ -17,7 +17,7 @@ from django.http import JsonResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.views import APIView
 
-from config.api import reject_body, reject_query
+from config.api import caller_key, reject_body, reject_query
 from sessions import selectors, validation
 from sessions.api import inputs, objects
 from sessions.api.common import ENVIRONMENT_ID, WORK_ID, WORKER_ID_HEADER, keyset_page, validated
@@ -54,6 +54,7 @@ class WorkCollectionView(APIView):
             query,
             kind="work",
             fingerprint={"environment": str(environment.pk)},
+            caller=caller_key(request),
             fetch=lambda **page: selectors.work_items(environment, **page),
         )
         return objects.page(objects.WorkSerializer, rows, next_page)

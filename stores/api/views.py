@@ -9,7 +9,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.views import APIView
 
-from config.api import STORE_ID, envelope, reject_body, reject_query
+from config.api import STORE_ID, caller_key, envelope, reject_body, reject_query
 from stores import selectors, services
 from stores.api import serializers as s
 from stores.api.pagination import decode_cursor, take_page
@@ -17,12 +17,6 @@ from stores.errors import MembershipGoverned, StoreNotFound
 from stores.models import Scope
 
 TAGS = ["memories"]
-
-
-def _caller(request) -> str | None:
-    """What every caller-specific list binds its cursors to: the caller's user id, None when anonymous. A
-    cursor carried to another caller is a 400 like one carried to another query (docs/decisions.md "Lists")."""
-    return str(request.user.pk) if request.user.is_authenticated else None
 
 
 def _cursor_keys(query: dict, *, kind: str, binding, arity: int) -> list | None:
@@ -47,7 +41,7 @@ class StoreCollectionView(APIView):
         query = s.StoreListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         scope = query.validated_data.get("scope")
-        binding = [_caller(request), scope]
+        binding = [caller_key(request), scope]
         keys = _cursor_keys(query.validated_data, kind="memories", binding=binding, arity=2)
         stores = selectors.readable_stores(request.user, scope=scope)
         stores = selectors.after_newest_first(stores, selectors.parse_newest_first_keys(keys) if keys else None)
@@ -218,7 +212,7 @@ class StoreReadersView(APIView):
             raise MembershipGoverned()
         query = s.ReaderListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        binding = [_caller(request), str(store.pk)]
+        binding = [caller_key(request), str(store.pk)]
         keys = _cursor_keys(query.validated_data, kind="readers", binding=binding, arity=2)
         page = take_page(
             selectors.after_grant(selectors.reader_grants(store), keys),
@@ -275,7 +269,7 @@ class SearchView(APIView):
         query = s.SearchQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         data = query.validated_data
-        binding = [_caller(request), data["q"], data["kinds"]]
+        binding = [caller_key(request), data["q"], data["kinds"]]
         keys = _cursor_keys(data, kind="search", binding=binding, arity=3)
         hits = selectors.after_search_hit(selectors.search_stores(request.user, text=data["q"]), keys)
         page = take_page(hits, limit=data["limit"], kind="search", keys_of=selectors.search_keys, binding=binding)

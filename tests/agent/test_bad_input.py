@@ -7,7 +7,10 @@ import uuid
 
 import pytest
 
+from accounts import services as account_services
 from sessions.models import Environment, Session, Work
+from sessions.services import environments as environment_services
+from tests.agent.conftest import bearer
 from tests.factories import ReaderGrantFactory, StoreFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -370,3 +373,23 @@ def test_the_endpoints_without_query_parameters_still_answer_without_one(
     assert owner_api.get(f"/api/v1/sessions/{running.session.pk}").status_code == 200
     assert owner_api.get(work).status_code == 200
     assert running.api.post(f"{work}/stop", {}, format="json").json()["state"] == "stopping"
+
+
+def test_a_page_token_carried_to_another_caller_is_refused(owner, owner_api, make_session):
+    """Page tokens were bound to the list and its query only: another caller's was a 200 page of their own
+    (memory stores) or an empty one (environments, sessions; a tester). Bound to the caller now."""
+    stores = [StoreFactory(owner=owner, canonical=False, name=f"s{n}") for n in range(3)]
+    for store in stores[:2]:
+        make_session(store)
+    environment_services.create_environment(owner=owner, name="Second")
+    other = UserFactory(handle="other-caller")
+    for store in stores:
+        ReaderGrantFactory(store=store, user=other)  # the other caller reads the very same stores
+    other_api = bearer(account_services.issue_token(user=other).secret)
+    for url in ("/api/v1/memory_stores", "/api/v1/environments", "/api/v1/sessions"):
+        first = owner_api.get(f"{url}?limit=1").json()
+        assert first["next_page"], url
+        refused = other_api.get(f"{url}?limit=1&page={first['next_page']}")
+        error = assert_error(refused, 400, "invalid_request_error")["error"]
+        assert set(error["details"]["fields"]) == {"page"}, url
+        assert owner_api.get(f"{url}?limit=1&page={first['next_page']}").status_code == 200, url

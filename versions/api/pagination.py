@@ -26,20 +26,24 @@ def _fingerprint(query: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
-def encode_page(*, kind: str, query: dict[str, Any], position: Any) -> str:
-    """Return the token for the page after `position` (a path, or ``[created_at_iso, id]``)."""
-    return signing.dumps({"k": kind, "q": _fingerprint(query), "p": position}, salt=_SALT, compress=True)
+def encode_page(*, kind: str, query: dict[str, Any], caller: str | None, position: Any) -> str:
+    """Return the token for the page after `position` (a path, or ``[created_at_iso, id]``), bound to `kind`,
+    the query and the caller (`config.api.caller_key`)."""
+    fingerprint = _fingerprint({**query, "caller": caller})
+    return signing.dumps({"k": kind, "q": fingerprint, "p": position}, salt=_SALT, compress=True)
 
 
-def decode_page(token: str | None, *, kind: str, query: dict[str, Any]) -> Any:
-    """Return the position stored in `token` (None when no token). Raises InvalidPage (400)."""
+def decode_page(token: str | None, *, kind: str, query: dict[str, Any], caller: str | None) -> Any:
+    """Return the position stored in `token` (None when no token). Raises InvalidPage (400) when it is
+    tampered with, or was handed out for another list, query or caller."""
     if token is None:
         return None
     try:
         payload = signing.loads(token, salt=_SALT)
     except (signing.BadSignature, ValueError, UnicodeError):
         raise InvalidPage() from None
-    if not isinstance(payload, dict) or payload.get("k") != kind or payload.get("q") != _fingerprint(query):
+    fingerprint = _fingerprint({**query, "caller": caller})
+    if not isinstance(payload, dict) or payload.get("k") != kind or payload.get("q") != fingerprint:
         raise InvalidPage()
     return payload.get("p")
 

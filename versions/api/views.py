@@ -16,7 +16,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
 from accounts.idempotency import replayable
-from config.api import reject_body, reject_query, validate
+from config.api import caller_key, reject_body, reject_query, validate
 from config.fastlane import UUID_GROUP, Lane
 from sessions.selectors import store_for_request
 from sessions.services.work import fence_for_request
@@ -86,7 +86,7 @@ class MemoryStoreCollectionView(APIView):
             "gte": query.get("created_gte"),
             "lte": query.get("created_lte"),
         }
-        position = decode_page(query.get("page"), kind="stores", query=fingerprint)
+        position = decode_page(query.get("page"), kind="stores", query=fingerprint, caller=caller_key(request))
         stores = selectors.memory_stores(
             request.user,
             include_archived=query["include_archived"],
@@ -96,7 +96,11 @@ class MemoryStoreCollectionView(APIView):
             limit=query["limit"],
         )
         page, more = stores[: query["limit"]], len(stores) > query["limit"]
-        next_page = encode_page(kind="stores", query=fingerprint, position=time_position(page[-1])) if more else None
+        next_page = (
+            encode_page(kind="stores", query=fingerprint, caller=caller_key(request), position=time_position(page[-1]))
+            if more
+            else None
+        )
         return responses.page_body(responses.store_items(page), next_page)
 
     @extend_schema(
@@ -223,7 +227,7 @@ class MemoryCollectionView(APIView):
         query = validate(MemoryListQuerySerializer, request.query_params)
         prefix, depth, limit, view = query.get("path_prefix", "/"), query["depth"], query["limit"], query["view"]
         fingerprint = {"store": str(store.pk), "prefix": prefix, "depth": depth}
-        position = decode_page(query.get("page"), kind="memories", query=fingerprint)
+        position = decode_page(query.get("page"), kind="memories", query=fingerprint, caller=caller_key(request))
         items = selectors.memories(
             store,
             path_prefix=prefix,
@@ -233,7 +237,11 @@ class MemoryCollectionView(APIView):
             with_content=view == "full",
         )
         page, more = items[:limit], len(items) > limit
-        next_page = encode_page(kind="memories", query=fingerprint, position=page[-1].path) if more else None
+        next_page = (
+            encode_page(kind="memories", query=fingerprint, caller=caller_key(request), position=page[-1].path)
+            if more
+            else None
+        )
         return responses.page_body(responses.memory_items(page, view=view), next_page)
 
     @extend_schema(
@@ -385,7 +393,7 @@ class MemoryVersionCollectionView(APIView):
             )
         }
         fingerprint = {"store": str(store.pk), **filters}
-        position = decode_page(query.get("page"), kind="versions", query=fingerprint)
+        position = decode_page(query.get("page"), kind="versions", query=fingerprint, caller=caller_key(request))
         rows = selectors.versions(
             store,
             **filters,
@@ -394,7 +402,13 @@ class MemoryVersionCollectionView(APIView):
             with_content=view == "full",
         )
         page, more = rows[:limit], len(rows) > limit
-        next_page = encode_page(kind="versions", query=fingerprint, position=time_position(page[-1])) if more else None
+        next_page = (
+            encode_page(
+                kind="versions", query=fingerprint, caller=caller_key(request), position=time_position(page[-1])
+            )
+            if more
+            else None
+        )
         return responses.page_body(responses.version_items(page, view=view), next_page)
 
 
