@@ -15,6 +15,8 @@ from django.utils import timezone
 HANDLE_RE = r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_])?$"
 SLUG_RE = r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?$"
 handle_validator = RegexValidator(HANDLE_RE, "A handle is 1–64 ASCII letters, digits, '.', '_' or '-'.")
+# the API's words for a handle that breaks HANDLE_RE (the validator's message is in migrations: unchanged)
+HANDLE_RULE = "1–64 ASCII letters, digits, '.', '_' or '-', starting with a letter or digit, not ending in '.' or '-'"
 RESERVED_NAMES = frozenset({"me"})  # `subject=me` names the caller (SPEC §4 resolve)
 
 

@@ -19,12 +19,14 @@ from config.errors import InvalidRequest
 
 # The strict field classes live in config/fields.py; re-exported here for the serializers that import them.
 from config.fields import (  # noqa: F401
+    JSON_TYPE_NAMES,
     JsonIntegerField,
     QueryBooleanField,
     SignedTokenField,
     StrictBooleanField,
     StrictIntegerField,
     Utf8TextField,
+    json_type_of,
 )
 
 # The `{id}` of every /api/v1/memories/{id}… route. Declared as a UUID (`format: uuid`), as the memory-store,
@@ -81,6 +83,14 @@ def envelope(data: Any, meta: dict[str, Any] | None = None, *, status: int = 200
     return Response({"data": data, "meta": meta or {}}, status=status, headers=headers)
 
 
+def caller_key(request) -> str | None:
+    """What every list binds its cursors and page tokens to besides its query: the caller's user id, None when
+    anonymous. A cursor carried to another caller is a 400, like one carried to another query
+    (docs/decisions.md "Lists")."""
+    user = getattr(request, "user", None)
+    return str(user.pk) if user is not None and user.is_authenticated else None
+
+
 STRICT_SERIALIZERS: list[type] = []  # every StrictSerializer class (their components: config/schema.py)
 
 
@@ -112,7 +122,23 @@ class StrictSerializer(serializers.Serializer):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:
                 raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+            wrong = {
+                name: [f"Must be a string, not {JSON_TYPE_NAMES[json_type_of(data[name])]}."]
+                for name, field in self.fields.items()
+                if _text_choices(field) and name in data and data[name] is not None and not isinstance(data[name], str)
+            }
+            if wrong:  # DRF's ChoiceField turned `true` into "True" and called that not a valid choice (a tester)
+                raise serializers.ValidationError(wrong)
         return super().to_internal_value(data)
+
+
+def _text_choices(field: serializers.Field) -> bool:
+    """Whether `field` is a single choice among strings (its JSON value must be a string)."""
+    return (
+        isinstance(field, serializers.ChoiceField)
+        and not isinstance(field, serializers.MultipleChoiceField)
+        and all(isinstance(choice, str) for choice in field.choices)
+    )
 
 
 _QUERY_INTEGER = re.compile(r"-?[0-9]+")

@@ -311,9 +311,9 @@ def _validation_summary(detail: Any) -> tuple[str, dict[str, str]]:
     return message, fields
 
 
-# A 400 whose message starts with a request field's name (`cursor: …`, `limit: …`, `pattern: …`): the form
-# `_validation_summary` writes for a serializer's refusal.
-_NAMED_FIELD = re.compile(r"([a-z][a-z0-9_]*): (.+)", re.DOTALL)
+# A 400 whose message starts with a request field's name (`cursor: …`, `pattern: …`, a nested one such as
+# `precondition.content_sha256: …` or `resources[0].access: …`): the form `_validation_summary` writes.
+_NAMED_FIELD = re.compile(r"([a-z][a-z0-9_]*(?:\.[A-Za-z0-9_]+|\[[0-9]+\])*): (.+)", re.DOTALL)
 
 
 def _with_named_field(exc: DomainError) -> dict[str, Any]:

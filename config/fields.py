@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from typing import Any
 
 from django.core.validators import RegexValidator
 from drf_spectacular.types import OpenApiTypes
@@ -166,6 +167,22 @@ class OneShapeField(serializers.CharField):
             raise serializers.ValidationError(self.shape_message, code="invalid") from None
 
 
+class StrictRegexField(OneShapeField, serializers.RegexField):
+    """A string matching `regex`, never another JSON type (DRF's CharField would turn 5 into "5"); a value
+    too long or not matching is one problem, `error_messages["invalid"]` (a slug of 65 characters got "no
+    more than 64 characters" and "must be 1–64 …" together; a tester)."""
+
+    def __init__(self, regex: str, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(regex, **kwargs)
+        self.shape_message = self.error_messages["invalid"]
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string.")
+        return super().to_internal_value(data)
+
+
 SIGNED_VALUE_MESSAGE = "Not a token this API hands out; pass it on as returned."
 
 
@@ -184,3 +201,32 @@ class SignedTokenField(OneShapeField):
         kwargs.setdefault("trim_whitespace", False)
         super().__init__(max_length=max_length, **kwargs)
         self.validators.append(RegexValidator(SIGNED_VALUE_PATTERN, message=SIGNED_VALUE_MESSAGE))
+
+
+# How a refusal names a JSON type ("Must be a string, not a JSON boolean (true or false).": REST and MCP alike).
+JSON_TYPE_NAMES = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a JSON boolean (true or false)",
+    "null": "null",
+    "object": "an object",
+    "array": "an array",
+}
+
+
+def json_type_of(value: Any) -> str:
+    """The JSON type name of a parsed JSON value (``true`` is a boolean, never an integer)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"

@@ -44,7 +44,8 @@ from django.urls import Resolver404, ResolverMatch, resolve
 from rest_framework import serializers
 
 from config.errors import describe, error_payload, request_id_of
-from config.parsers import find_forbidden
+from config.fields import JSON_TYPE_NAMES, json_type_of
+from config.parsers import find_forbidden, forbidden_refusal
 
 logger = logging.getLogger("memories.mcp")
 
@@ -317,33 +318,6 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------------- strict arguments
 
-_TYPE_NAMES = {
-    "string": "a string",
-    "integer": "an integer",
-    "number": "a number",
-    "boolean": "a JSON boolean (true or false)",
-    "null": "null",
-    "object": "an object",
-    "array": "an array",
-}
-
-
-def json_type_of(value: Any) -> str:
-    """The JSON type name of a parsed JSON value (``true`` is a boolean, never an integer)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
 
 def _allowed_types(schema: Mapping[str, Any]) -> set[str] | None:
     kind = schema.get("type")
@@ -378,9 +352,9 @@ def check_arguments(operation: Operation, arguments: Any) -> dict[str, Any]:
         raise serializers.ValidationError({"arguments": ["Must be an object."]})
     found = find_forbidden(arguments)
     if found:
-        name, problem = found
+        name, message = forbidden_refusal(found)
         name = "arguments" if name == "body" else name  # find_forbidden calls the top level "body"
-        raise serializers.ValidationError({name: [f"{problem[0].upper()}{problem[1:]}."]})
+        raise serializers.ValidationError({name: [message]})
     properties = operation.input_schema["properties"]
     unknown = sorted(set(arguments) - set(properties))
     if unknown:
@@ -393,8 +367,8 @@ def check_arguments(operation: Operation, arguments: Any) -> dict[str, Any]:
         actual = json_type_of(value)
         if actual in allowed or (actual == "integer" and "number" in allowed):
             continue
-        expected = " or ".join(_TYPE_NAMES.get(kind, kind) for kind in sorted(allowed, key=lambda k: k == "null"))
-        problems[name] = [f"Must be {expected}, not {_TYPE_NAMES[actual]}."]
+        expected = " or ".join(JSON_TYPE_NAMES.get(kind, kind) for kind in sorted(allowed, key=lambda k: k == "null"))
+        problems[name] = [f"Must be {expected}, not {JSON_TYPE_NAMES[actual]}."]
     for name in operation.path_params:
         if name not in arguments and name not in problems:
             problems[name] = ["This field is required."]

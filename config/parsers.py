@@ -90,6 +90,13 @@ def find_forbidden(value: Any, path: str = "") -> tuple[str, str] | None:
     return None
 
 
+def forbidden_refusal(found: tuple[str, str]) -> tuple[str, str]:
+    """`find_forbidden`'s finding as ``(field, message)`` — ``("body_md", "Contains a NUL character.")`` —
+    the words REST's body screening and the MCP tools' argument screening both use (``field: message``)."""
+    field, problem = found
+    return field, f"{problem[0].upper()}{problem[1:]}."
+
+
 def _in_metadata(data: Any, found: tuple[str, str], view: Any) -> bool:
     """Whether `found` (`find_forbidden`'s answer for the body `data`) lies in the top-level `metadata` of a
     view that takes metadata. Judged on the parsed body, not on the field path's spelling: a top-level key
@@ -103,11 +110,11 @@ class StrictJSONParser(BaseParser):
     """Parse `application/json` bodies strictly (UTF-8 only, no NaN/Infinity, no NUL, no lone surrogates,
     no key twice in one object).
 
-    Raises ParseError (→ 400 invalid_request_error) with a message naming the field; when the view takes
-    `metadata` (``takes_metadata = True``) and the first bad string or key is inside the body's top-level
-    `metadata`, InvalidRequest with ``details.error_code = "invalid_metadata"`` instead (same status, type
-    and message), the code every other metadata refusal carries and the anthropic SDK maps
-    (`stores.validation.patch_metadata`; docs/access.md).
+    Raises ParseError (→ 400 invalid_request_error) for a body that is not strict JSON, and InvalidRequest
+    ``field: message`` (with `details.fields`, as a serializer's refusal) for the first string or key holding
+    NUL or a lone surrogate; when the view takes `metadata` (``takes_metadata = True``) and that is inside
+    the body's top-level `metadata`, also ``details.error_code = "invalid_metadata"``, the code every other
+    metadata refusal carries and the anthropic SDK maps (`stores.validation.patch_metadata`; docs/access.md).
     """
 
     media_type = "application/json"
@@ -130,8 +137,9 @@ class StrictJSONParser(BaseParser):
             raise ParseError(f"Request body is not valid JSON: {exc}") from None
         found = find_forbidden(data)
         if found:
-            field, problem = found
+            field, message = forbidden_refusal(found)
+            # `field: message`, so the answer carries details.fields like a serializer's (config.errors)
             if _in_metadata(data, found, (parser_context or {}).get("view")):
-                raise InvalidRequest(f"{field} {problem}.", details={"error_code": "invalid_metadata"})
-            raise ParseError(f"{field} {problem}.")
+                raise InvalidRequest(f"{field}: {message}", details={"error_code": "invalid_metadata"})
+            raise InvalidRequest(f"{field}: {message}")
         return data

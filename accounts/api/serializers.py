@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from accounts import services
-from accounts.models import HANDLE_RE, SLUG_RE, ApiToken, Posting, Visibility
+from accounts.models import HANDLE_RE, HANDLE_RULE, SLUG_RE, ApiToken, Posting, Visibility
 from config.api import (
     JsonIntegerField,
     QueryBooleanField,
@@ -20,25 +20,12 @@ from config.api import (
     StrictSerializer,
 )
 from config.errors import InvalidRequest
-from config.fields import NAME_PATTERN
+from config.fields import NAME_PATTERN, StrictRegexField
 from stores.api.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from stores.api.serializers import CursorField, ListMetaSerializer, NameField
 
 TOKEN_NAME_MAX_CHARS = services.TOKEN_NAME_MAX_CHARS
 TOKEN_MAX_DAYS = 3650
-
-
-class StrictRegexField(serializers.RegexField):
-    """A string matching `regex`, never another JSON type (DRF's CharField would turn 5 into "5")."""
-
-    def __init__(self, regex: str, **kwargs):
-        kwargs.setdefault("trim_whitespace", False)
-        super().__init__(regex, **kwargs)
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str):
-            raise serializers.ValidationError("Must be a string.")
-        return super().to_internal_value(data)
 
 
 SLUG_RULE = "1–64 ASCII letters, digits, '_' or '-', starting and ending with a letter or digit"
@@ -55,7 +42,13 @@ def slug_field(**kwargs) -> StrictRegexField:
 
 
 def handle_field(**kwargs) -> StrictRegexField:
-    return StrictRegexField(HANDLE_RE, max_length=64, help_text="A user's handle (case-insensitive).", **kwargs)
+    return StrictRegexField(
+        HANDLE_RE,
+        max_length=64,
+        error_messages={"invalid": f"Must be a handle: {HANDLE_RULE}."},
+        help_text="A user's handle (case-insensitive).",
+        **kwargs,
+    )
 
 
 @extend_schema_field({"type": "string", "minLength": 1, "maxLength": TOKEN_NAME_MAX_CHARS, "pattern": NAME_PATTERN})

@@ -8,10 +8,10 @@ from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from accounts.models import HANDLE_RE, Visibility
+from accounts.models import HANDLE_RE, HANDLE_RULE, Visibility
 from accounts.permissions import token_scopes
 from config.api import StrictBooleanField, StrictIntegerField, StrictQuerySerializer, StrictSerializer, Utf8TextField
-from config.fields import NAME_PATTERN, UUID_PATTERN, SignedTokenField, canonical_uuid
+from config.fields import NAME_PATTERN, UUID_PATTERN, SignedTokenField, StrictRegexField, canonical_uuid
 from stores import validation
 from stores.api.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from stores.models import DESCRIPTION_MAX_CHARS, NAME_MAX_CHARS, Scope, Store
@@ -280,7 +280,7 @@ class StoreDeleteQuerySerializer(StrictQuerySerializer):
 class ShareSerializer(StrictSerializer):
     """POST /api/v1/memories/{id}/share: `{handle, active}` (active defaults to true; false revokes)."""
 
-    handle = serializers.RegexField(HANDLE_RE, max_length=64, trim_whitespace=False)
+    handle = StrictRegexField(HANDLE_RE, max_length=64, error_messages={"invalid": f"Must be a handle: {HANDLE_RULE}."})
     active = StrictBooleanField(required=False, default=True)
 
     def to_internal_value(self, data):

@@ -68,7 +68,7 @@ _INEXPRESSIBLE = (
     # Unicode NFC (memory paths are never normalised for you, SPEC §5): no pattern can test it.
     (None, "must be in Unicode NFC form"),
     # NUL and lone surrogates are refused in every string, path and query of the API (SPEC §2).
-    (None, "contains a NUL character"),
+    (None, "ontains a NUL character"),  # "Contains …" in a field's message, "… contains …" in a key's
     (None, "a lone surrogate"),
     # Metadata keys: 1–64 characters without control characters; OpenAPI 3.0 has no `propertyNames`.
     (None, "metadata: keys "),

@@ -7,7 +7,10 @@ import json
 
 import pytest
 from django.test import Client, override_settings
+from rest_framework import exceptions as drf
 
+from config.errors import InvalidRequest, describe
+from sessions.services.environments import create_environment
 from stores.models import Store
 from tests.foundation.test_auth import assert_error
 
@@ -42,12 +45,65 @@ def test_a_400_never_grows_with_what_the_client_sent(owner_client, private_store
     assert [len(name) for name in body["error"]["details"]["fields"]] == [MAX_FIELD_CHARS]
 
 
-def test_a_field_with_two_problems_keeps_both_in_details(private_store, owner_client):
-    body = {"handle": "!" * 65}  # too long, and not a handle
-    response = owner_client.post(f"/api/v1/memories/{private_store.pk}/share", body, format="json")
+def test_a_field_with_two_problems_keeps_both_in_details():
+    status, _, message, details, _, _ = describe(drf.ValidationError({"name": ["Too long.", "Not a name."]}))
+    assert status == 400 and details == {"fields": {"name": "Too long.; Not a name."}}
+    assert message == "name: Too long.; name: Not a name."
+
+
+@pytest.mark.parametrize(
+    "url, body, field",
+    [
+        ("/api/v1/projects", {"slug": "x" * 65, "name": "X"}, "slug"),
+        ("/api/v1/projects", {"slug": "-x-", "name": "X"}, "slug"),
+        ("/api/v1/memories/{store}/share", {"handle": "!" * 65}, "handle"),
+        ("/api/v1/memories/{store}/share", {"handle": "h" * 300}, "handle"),
+    ],
+)
+def test_a_slug_or_handle_of_the_wrong_shape_is_one_problem(private_store, owner_client, url, body, field):
+    """A 65-character slug got "no more than 64 characters" and "must be 1–64 …" together (a tester)."""
+    response = owner_client.post(url.format(store=private_store.pk), body, format="json")
     error = assert_error(response, 400, "invalid_request_error")["error"]
-    problems = error["details"]["fields"]["handle"].split("; ")
-    assert len(problems) == 2 and all(problem in error["message"] for problem in problems)
+    assert set(error["details"]["fields"]) == {field} and "; " not in error["details"]["fields"][field]
+    assert error["details"]["fields"][field].startswith("Must be ") and "1–64" in error["message"]
+
+
+def test_a_nested_field_is_named_in_details_too(private_store, owner_client):
+    """`precondition.content_sha256: …` and `resources[0].…: …` named their field in the message only (a tester)."""
+    created = owner_client.post(
+        f"/api/v1/memory_stores/{private_store.pk}/memories", {"path": "/a.md", "content": "x"}, format="json"
+    )
+    assert created.status_code == 200, created.content
+    update = {"content": "y", "precondition": {"type": "content_sha256", "content_sha256": "zz"}}
+    url = f"/api/v1/memory_stores/{private_store.pk}/memories/{created.json()['id']}"
+    environment = create_environment(owner=private_store.owner, name="env")
+    session = {
+        "environment_id": str(environment.pk),
+        "agent": {"type": "agent", "id": "agent_test", "version": 1},
+        "resources": [{"type": "memory_store", "memory_store_id": "abc"}],
+    }
+    for response, field in [
+        (owner_client.post(url, update, format="json"), "precondition.content_sha256"),
+        (owner_client.post("/api/v1/sessions", session, format="json"), "resources[0].memory_store_id"),
+    ]:
+        error = assert_error(response, 400, "invalid_request_error")["error"]
+        assert field in error["details"]["fields"], error
+        assert f"{field}: {error['details']['fields'][field]}" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "message, fields",
+    [
+        ("precondition.content_sha256: must be 64 lowercase hexadecimal characters.", "precondition.content_sha256"),
+        ("resources[0].memory_store_id: must be a UUID.", "resources[0].memory_store_id"),
+        ("agent.id: must be a string.", "agent.id"),
+        ("A sentence: not a field.", None),
+    ],
+)
+def test_a_service_refusal_naming_a_nested_field_carries_it(message, fields):
+    _, _, said, details, _, _ = describe(InvalidRequest(message))
+    assert said == message
+    assert details.get("fields") == ({fields: message.split(": ", 1)[1]} if fields else None)
 
 
 def test_bad_json_is_400(owner_client):
@@ -83,9 +139,11 @@ def test_invalid_utf8_body_is_400(owner_client):
 
 @pytest.mark.parametrize("payload", [b'{"count": 1, "text": "a\\u0000b"}', b'{"count": 1, "text": "\\ud800"}'])
 def test_nul_and_lone_surrogate_in_json_are_400_naming_the_field(owner_client, payload):
+    """In `field: problem` form with details.fields, the words the MCP tools use (tests/mcp/test_hostile.py)."""
     response = owner_client.generic("POST", "/probe", payload, content_type="application/json")
     body = assert_error(response, 400, "invalid_request_error")
-    assert "text" in body["error"]["message"]
+    assert body["error"]["message"] in ("text: Contains a NUL character.", "text: Contains a lone surrogate.")
+    assert body["error"]["details"]["fields"] == {"text": body["error"]["message"].removeprefix("text: ")}
 
 
 def test_nul_in_a_json_key_is_400(owner_client):
@@ -286,3 +344,15 @@ def test_a_trailing_slash_on_a_route_says_routes_take_none(owner_client, private
     assert mine["error"] == theirs["error"]
     unknown = assert_error(owner_client.get("/api/v1/nothing/"), 404, "not_found_error")
     assert unknown["error"]["message"] == "Not found."
+
+
+@pytest.mark.parametrize(
+    "value, named", [(True, "a JSON boolean (true or false)"), (1, "an integer"), ({}, "an object")]
+)
+def test_a_choice_given_another_json_type_says_which_type(private_store, owner_client, value, named):
+    """`{"visibility": true}` was `"True" is not a valid choice.`: DRF turned the boolean into a string. The
+    words are the MCP tools' (config.mcp_tools)."""
+    response = owner_client.patch(f"/api/v1/memories/{private_store.pk}", {"visibility": value}, format="json")
+    error = assert_error(response, 400, "invalid_request_error")["error"]
+    assert error["message"] == f"visibility: Must be a string, not {named}."
+    assert Store.objects.get(pk=private_store.pk).visibility == private_store.visibility

@@ -84,10 +84,10 @@ def test_an_environment_update_judges_the_keys_it_deletes(owner_client, owner):
 # NUL and lone surrogates are refused by the body screening (config.parsers), before any serializer: the
 # refusal still carries the code every other metadata refusal does, which the anthropic SDK maps.
 SCREENED = [
-    pytest.param('{"metadata": {"k\\u0000": "v"}}', "metadata has a key that", id="nul-key"),
-    pytest.param('{"metadata": {"k": "v\\u0000"}}', "metadata.k ", id="nul-value"),
-    pytest.param('{"metadata": {"k": "\\udc00"}}', "metadata.k ", id="lone-surrogate-value"),
-    pytest.param('{"metadata": {"\\ud800": null}}', "metadata has a key that", id="lone-surrogate-key"),
+    pytest.param('{"metadata": {"k\\u0000": "v"}}', "metadata: Has a key that", id="nul-key"),
+    pytest.param('{"metadata": {"k": "v\\u0000"}}', "metadata.k: Contains", id="nul-value"),
+    pytest.param('{"metadata": {"k": "\\udc00"}}', "metadata.k: Contains", id="lone-surrogate-value"),
+    pytest.param('{"metadata": {"\\ud800": null}}', "metadata: Has a key that", id="lone-surrogate-key"),
 ]
 
 
@@ -116,7 +116,10 @@ def test_screened_metadata_carries_the_invalid_metadata_code(owner_client, owner
         error = response.json()["error"]
         assert error["type"] == "invalid_request_error"
         assert error["message"].startswith(message), error
-        assert error["details"] == {"error_code": "invalid_metadata"}, error
+        assert error["details"]["error_code"] == "invalid_metadata", error
+        assert error["message"] == "; ".join(
+            f"{name}: {problem}" for name, problem in error["details"]["fields"].items()
+        )
     assert (Store.objects.count(), Environment.objects.count()) == (stores_before, environments_before)
     assert Store.objects.get(metadata={"k": "v"}) and Environment.objects.get(metadata={"k": "v"})
 
@@ -125,7 +128,9 @@ def test_other_screened_fields_keep_the_plain_parse_error(owner_client, owner):
     response = owner_client.post("/api/v1/memory_stores", '{"name": "s\\u0000"}', content_type="application/json")
     assert response.status_code == 400
     error = response.json()["error"]
-    assert error["message"].startswith("name ")
+    assert error["message"] == "name: Contains a NUL character." and error["details"]["fields"] == {
+        "name": "Contains a NUL character."
+    }
     assert "error_code" not in error.get("details", {})
 
 
