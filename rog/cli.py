@@ -73,6 +73,8 @@ def store_uuid(value: str) -> str:
     """`--store`'s value as the canonical UUID the API routes (any spelling Python's `uuid` reads); anything
     else is a usage error, not the API's 404 for a store that might exist (a tester)."""
     try:
+        if not value.isascii():  # uuid.UUID reads other scripts' digits ("١١١…") as hex digits
+            raise ValueError(value)
         return str(uuid.UUID(value))
     except ValueError:
         fail_usage(
@@ -82,11 +84,13 @@ def store_uuid(value: str) -> str:
 
 
 def selection(user, project, board, store) -> Selection:
-    chosen = [
-        name
-        for name, value in (("--user", user), ("--project", project), ("--board", board), ("--store", store))
-        if value
-    ]
+    """The store selection of a command; two options, or an empty one, are usage errors. (An empty value
+    counted as none given: `--store "$UNSET" note …` wrote to the caller's own store; a tester.)"""
+    given = (("--user", user), ("--project", project), ("--board", board), ("--store", store))
+    for name, value in given:
+        if value is not None and not value.strip():
+            fail_usage(f"{name} is empty. Leave it out to select your own store.")
+    chosen = [name for name, value in given if value is not None]
     if len(chosen) > 1:
         fail_usage(f"Choose one store: {', '.join(chosen)} given.")
     return Selection(user, project, board, store)
@@ -94,7 +98,7 @@ def selection(user, project, board, store) -> Selection:
 
 def store_id(state: State, sel: Selection) -> str:
     """The id of the selected store (resolved through the API unless --store is given; never creates)."""
-    if sel.store:
+    if sel.store is not None:
         return store_uuid(sel.store)
     return _resolve(state, sel)["id"]
 
@@ -105,12 +109,18 @@ def _resolve(state: State, sel: Selection) -> dict[str, Any]:
     scope, subject = sel.scope_subject()
     # The server's 404 is the same for a store that does not exist yet and one you may not see (privacy);
     # rog can say what to do in the first case, the likely one for your own new store.
+    if scope == "user" and subject == "me" and not state.token:
+        fail_usage(
+            "Your own store needs your token: set ROG_TOKEN or pass --token.",
+            hint="Without a token, name a public store: --user HANDLE, --project, --board or --store.",
+        )
     option = {"user": "--user", "project": "--project", "board": "--board"}[scope]
+    unseen = "No store you can read: it may not exist yet, or you may not have access."
     if scope == "user":  # only its own user makes a user store
-        hint = "No store found. A user's store is made once by that user, with `rog memories init`."
+        hint = f"{unseen} A user's store is made once by that user, with `rog memories init`."
     else:
         command = f"rog memories init {option} {subject}"
-        hint = f"No store found. Its store is made once with `{command}` (needs the write right)."
+        hint = f"{unseen} If it does not exist yet, `{command}` makes it (needs the write right)."
     params = {"scope": scope, "subject": subject}
     answer = state.call(
         "GET", "memories/resolve", params=params, hint=lambda status, _: hint if status == 404 else None
@@ -119,15 +129,41 @@ def _resolve(state: State, sel: Selection) -> dict[str, Any]:
 
 
 def read_text_file(path: str) -> str:
-    """The file's bytes decoded as strict UTF-8 (exactly as stored; no newline or whitespace changes)."""
+    """The file's bytes decoded as strict UTF-8 (exactly as stored; no newline or whitespace changes); `-` reads
+    standard input to its end."""
     try:
-        raw = Path(path).read_bytes()
+        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as exc:
         fail_usage(f"Cannot read {path}: {exc.strerror}.")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         fail_usage(f"{path} is not valid UTF-8 (byte {exc.start}).")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json_object(raw: str, *, option: str) -> dict[str, Any]:
+    """`raw` as a JSON object, strictly (no NaN/Infinity, no number out of a double's range, not nested past
+    Python's recursion limit); anything else is a usage error naming `option`. (NaN, 1e999 and 20,000 nested
+    objects were tracebacks; a tester.)"""
+    try:
+        data = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+    except (ValueError, RecursionError) as exc:
+        reason = "it is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        fail_usage(f"{option} is not valid JSON: {reason}.")
+    if not isinstance(data, dict):
+        fail_usage(f"{option} must be a JSON object.")
+    return data
 
 
 @click.group(cls=RogGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -173,22 +209,31 @@ def memories() -> None:
 
 
 @memories.command()
-@store_options
-@click.option("--name", help="Name for a newly created store (ignored when it exists).")
+@subject_options
+@click.option("--name", help="Name for a newly created store (an existing one keeps its own).")
 @click.option("--description", "description_md", help="Markdown description for a newly created store.")
 @click.pass_obj
-def init(state: State, user, project, board, store, name, description_md) -> None:
-    """Create the canonical store if absent (existing metadata is preserved) and print it."""
-    sel = selection(user, project, board, store)
-    if sel.store:
-        fail_usage("init creates the canonical store of a user, project or board; use --user/--project/--board.")
+def init(state: State, user, project, board, name, description_md) -> None:
+    """Create the canonical store if absent and print it; an existing store is printed as it is.
+
+    To rename an existing store, or change its description: `rog memories update --name … --description …`.
+    """
+    sel = selection(user, project, board, None)
     scope, subject = sel.scope_subject()
     body = {"scope": scope, "subject": subject}
     if name is not None:
         body["name"] = name
     if description_md is not None:
         body["description_md"] = description_md
-    emit(state.call("POST", "memories", json=body))
+    answer = state.call("POST", "memories", json=body)
+    emit(answer)
+    if (name is not None or description_md is not None) and not (answer.get("meta") or {}).get("created", True):
+        # exit 0 (the store is there, as asked), but a silent no-op read as a rename (a tester)
+        click.echo(
+            "The store already exists: --name and --description apply to a new store only; "
+            "use `rog memories update` to change them.",
+            err=True,
+        )
 
 
 @memories.command(name="list")
@@ -209,7 +254,7 @@ def view(state: State, user, project, board, store) -> None:
     """Print one store: name, description, subject, visibility, entry_count, generation (what `delete`
     confirms) and your permissions on it."""
     sel = selection(user, project, board, store)
-    if sel.store:
+    if sel.store is not None:
         emit(state.call("GET", f"memories/{store_uuid(sel.store)}"))
     else:
         emit({"data": _resolve(state, sel), "meta": {}})
@@ -229,7 +274,9 @@ def wake(state: State, user, project, board, store, budget, snapshot) -> None:
 @memories.command()
 @click.argument("text", required=False)
 @store_options
-@click.option("--file", "file_path", metavar="BODY.md", help="Read the entry from a file (bytes kept exactly).")
+@click.option(
+    "--file", "file_path", metavar="BODY.md", help="Read the entry from a file, or `-` for stdin (bytes kept exactly)."
+)
 @click.option("--nonce", metavar="VALUE", help="Idempotency key: a retry with the same text returns the original.")
 @click.pass_obj
 def note(state: State, text, user, project, board, store, file_path, nonce) -> None:
@@ -310,7 +357,7 @@ def zoom(state: State, range_, user, project, board, store, snapshot) -> None:
     default=None,
     help="Without RANGE: up to this many jobs at once (1..16), each claimed for you; see data.jobs.",
 )
-@click.option("--file", "file_path", metavar="SUMMARY.md", help="With RANGE: the summary to submit.")
+@click.option("--file", "file_path", metavar="SUMMARY.md", help="With RANGE: the summary to submit (`-`: stdin).")
 @click.option("--generation", type=int, default=None, help="With RANGE: the job's generation.")
 @click.option("--digest", default=None, help="With RANGE: the job's source_digest.")
 @click.option("--model", default=None, help="With RANGE: the model that wrote the summary (self-declared).")
@@ -461,12 +508,7 @@ def update(state: State, user, project, board, store, name, description_md, visi
     raw = local_data if local_data is not None else state.data_json
     data: dict[str, Any] = {}
     if raw is not None:
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            fail_usage(f"--data is not valid JSON: {exc}.")
-        if not isinstance(data, dict):
-            fail_usage("--data must be a JSON object.")
+        data = parse_json_object(raw, option="--data")
     flags = {"name": name, "description_md": description_md, "visibility": visibility}
     for field, value in flags.items():
         if value is None:
@@ -565,6 +607,48 @@ def prompt(state: State, user, project, board, store, as_text) -> None:
 
 for command in accounts.COMMANDS:
     main.add_command(command)
+
+# One line each in `--help` listings (click cut the docstrings' first sentences at the terminal's width, mid-word:
+# "Print who your token belongs to and its scopes (never the..."; a tester). The full text stays in each
+# command's own --help.
+SHORT_HELP = {
+    ("memories",): "The log: init, list, view, wake, note, recall, nap, …",
+    ("memories", "init"): "Create a subject's store if absent; print it.",
+    ("memories", "list"): "List the stores you can read.",
+    ("memories", "view"): "Print one store: counts, generation, your rights.",
+    ("memories", "wake"): "Print a store's compact overview.",
+    ("memories", "note"): "Append one entry (at most 1,024 UTF-8 bytes).",
+    ("memories", "recall"): "Search the entries with an RE2 pattern.",
+    ("memories", "zoom"): "Open a range into its summary and halves.",
+    ("memories", "nap"): "Get compaction jobs, or submit a summary.",
+    ("memories", "forget"): "Owner: invalidate a summary and those above it.",
+    ("memories", "redact"): "Owner: destroy an entry's text for good.",
+    ("memories", "delete"): "Owner: delete the whole store.",
+    ("memories", "share"): "Owner: grant or revoke a reader (user stores).",
+    ("memories", "readers"): "Owner: list the reader grants (user stores).",
+    ("memories", "update"): "Owner: change name, description or visibility.",
+    ("memories", "export"): "Owner: write the store as JSON Lines.",
+    ("memories", "import"): "Recreate a store from an export file.",
+    ("memories", "imports"): "List your imports (to resume one).",
+    ("memories", "prompt"): "Print assistant instructions and MCP settings.",
+    ("me",): "Who your token belongs to, and its scopes.",
+    ("tokens",): "Your API tokens: create, list, revoke.",
+    ("tokens", "create"): "Create a token (its secret is shown once).",
+    ("tokens", "list"): "List your tokens; `current` marks this one.",
+    ("projects", "list"): "List the projects you can see.",
+    ("projects", "members", "list"): "List the project's memberships.",
+    ("projects", "members", "add"): "Owners: add HANDLE, or change their --role.",
+    ("projects", "members", "remove"): "Owners: remove HANDLE from the project.",
+    ("boards", "list"): "List the boards you can see.",
+    ("boards", "members", "list"): "List the board's memberships.",
+    ("boards", "members", "add"): "Owners: add HANDLE, or change their --role.",
+    ("boards", "members", "remove"): "Owners: remove HANDLE from the board.",
+}
+for _path, _text in SHORT_HELP.items():
+    _command: click.Command = main
+    for _name in _path:
+        _command = _command.commands[_name]  # a KeyError here: a command was renamed without its entry
+    _command.short_help = _text
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -76,10 +76,22 @@ def emit(payload: Any, *, stream=None) -> None:
     _write(_json(payload), sys.stdout)
 
 
-def fail_usage(message: str) -> NoReturn:
-    """Print a `usage_error` object on stderr and exit 2."""
-    emit({"type": "error", "error": {"type": "usage_error", "message": message}}, stream=sys.stderr)
+def fail_usage(message: str, *, hint: str | None = None) -> NoReturn:
+    """Print a `usage_error` object on stderr (with `hint`, what to do, when given) and exit 2."""
+    error = {"type": "usage_error", "message": message, **({"hint": hint} if hint else {})}
+    emit({"type": "error", "error": error}, stream=sys.stderr)
     sys.exit(EXIT_USAGE)
+
+
+def fail_click_usage(exc: click.UsageError) -> NoReturn:
+    """click's own usage errors (an unknown option, a bad choice, a missing argument) as rog's JSON
+    `usage_error`, like every other error rog prints (they were click's text, so a script reading stderr as
+    JSON broke on half of them; a tester). `rog` or a group without a command still prints its help."""
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        exc.show()
+        sys.exit(exc.exit_code)
+    path = exc.ctx.command_path if exc.ctx is not None else "rog"
+    fail_usage(exc.format_message(), hint=f"See `{path} --help`.")
 
 
 def path_part(value: str) -> str:
@@ -135,16 +147,36 @@ class State:
             return self.client.request(method, path, **kwargs)
         except ApiError as exc:
             body = exc.body
-            if hint is not None and isinstance(body, dict) and isinstance(body.get("error"), dict):
-                text = hint(exc.status, body["error"])
+            if isinstance(body, dict) and isinstance(body.get("error"), dict):
+                text = self.credential_hint(exc.status) or (hint(exc.status, body["error"]) if hint else None)
                 if text:
                     body = {**body, "error": {**body["error"], "hint": text}}
             emit(body, stream=sys.stderr)
             sys.exit(EXIT_API_4XX if exc.status < 500 else EXIT_API_5XX)
         except NetworkError as exc:
-            error = {"type": "network_error", "message": str(exc)}
+            error = {"type": "network_error", "message": str(exc), "hint": self.network_hint()}
             emit({"type": "error", "error": error, "api_url": self.api_url}, stream=sys.stderr)
             sys.exit(EXIT_NETWORK)
+
+    def credential_hint(self, status: int) -> str | None:
+        """What to do about the token when `status` may be its doing: none was sent (401, 403, or a 404 —
+        anonymous callers see public stores only, and the server cannot say that a store exists), or the one
+        sent was refused (401). None otherwise: then a command's own hint applies."""
+        if not self.token and status in (401, 403, 404):
+            return "No token was sent: set ROG_TOKEN or pass --token (anonymous callers see public stores only)."
+        if status == 401:
+            return (
+                "The server refused the token (expired, revoked or mistyped): make a new one with "
+                "`rog tokens create` and a token that works, or ask your operator (`python manage.py create_token`)."
+            )
+        return None
+
+    def network_hint(self) -> str:
+        """What to check when the server could not be reached."""
+        text = f"Is the server running at {self.api_url} (`bin/serve` starts one), and is that URL right?"
+        if self.api_url.lower().startswith("https://"):
+            text += " A server that speaks plain http needs an http:// URL."
+        return text
 
     def call_all(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """GET every page of a list (following `meta.next_cursor`); ``{data: [...], meta: {count, pages}}``."""
@@ -218,12 +250,22 @@ class RogGroup(click.Group):
 
     group_class = type  # subgroups made with `@group.group()` are RogGroups too
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse this group's own options; a click usage error is rog's JSON `usage_error`."""
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            fail_click_usage(exc)
+
     def invoke(self, ctx: click.Context):
         """Run the command; an argument or variable holding bytes that are not UTF-8 (which the shell passes
-        through as lone surrogates) is a usage error, not a traceback (found by a breaker); Ctrl-C exits 130
-        (128 + SIGINT, as shells report it), not click's "Aborted!" with 1."""
+        through as lone surrogates) is a usage error, not a traceback (found by a breaker); so is any of
+        click's usage errors (`fail_click_usage`); Ctrl-C exits 130 (128 + SIGINT, as shells report it), not
+        click's "Aborted!" with 1."""
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            fail_click_usage(exc)
         except UnicodeEncodeError:
             fail_usage("An argument, option or variable holds bytes that are not valid UTF-8.")
         except KeyboardInterrupt:

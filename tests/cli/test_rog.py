@@ -45,14 +45,8 @@ class Rog:
             env["ROG_TOKEN"] = chosen
         done = subprocess.run([ROG, *args], cwd=self.cwd, env=env, capture_output=True, timeout=60)
         assert done.returncode == expect, (args, done.returncode, done.stdout, done.stderr)
-        stream = (done.stdout if expect == 0 else done.stderr).decode("utf-8")
-        if not stream.strip():
-            return {}
-        try:
-            return json.loads(stream)
-        except ValueError:  # click's own usage errors ("Invalid value for '--scope'") are text
-            assert expect == 2, stream
-            return {"text": stream}
+        stream = done.stdout if expect == 0 else done.stderr
+        return json.loads(stream.decode("utf-8")) if stream.strip() else {}
 
 
 @pytest.fixture
@@ -353,7 +347,8 @@ def test_exit_codes_distinguish_usage_api_and_network_errors(rog, tmp_path):
 def test_every_subcommand_has_help(command):
     result = CliRunner().invoke(rog_main, ["memories", command, "--help"])
     assert result.exit_code == 0
-    assert "--store" in result.output and "--project" in result.output and "--board" in result.output
+    assert "--project" in result.output and "--board" in result.output
+    assert ("--store" in result.output) == (command != "init")  # init makes a subject's store: no id yet
 
 
 @pytest.mark.parametrize("command", ["share", "readers"])
@@ -375,7 +370,7 @@ def test_list_and_view_show_the_stores_and_what_delete_confirms(rog, me):
     listed = rog("memories", "list")
     assert {row["id"] for row in listed["data"]} == {mine["id"], shared["id"]} and listed["meta"]["count"] == 2
     assert [row["id"] for row in rog("memories", "list", "--scope", "project")["data"]] == [shared["id"]]
-    assert "'section' is not one of" in rog("memories", "list", "--scope", "section", expect=2)["text"]
+    assert "'section' is not one of" in rog("memories", "list", "--scope", "section", expect=2)["error"]["message"]
 
     viewed = rog("memories", "view")["data"]
     assert (viewed["id"], viewed["entry_count"], viewed["name"]) == (mine["id"], 1, "Mine")
@@ -597,3 +592,94 @@ def test_a_second_ctrl_c_during_the_committing_chunk_says_it_committed(tmp_path)
     process, stderr = _import_against(tmp_path, respond, signals_at=[0.3, 0.6])
     assert process.returncode == 130, stderr
     assert "had committed the import: store s1 is there" in stderr and "could not be abandoned" not in stderr
+
+
+@pytest.mark.parametrize("option", ["--store", "--project", "--board", "--user"])
+def test_an_empty_store_option_is_a_usage_error_not_your_own_store(rog, me, option):
+    """`--store "$UNSET"` counted as no selection: the note went to the caller's own store (a tester)."""
+    rog("memories", "init")
+    refused = rog("memories", "note", "meant for another store", option, "", expect=2)
+    assert refused["error"]["type"] == "usage_error" and option in refused["error"]["message"]
+    rog("memories", "view", option, " ", expect=2)
+    assert Entry.objects.count() == 0
+
+
+def test_data_that_python_reads_but_json_forbids_is_a_usage_error(rog, me):
+    """NaN, 1e999 and 20,000 nested objects were tracebacks (exit 1), not usage errors."""
+    rog("memories", "init")
+    for data in ('{"name": NaN}', '{"name": 1e999}', '{"name": -Infinity}', '{"a":' * 20000 + "1" + "}" * 20000):
+        refused = rog("memories", "update", "--data", data, expect=2)
+        assert refused["error"]["type"] == "usage_error" and "--data is not valid JSON" in refused["error"]["message"]
+
+
+def test_every_usage_error_is_json_with_a_pointer_to_help(rog):
+    """click's own errors (unknown option, bad choice, missing option) were text while rog's were JSON."""
+    for args, words in [
+        (("--bogus",), "No such option '--bogus'"),
+        (("memories", "list", "--scope", "x"), "'x' is not one of"),
+        (("memories", "forget", "0-1", "--yes"), "Missing option '--generation'"),
+        (("memories", "share", "bob", "--project", "p"), "No such option '--project'"),
+    ]:
+        error = rog(*args, expect=2)["error"]
+        assert error["type"] == "usage_error" and words in error["message"], args
+        assert error["hint"].startswith("See `rog") and error["hint"].endswith("--help`."), args
+
+
+def test_without_a_token_rog_says_to_set_one(rog, me):
+    """A missing token read as "subject 'me' needs a bearer token" or, worse, as the owner's own store not
+    existing (a tester)."""
+    rog("memories", "init")
+    own = rog("memories", "wake", token=None, expect=2)["error"]
+    assert "ROG_TOKEN" in own["message"] and own["type"] == "usage_error"
+    hidden = rog("memories", "wake", "--user", "me-agent", token=None, expect=3)["error"]
+    assert hidden["type"] == "not_found_error" and hidden["hint"].startswith("No token was sent")
+    assert rog("me", token=None, expect=3)["error"]["hint"].startswith("No token was sent")
+    refused = rog("me", token="mem_not-a-real-token", expect=3)["error"]
+    assert "refused the token" in refused["hint"] and "mem_not-a-real-token" not in json.dumps(refused)
+
+
+def test_a_network_error_says_what_to_check(tmp_path):
+    error = Rog("http://127.0.0.1:9", "mem_fake", tmp_path)("me", expect=5)["error"]
+    assert "Is the server running at http://127.0.0.1:9" in error["hint"]
+    error = Rog("https://127.0.0.1:9", "mem_fake", tmp_path)("me", expect=5)["error"]
+    assert "plain http needs an http:// URL" in error["hint"]
+
+
+def test_init_says_when_name_and_description_were_not_applied(rog, me):
+    first = subprocess.run([ROG, "memories", "init", "--name", "First"], env=_env(rog), capture_output=True, timeout=60)
+    assert first.returncode == 0 and first.stderr == b""  # created with that name: nothing to say
+    again = subprocess.run(
+        [ROG, "memories", "init", "--name", "Renamed?"], env=_env(rog), capture_output=True, timeout=60
+    )
+    assert again.returncode == 0 and json.loads(again.stdout)["data"]["name"] == "First"
+    assert b"rog memories update" in again.stderr
+
+
+def test_note_and_nap_read_a_file_named_dash_from_stdin(rog, me):
+    rog("memories", "init")
+    text = "From stdin, kept exactly:\n  two spaces and no final newline"
+    done = subprocess.run(
+        [ROG, "memories", "note", "--file", "-", "-q", "data.seq"],
+        env=_env(rog),
+        input=text.encode(),
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert Entry.objects.get(seq=int(done.stdout)).body_md == text
+
+
+def _env(rog: Rog) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROG_")}
+    return {**env, "ROG_API_URL": rog.url, "ROG_TOKEN": rog.token}
+
+
+@pytest.mark.parametrize(
+    "group", [[], ["memories"], ["tokens"], ["projects"], ["projects", "members"], ["boards"], ["boards", "members"]]
+)
+def test_help_listings_fit_an_80_column_terminal_without_cut_words(group):
+    """click cut each command's first sentence at the terminal's width, mid-word ("… (never the...")."""
+    result = CliRunner().invoke(rog_main, [*group, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert result.exit_code == 0
+    listing = result.output.split("Commands:\n", 1)[1]
+    assert "..." not in listing and all(len(line) <= 80 for line in listing.splitlines()), listing
