@@ -128,6 +128,27 @@ def _resolve(state: State, sel: Selection) -> dict[str, Any]:
     return answer["data"]
 
 
+def write_right_hint(sel: Selection):
+    """A `State.call` hint for a write refused for want of the write right (403 `write_right_required`): who
+    grants it for the selected store."""
+    scope, subject = sel.scope_subject()
+
+    def hint(status: int, error: dict[str, Any]) -> str | None:
+        details = error.get("details") if isinstance(error.get("details"), dict) else {}
+        if status != 403 or details.get("reason") != "write_right_required" or sel.store is not None:
+            return None
+        if scope == "project":
+            return f"A project's members write its store: an owner runs `rog projects members add {subject} HANDLE`."
+        if scope == "board":
+            return (
+                "A board's posters write its store: an owner runs "
+                f"`rog boards members add {subject} HANDLE --role poster`."
+            )
+        return "Only its owner writes a user store; `rog memories share` grants reading only."
+
+    return hint
+
+
 def read_text_file(path: str) -> str:
     """The file's bytes decoded as strict UTF-8 (exactly as stored; no newline or whitespace changes); `-` reads
     standard input to its end."""
@@ -284,7 +305,8 @@ def note(state: State, text, user, project, board, store, file_path, nonce) -> N
     if (text is None) == (file_path is None):
         fail_usage("Give the entry as TEXT or with --file BODY.md (exactly one).")
     body_md = read_text_file(file_path) if file_path else text
-    sid = store_id(state, selection(user, project, board, store))
+    sel = selection(user, project, board, store)
+    sid = store_id(state, sel)
     # The nonce travels as the body's client_nonce — exactly as given, any text the server takes — and also
     # as the Idempotency-Key header when it can (visible ASCII: `client.header_safe`; a fresh key without
     # --nonce), so the client's own retries after a lost answer never store the note twice. (Sent as a
@@ -293,7 +315,7 @@ def note(state: State, text, user, project, board, store, file_path, nonce) -> N
         fail_usage("--nonce must not be empty (leave it out for a fresh one).")
     key = nonce if nonce is not None else new_idempotency_key()
     body = {"body_md": body_md, "client_nonce": key}
-    emit(state.call("POST", f"memories/{sid}/note", json=body, idempotency_key=key))
+    emit(state.call("POST", f"memories/{sid}/note", json=body, idempotency_key=key, hint=write_right_hint(sel)))
 
 
 @memories.command()
@@ -407,7 +429,7 @@ def nap(
     }
     if snapshot is not None:
         body["snapshot"] = snapshot
-    emit(state.call("POST", f"memories/{store_id(state, sel)}/compact", json=body))
+    emit(state.call("POST", f"memories/{store_id(state, sel)}/compact", json=body, hint=write_right_hint(sel)))
 
 
 @memories.command()

@@ -12,6 +12,9 @@ class StoreNotFound(NotFound):
 
 
 class StoreWriteForbidden(PermissionError_):
+    """A reader without the write right (`details.reason` lets clients such as rog say how to get it)."""
+
+    reason = "write_right_required"
     message = "You can read this store but not write to it."
 
 

@@ -683,3 +683,16 @@ def test_help_listings_fit_an_80_column_terminal_without_cut_words(group):
     assert result.exit_code == 0
     listing = result.output.split("Commands:\n", 1)[1]
     assert "..." not in listing and all(len(line) <= 80 for line in listing.splitlines()), listing
+
+
+def test_a_reader_refused_a_write_is_told_who_grants_it(rog, me, live_server):
+    """ "You can read this store but not write to it." said nothing of how to get the right (a tester)."""
+    owner = UserFactory(handle="board-owner")
+    section = SectionFactory(slug="needhelp", name="Need help", visibility="public")
+    SectionMembershipFactory(section=section, user=owner, role="owner")
+    theirs = Rog(live_server.url, account_services.issue_token(user=owner).secret, rog.cwd)
+    theirs("memories", "init", "--board", "needhelp")
+    refused = rog("memories", "note", "hello", "--board", "needhelp", expect=3)["error"]
+    assert refused["type"] == "permission_error" and refused["details"]["reason"] == "write_right_required"
+    assert "`rog boards members add needhelp HANDLE --role poster`" in refused["hint"]
+    assert Entry.objects.count() == 0
