@@ -76,6 +76,12 @@ def _visibility(public: bool | None) -> dict[str, str]:
     return {} if public is None else {"visibility": "public" if public else "private"}
 
 
+def _section_hint(status: int, error: dict[str, Any]) -> str | None:
+    """For `rog boards`: the API calls boards sections, and so do its messages."""
+    message = error.get("message")
+    return "Boards are the API's forum sections (/api/v1/sections)." if "ection" in str(message) else None
+
+
 def _parent_group(*, name: str, noun: str, path: str, roles: tuple[str, ...], default_role: str) -> click.Group:
     """Build `rog projects` / `rog boards` (API `path`): create, list, view, edit, members list|add|remove."""
 
@@ -88,6 +94,8 @@ def _parent_group(*, name: str, noun: str, path: str, roles: tuple[str, ...], de
         f"Name a {noun} by its slug (any case) or its UUID."
     )
     ref_arg = click.argument("ref", metavar=noun.upper())
+    # rog's boards are the API's forum sections (`/api/v1/sections`), and its messages say "section"
+    hint = _section_hint if noun == "board" else None
 
     def create_options(func):
         func = click.option("--public/--private", "public", default=None, help="Visibility (default: private).")(func)
@@ -111,7 +119,7 @@ def _parent_group(*, name: str, noun: str, path: str, roles: tuple[str, ...], de
         if open_to_all_posters:
             body["open_to_all_posters"] = True
         # replayed under its key: a retry after a lost answer is the same project (board), not 409 slug_taken
-        emit(state.call("POST", path, json=body, idempotency_key=new_idempotency_key()))
+        emit(state.call("POST", path, json=body, idempotency_key=new_idempotency_key(), hint=hint))
 
     create.help = f"Create a {noun}; you become its owner." + (
         " Needs a staff account." if noun == "board" else " Any user may create one."
@@ -121,7 +129,7 @@ def _parent_group(*, name: str, noun: str, path: str, roles: tuple[str, ...], de
     @click.option("--mine", is_flag=True, help=f"Only {noun}s you are an active member of.")
     @click.pass_obj
     def list_(state: State, mine: bool) -> None:
-        emit(state.call_all(path, {"member": "true" if mine else None}))
+        emit(state.call_all(path, {"member": "true" if mine else None}, hint=hint))
 
     list_.help = f"List the {noun}s you can see (public ones and yours), newest first, with your role."
 
@@ -129,7 +137,7 @@ def _parent_group(*, name: str, noun: str, path: str, roles: tuple[str, ...], de
     @ref_arg
     @click.pass_obj
     def view(state: State, ref: str) -> None:
-        emit(state.call("GET", f"{path}/{path_part(ref)}"))
+        emit(state.call("GET", f"{path}/{path_part(ref)}", hint=hint))
 
     view.help = f"Show one {noun} and your role in it."
 
@@ -147,7 +155,7 @@ def _parent_group(*, name: str, noun: str, path: str, roles: tuple[str, ...], de
             body["slug"] = new_slug
         if not body:
             fail_usage("Nothing to change: give --name, --slug or --public/--private.")
-        emit(state.call("PATCH", f"{path}/{path_part(ref)}", json=body))
+        emit(state.call("PATCH", f"{path}/{path_part(ref)}", json=body, hint=hint))
 
     edit.help = f"Owners: change a {noun}'s name, slug or visibility."
     if noun == "board":
@@ -168,7 +176,7 @@ def _parent_group(*, name: str, noun: str, path: str, roles: tuple[str, ...], de
     @ref_arg
     @click.pass_obj
     def members_list(state: State, ref: str) -> None:
-        emit(state.call_all(f"{path}/{path_part(ref)}/members"))
+        emit(state.call_all(f"{path}/{path_part(ref)}/members", hint=hint))
 
     members_list.help = f"List every membership of the {noun} (active and removed), oldest first; members only."
 
@@ -181,7 +189,7 @@ def _parent_group(*, name: str, noun: str, path: str, roles: tuple[str, ...], de
         body: dict[str, Any] = {"handle": handle, "active": True}
         if role is not None:
             body["role"] = role
-        emit(state.call("POST", f"{path}/{path_part(ref)}/members", json=body))
+        emit(state.call("POST", f"{path}/{path_part(ref)}/members", json=body, hint=hint))
 
     members_add.help = f"Owners: add HANDLE to the {noun}, re-add them, or change their --role."
 
@@ -190,7 +198,9 @@ def _parent_group(*, name: str, noun: str, path: str, roles: tuple[str, ...], de
     @click.argument("handle")
     @click.pass_obj
     def members_remove(state: State, ref: str, handle: str) -> None:
-        emit(state.call("POST", f"{path}/{path_part(ref)}/members", json={"handle": handle, "active": False}))
+        emit(
+            state.call("POST", f"{path}/{path_part(ref)}/members", json={"handle": handle, "active": False}, hint=hint)
+        )
 
     members_remove.help = f"Owners: remove HANDLE from the {noun} (the last active owner cannot leave)."
     return group

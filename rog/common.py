@@ -178,13 +178,15 @@ class State:
             text += " A server that speaks plain http needs an http:// URL."
         return text
 
-    def call_all(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    def call_all(
+        self, path: str, params: dict[str, Any] | None = None, *, hint: Callable[[int, dict], str | None] | None = None
+    ) -> dict[str, Any]:
         """GET every page of a list (following `meta.next_cursor`); ``{data: [...], meta: {count, pages}}``."""
         params = dict(params or {})
         rows: list = []
         pages = 0
         while True:
-            page = self.call("GET", path, params=params)
+            page = self.call("GET", path, params=params, hint=hint)
             pages += 1
             rows.extend(page.get("data") or [])
             cursor = (page.get("meta") or {}).get("next_cursor")

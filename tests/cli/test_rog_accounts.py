@@ -75,6 +75,9 @@ def test_boards_need_staff_to_create_and_take_roles(run):
     staff, carol = UserFactory(handle="stella", is_staff=True), UserFactory(handle="carol")
     refused = json.loads(run("boards", "create", "general", user=carol, code=3))
     assert refused["error"]["type"] == "permission_error"
+    # the API says "section" where rog says "board" (a tester): the hint joins the two words
+    assert "section" in refused["error"]["message"] and "sections" in refused["error"]["hint"]
+    assert "forum sections" in json.loads(run("boards", "view", "nowhere", user=carol, code=3))["error"]["hint"]
     created = json.loads(run("boards", "create", "General", "--open-to-all-posters", "--public", user=staff))
     assert created["data"]["open_to_all_posters"] is True and created["data"]["visibility"] == "public"
     run("boards", "members", "add", "general", "carol", "--role", "reader", user=staff)
