@@ -267,7 +267,10 @@ def update_store(
     if visibility is not UNSET and visibility is not None:
         new = validation.clean_visibility(visibility)
         if locked.scope != Scope.USER:
-            raise InvalidRequest("visibility: project and board stores inherit their parent's visibility.")
+            raise InvalidRequest(
+                "visibility: project and board stores follow their project's or board's visibility; change that "
+                "instead (`rog projects edit` / `rog boards edit`, PATCH /api/v1/projects/{ref} or /sections/{ref})."
+            )
         if new != locked.visibility:
             locked.visibility = new
             locked.rights_version += 1  # who may read (and so write) changed: writes judged before are judged again
