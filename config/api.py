@@ -113,9 +113,13 @@ class StrictSerializer(serializers.Serializer):
     Its request component in /openapi.yaml says so (`additionalProperties: false`, config/schema.py).
     """
 
+    _text_choice_fields: tuple[str, ...] = ()
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         STRICT_SERIALIZERS.append(cls)
+        # once per class, not per request (the note's validation runs through here)
+        cls._text_choice_fields = tuple(name for name, field in cls._declared_fields.items() if _text_choices(field))
 
     def to_internal_value(self, data):
         if isinstance(data, dict):
@@ -124,8 +128,8 @@ class StrictSerializer(serializers.Serializer):
                 raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
             wrong = {
                 name: [f"Must be a string, not {JSON_TYPE_NAMES[json_type_of(data[name])]}."]
-                for name, field in self.fields.items()
-                if _text_choices(field) and name in data and data[name] is not None and not isinstance(data[name], str)
+                for name in self._text_choice_fields
+                if data.get(name) is not None and not isinstance(data[name], str)
             }
             if wrong:  # DRF's ChoiceField turned `true` into "True" and called that not a valid choice (a tester)
                 raise serializers.ValidationError(wrong)
