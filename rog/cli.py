@@ -3,13 +3,15 @@
 Groups: `memories` (the log, here), `projects`, `boards`, `tokens` and `me` (rog/accounts.py).
 
 Prints the API's JSON on stdout. Errors print the API's error object on stderr and exit non-zero:
-2 usage error, 3 the API refused the request (4xx), 4 the API failed (5xx), 5 the API could not be reached.
+2 usage error, 3 the API refused the request (4xx), 4 the API failed (5xx), 5 the API could not be reached,
+6 the answer could not be written (stdout closed, disk full).
 Stored text is only ever printed as JSON (control characters such as ANSI escapes stay escaped); the CLI
 never runs a model and never executes, evaluates or shell-expands stored text.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 import uuid
@@ -21,7 +23,7 @@ import click
 
 from rog import accounts, transfer
 from rog.client import ApiError, NetworkError, new_idempotency_key
-from rog.common import EXIT_API_4XX, EXIT_API_5XX, EXIT_NETWORK, RogGroup, State, emit, fail_usage
+from rog.common import EXIT_API_4XX, EXIT_API_5XX, EXIT_NETWORK, RogGroup, State, emit, fail_output, fail_usage
 from rog.prompt import mcp_configuration, render_mcp_text, render_prompt
 
 
@@ -120,7 +122,7 @@ def _resolve(state: State, sel: Selection) -> dict[str, Any]:
         hint = f"{unseen} A user's store is made once by that user, with `rog memories init`."
     else:
         command = f"rog memories init {option} {subject}"
-        hint = f"{unseen} If it does not exist yet, `{command}` makes it (needs the write right)."
+        hint = f"{unseen} If the {scope} exists but has no store yet, `{command}` makes it (needs the write right)."
     params = {"scope": scope, "subject": subject}
     answer = state.call(
         "GET", "memories/resolve", params=params, hint=lambda status, _: hint if status == 404 else None
@@ -152,6 +154,8 @@ def write_right_hint(sel: Selection):
 def read_text_file(path: str) -> str:
     """The file's bytes decoded as strict UTF-8 (exactly as stored; no newline or whitespace changes); `-` reads
     standard input to its end."""
+    if path == "-" and sys.stdin is None:  # started with stdin closed (`<&-`)
+        fail_usage("--file - reads standard input, which is closed.")
     try:
         raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as exc:
@@ -211,7 +215,7 @@ def main(ctx: click.Context, api_url: str, token: str | None, data_json: str | N
 
     Every command takes -q/--query EXPR (JMESPath) to print one part of the answer, e.g.
     `rog projects create apollo -q data.id`. Exit codes: 0 success, 2 usage error, 3 API refused (4xx),
-    4 API failed (5xx), 5 network failure, 130 interrupted.
+    4 API failed (5xx), 5 network failure, 6 output not written (disk full), 130 interrupted.
     """
     if not 0 < timeout < float("inf"):  # nan, inf, 0 and negatives crashed httpx with a traceback
         fail_usage(f"--timeout must be a positive number of seconds; got {timeout}.")
@@ -557,6 +561,8 @@ def export(state: State, user, project, board, store, output) -> None:
     if state.query:
         fail_usage("export writes the store's file as it comes; -q/--query does not apply to it.")
     sid = store_id(state, selection(user, project, board, store))
+    if not output and sys.stdout is None:
+        fail_output(None)
     try:
         if output:
             with Path(output).open("wb") as out:
@@ -565,6 +571,10 @@ def export(state: State, user, project, board, store, output) -> None:
             transfer.export_store(state.client, sid, sys.stdout.buffer)
     except transfer.TransferFailed as exc:
         fail_transfer(exc)
+    except OSError as exc:  # the file or stdout refused the bytes (a full disk); a closed pipe is click's
+        if exc.errno == errno.EPIPE:
+            raise
+        fail_output(exc)
 
 
 def fail_transfer(exc: transfer.TransferFailed) -> NoReturn:

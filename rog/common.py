@@ -1,11 +1,13 @@
 """What every `rog` command shares: the API state, JSON output (with `--query`), errors and exit codes.
 
 Exit codes: 0 success, 2 usage error, 3 the API refused the request (4xx), 4 the API failed (5xx),
-5 the API could not be reached.
+5 the API could not be reached, 6 the answer could not be written (stdout closed, disk full).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import re
 import sys
@@ -22,16 +24,37 @@ from jmespath.exceptions import JMESPathError
 from rog.client import ApiError, Client, NetworkError
 
 EXIT_USAGE, EXIT_API_4XX, EXIT_API_5XX, EXIT_NETWORK = 2, 3, 4, 5
+EXIT_OUTPUT = 6  # the answer could not be written (stdout closed, disk full)
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT)
 
 
+def fail_output(exc: OSError | None) -> NoReturn:
+    """The answer could not be written to stdout or the output file (closed, disk full): say so on stderr, as
+    JSON when stderr takes it, and exit 6 (they were tracebacks with exit 1; a tester). A closed pipe
+    (`| head`) is not a failure: click exits quietly, as for any command line tool."""
+    reason = exc.strerror if exc is not None and exc.strerror else "standard output is closed"
+    error = {"type": "output_error", "message": f"Could not write the answer: {reason}."}
+    with contextlib.suppress(Exception):
+        if sys.stderr is not None:
+            sys.stderr.write(_json({"type": "error", "error": error}))
+            sys.stderr.flush()
+    sys.exit(EXIT_OUTPUT)
+
+
 def _write(text: str, stream) -> None:
+    if stream is None:  # started with stdout closed (`>&-`)
+        fail_output(None)
     buffer = getattr(stream, "buffer", None)
-    if buffer is not None:
-        buffer.write(text.encode("utf-8"))
-        buffer.flush()
-    else:
-        stream.write(text)
+    try:
+        if buffer is not None:
+            buffer.write(text.encode("utf-8"))
+            buffer.flush()
+        else:
+            stream.write(text)
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            raise  # click's main exits quietly on a closed pipe
+        fail_output(exc)
 
 
 # Characters a terminal acts on, breaks lines at or that reorder text, which the JSON encoder writes raw with
@@ -83,14 +106,15 @@ def fail_usage(message: str, *, hint: str | None = None) -> NoReturn:
     sys.exit(EXIT_USAGE)
 
 
-def fail_click_usage(exc: click.UsageError) -> NoReturn:
+def fail_click_usage(exc: click.UsageError, *, path: str = "rog") -> NoReturn:
     """click's own usage errors (an unknown option, a bad choice, a missing argument) as rog's JSON
     `usage_error`, like every other error rog prints (they were click's text, so a script reading stderr as
-    JSON broke on half of them; a tester). `rog` or a group without a command still prints its help."""
+    JSON broke on half of them; a tester). `rog` or a group without a command still prints its help. The
+    hint names the command whose help to read: the error's own, else `path` (the command being parsed)."""
     if isinstance(exc, click.exceptions.NoArgsIsHelpError):
         exc.show()
         sys.exit(exc.exit_code)
-    path = exc.ctx.command_path if exc.ctx is not None else "rog"
+    path = exc.ctx.command_path if exc.ctx is not None else path
     fail_usage(exc.format_message(), hint=f"See `{path} --help`.")
 
 
@@ -148,7 +172,7 @@ class State:
         except ApiError as exc:
             body = exc.body
             if isinstance(body, dict) and isinstance(body.get("error"), dict):
-                text = self.credential_hint(exc.status) or (hint(exc.status, body["error"]) if hint else None)
+                text = self.credential_hint(exc.status, body) or (hint(exc.status, body["error"]) if hint else None)
                 if text:
                     body = {**body, "error": {**body["error"], "hint": text}}
             emit(body, stream=sys.stderr)
@@ -158,11 +182,14 @@ class State:
             emit({"type": "error", "error": error, "api_url": self.api_url}, stream=sys.stderr)
             sys.exit(EXIT_NETWORK)
 
-    def credential_hint(self, status: int) -> str | None:
+    def credential_hint(self, status: int, body: dict[str, Any]) -> str | None:
         """What to do about the token when `status` may be its doing: none was sent (401, 403, or a 404 —
         anonymous callers see public stores only, and the server cannot say that a store exists), or the one
-        sent was refused (401). None otherwise: then a command's own hint applies."""
-        if not self.token and status in (401, 403, 404):
+        sent was refused (401). Only for a Memories server's answer (it carries a `req_…` request id): a 404
+        from another server, or from a wrong URL in front of ours, is no token's doing (a tester). None
+        otherwise: then a command's own hint applies."""
+        from_memories = str(body.get("request_id") or "").startswith("req_")
+        if not self.token and status in (401, 403, 404) and from_memories:
             return "No token was sent: set ROG_TOKEN or pass --token (anonymous callers see public stores only)."
         if status == 401:
             return (
@@ -257,7 +284,11 @@ class RogGroup(click.Group):
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as exc:
-            fail_click_usage(exc)
+            fail_click_usage(exc, path=ctx.command_path)
+        except OSError as exc:  # --help or --version could not be written (a full disk)
+            if exc.errno == errno.EPIPE:
+                raise
+            fail_output(exc)
 
     def invoke(self, ctx: click.Context):
         """Run the command; an argument or variable holding bytes that are not UTF-8 (which the shell passes
@@ -266,8 +297,9 @@ class RogGroup(click.Group):
         click's "Aborted!" with 1."""
         try:
             return super().invoke(ctx)
-        except click.UsageError as exc:
-            fail_click_usage(exc)
+        except click.UsageError as exc:  # parsing the subcommand's arguments: its help is the one to read
+            sub = ctx.invoked_subcommand
+            fail_click_usage(exc, path=f"{ctx.command_path} {sub}" if sub else ctx.command_path)
         except UnicodeEncodeError:
             fail_usage("An argument, option or variable holds bytes that are not valid UTF-8.")
         except KeyboardInterrupt:

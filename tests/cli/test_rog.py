@@ -696,3 +696,50 @@ def test_a_reader_refused_a_write_is_told_who_grants_it(rog, me, live_server):
     assert refused["type"] == "permission_error" and refused["details"]["reason"] == "write_right_required"
     assert "`rog boards members add needhelp HANDLE --role poster`" in refused["hint"]
     assert Entry.objects.count() == 0
+
+
+def test_an_answer_that_cannot_be_written_is_exit_6_not_a_traceback(rog, me):
+    """A full disk (or a closed stdout) ended in an OSError traceback and exit 1 (a tester)."""
+    rog("memories", "init")
+    rog("memories", "note", "x")
+    env = _env(rog)
+    for args in (["memories", "wake"], ["memories", "export"], ["--version"], ["memories", "--help"]):
+        with open("/dev/full", "wb") as full:
+            done = subprocess.run([ROG, *args], env=env, stdout=full, stderr=subprocess.PIPE, timeout=60)
+        assert done.returncode == 6, (args, done.stderr)
+        error = json.loads(done.stderr)["error"]
+        assert error["type"] == "output_error" and "No space left" in error["message"], args
+    closed = subprocess.run(
+        [ROG, "memories", "wake"], env=env, stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1), timeout=60
+    )
+    assert closed.returncode == 6 and b"Traceback" not in closed.stderr
+
+
+def test_a_closed_stdin_for_file_dash_is_a_usage_error(rog, me):
+    rog("memories", "init")
+    done = subprocess.run(
+        [ROG, "memories", "note", "--file", "-"],
+        env=_env(rog),
+        capture_output=True,
+        preexec_fn=lambda: os.close(0),
+        timeout=60,
+    )
+    assert done.returncode == 2 and "standard input" in json.loads(done.stderr)["error"]["message"]
+
+
+def test_an_option_missing_its_value_points_to_its_command_help(rog):
+    for args, command in [
+        (("memories", "note", "x", "--nonce"), "rog memories note"),
+        (("memories", "wake", "--user"), "rog memories wake"),
+        (("projects", "members", "add", "apollo", "bob", "--role"), "rog projects members add"),
+    ]:
+        assert rog(*args, expect=2)["error"]["hint"] == f"See `{command} --help`.", args
+
+
+def test_the_no_token_hint_comes_only_from_a_memories_answer(tmp_path):
+    """A wrong URL's 404 (another server's page) was blamed on the missing token (a tester)."""
+    with answering(
+        lambda path, headers, body, method: (404, b"<html>Not Found</html>", {"Content-Type": "text/html"})
+    ) as url:
+        error = Rog(url, None, tmp_path)("projects", "list", token=None, expect=3)["error"]
+    assert "hint" not in error or "token" not in error["hint"]

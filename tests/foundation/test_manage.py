@@ -31,12 +31,33 @@ def empty_database():
             cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+CREATE_TOKEN = ["create_token", "--handle", "bob", "--create-user", "--name", "laptop"]
+
+
+def manage(database_url: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DATABASE_URL": database_url}
+    argv = [sys.executable, "manage.py", *args]
+    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+
+
 def test_a_command_on_a_database_never_migrated_says_so_in_one_line(empty_database):
     """A tester ran `create_token` with another database than their server's: ~60 lines of traceback
     ending in `relation "accounts_user" does not exist`."""
-    env = {**os.environ, "DATABASE_URL": empty_database}
-    argv = [sys.executable, "manage.py", "create_token", "--handle", "bob", "--create-user", "--name", "laptop"]
-    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    done = manage(empty_database, *CREATE_TOKEN)
     assert done.returncode == 1 and done.stdout == ""
-    assert "has no tables yet" in done.stderr and "manage.py migrate" in done.stderr
+    assert "lacks" in done.stderr and "migrations" in done.stderr and "manage.py migrate" in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def test_a_partly_migrated_database_is_named_too(empty_database):
+    """Django's own migration table alone (one app migrated) passed the first version of the check."""
+    assert manage(empty_database, "migrate", "contenttypes", "-v", "0").returncode == 0
+    done = manage(empty_database, *CREATE_TOKEN)
+    assert done.returncode == 1 and "lacks" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_database_that_cannot_be_reached_is_one_line(empty_database):
+    missing = empty_database.replace("_unmigrated", "_absent")
+    done = manage(missing, *CREATE_TOKEN)
+    assert done.returncode == 1 and done.stderr.startswith("Cannot reach the database (DATABASE_URL): ")
+    assert "_absent" in done.stderr and "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
