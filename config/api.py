@@ -19,14 +19,13 @@ from config.errors import InvalidRequest
 
 # The strict field classes live in config/fields.py; re-exported here for the serializers that import them.
 from config.fields import (  # noqa: F401
-    JSON_TYPE_NAMES,
     JsonIntegerField,
     QueryBooleanField,
     SignedTokenField,
     StrictBooleanField,
     StrictIntegerField,
     Utf8TextField,
-    json_type_of,
+    not_a_string,
 )
 
 # The `{id}` of every /api/v1/memories/{id}… route. Declared as a UUID (`format: uuid`), as the memory-store,
@@ -127,7 +126,7 @@ class StrictSerializer(serializers.Serializer):
             if unknown:
                 raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
             wrong = {
-                name: [f"Must be a string, not {JSON_TYPE_NAMES[json_type_of(data[name])]}."]
+                name: [not_a_string(data[name])]
                 for name in self._text_choice_fields
                 if data.get(name) is not None and not isinstance(data[name], str)
             }

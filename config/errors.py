@@ -269,7 +269,12 @@ def _flatten_validation(detail: Any, prefix: str = "") -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     if isinstance(detail, dict):
         for key, value in detail.items():
-            name = prefix if key in ("non_field_errors",) else (f"{prefix}.{key}" if prefix else str(key))
+            if key in ("non_field_errors",):
+                name = prefix
+            elif isinstance(key, int):  # DRF's ListField keys a child's errors by its index: `scopes[0]`
+                name = f"{prefix}[{key}]"
+            else:
+                name = f"{prefix}.{key}" if prefix else str(key)
             out.extend(_flatten_validation(value, name))
     elif isinstance(detail, list):
         if all(not isinstance(item, (dict, list)) for item in detail):

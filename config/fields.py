@@ -230,3 +230,19 @@ def json_type_of(value: Any) -> str:
     if isinstance(value, list):
         return "array"
     return "object"
+
+
+def not_a_string(value: Any) -> str:
+    """The refusal of a JSON value that should have been a string: "Must be a string, not an integer." """
+    return f"Must be a string, not {JSON_TYPE_NAMES[json_type_of(value)]}."
+
+
+class TextChoiceField(serializers.ChoiceField):
+    """A choice among strings that a value of another JSON type gets `not_a_string`'s words for (DRF's
+    ChoiceField turned `true` into "True" and called that not a valid choice). `StrictSerializer` applies
+    the same rule to its own choice fields; this one is for choices nested in lists."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError(not_a_string(data))
+        return super().to_internal_value(data)

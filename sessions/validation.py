@@ -6,6 +6,7 @@ descriptions and metadata follow `stores.validation`, so both surfaces word thei
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from datetime import datetime
@@ -63,7 +64,7 @@ def clean_config(value: object, *, field: str = "config") -> dict[str, str]:
     kind = value.get("type")
     if kind != "self_hosted":
         raise InvalidRequest(
-            f"{field}.type: {kind!r} is not served; this service runs 'self_hosted' environments only "
+            f"{field}.type: {json.dumps(kind)} is not served; this service runs 'self_hosted' environments only "
             "(your own workers poll for work)."
         )
     return {"type": "self_hosted"}
@@ -170,8 +171,7 @@ def clean_resources(value: object, *, field: str = "resources") -> list[dict[str
         kind = item.get("type")
         if kind != "memory_store":
             raise InvalidRequest(
-                f"{name}.type: {kind!r} is not supported; only 'memory_store' resources can be attached here.",
-                details={"field": f"{name}.type"},
+                f"{name}.type: {json.dumps(kind)} is not supported; only 'memory_store' resources can be attached here."
             )
         unknown = sorted(set(item) - {"type", "memory_store_id", "access", "instructions"})
         if unknown:

@@ -20,7 +20,7 @@ from config.api import (
     StrictSerializer,
 )
 from config.errors import InvalidRequest
-from config.fields import NAME_PATTERN, StrictRegexField
+from config.fields import NAME_PATTERN, StrictRegexField, TextChoiceField
 from stores.api.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from stores.api.serializers import CursorField, ListMetaSerializer, NameField
 
@@ -249,7 +249,7 @@ class TokenCreateSerializer(StrictSerializer):
 
     name = TokenNameField()
     scopes = ScopeListField(
-        child=serializers.ChoiceField(
+        child=TextChoiceField(
             choices=services.ALL_SCOPES,
             error_messages={"invalid_choice": UNKNOWN_SCOPE},
         ),

@@ -356,3 +356,23 @@ def test_a_choice_given_another_json_type_says_which_type(private_store, owner_c
     error = assert_error(response, 400, "invalid_request_error")["error"]
     assert error["message"] == f"visibility: Must be a string, not {named}."
     assert Store.objects.get(pk=private_store.pk).visibility == private_store.visibility
+
+
+def test_a_value_quoted_in_a_message_is_written_as_json(private_store, owner_client):
+    """`resources[0].type: True is not supported` quoted Python's spelling of the value (a tester)."""
+    environment = create_environment(owner=private_store.owner, name="env2")
+    session = {
+        "environment_id": str(environment.pk),
+        "agent": {"type": "agent", "id": "agent_test", "version": 1},
+        "resources": [{"type": True}],
+    }
+    error = assert_error(owner_client.post("/api/v1/sessions", session, format="json"), 400, "invalid_request_error")
+    assert error["error"]["message"].startswith("resources[0].type: true is not supported")
+    assert set(error["error"]["details"]) == {"fields"}  # no second spelling (`field`) beside it
+
+
+def test_a_list_item_of_another_json_type_is_named_by_its_index(owner_client):
+    """`scopes.0: "True" is not a scope` (a tester): the index as in `resources[0]`, the type in JSON's words."""
+    response = owner_client.post("/api/v1/me/tokens", {"name": "n", "scopes": [True]}, format="json")
+    error = assert_error(response, 400, "invalid_request_error")["error"]
+    assert error["details"]["fields"] == {"scopes[0]": "Must be a string, not a JSON boolean (true or false)."}
