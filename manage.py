@@ -22,6 +22,8 @@ def main() -> None:
             raise
         sys.exit(f"Cannot reach the database ({where}): {problem}")
     except ProgrammingError:
+        if sys.argv[1:2] == ["migrate"]:  # a migration's own fault: its traceback is the one to read
+            raise
         missing = _unapplied_migrations()
         if not missing:
             raise
