@@ -25,6 +25,7 @@ from config.fields import (  # noqa: F401
     StrictBooleanField,
     StrictIntegerField,
     Utf8TextField,
+    not_a,
     not_a_string,
 )
 
@@ -121,6 +122,8 @@ class StrictSerializer(serializers.Serializer):
         cls._text_choice_fields = tuple(name for name, field in cls._declared_fields.items() if _text_choices(field))
 
     def to_internal_value(self, data):
+        if not isinstance(data, Mapping):  # DRF: "Invalid data. Expected a dictionary, but got list." (a tester)
+            raise ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [not_a("a JSON object", data)]}, code="invalid")
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:

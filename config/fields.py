@@ -232,9 +232,14 @@ def json_type_of(value: Any) -> str:
     return "object"
 
 
+def not_a(expected: str, value: Any) -> str:
+    """The refusal of a JSON value of the wrong type, in JSON's words: "Must be a JSON object, not an array." """
+    return f"Must be {expected}, not {JSON_TYPE_NAMES[json_type_of(value)]}."
+
+
 def not_a_string(value: Any) -> str:
     """The refusal of a JSON value that should have been a string: "Must be a string, not an integer." """
-    return f"Must be a string, not {JSON_TYPE_NAMES[json_type_of(value)]}."
+    return not_a("a string", value)
 
 
 class TextChoiceField(serializers.ChoiceField):

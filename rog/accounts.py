@@ -11,10 +11,10 @@ from typing import Any
 import click
 
 from rog.client import new_idempotency_key
-from rog.common import RogGroup, State, emit, fail_usage, path_part
+from rog.common import RogCommand, RogGroup, State, emit, fail_usage, path_part
 
 
-@click.command()
+@click.command(cls=RogCommand)
 @click.pass_obj
 def me(state: State) -> None:
     """Print who your token belongs to and its scopes (never the secret)."""

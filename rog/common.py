@@ -274,21 +274,42 @@ def query_option() -> click.Option:
     )
 
 
-class RogGroup(click.Group):
-    """A command group whose every command takes `--query` (and whose subgroups do the same)."""
+_PRINTS_AND_EXITS = ("--help", "-h", "--version")
 
-    group_class = type  # subgroups made with `@group.group()` are RogGroups too
+
+def parse_args_of(parse: Callable[[click.Context, list[str]], list[str]], ctx: click.Context, args: list[str]):
+    """A command's own option parsing (`parse`, click's), where click also prints --help and --version: a
+    usage error is rog's JSON `usage_error`, and help that cannot be written (a full disk, stdout closed) is
+    exit 6 like any other answer (a subcommand's help was a traceback; with stdout closed, help and version
+    printed nothing and exited 0; testers)."""
+    if sys.stdout is None and any(arg in _PRINTS_AND_EXITS for arg in args):
+        fail_output(None)
+    try:
+        return parse(ctx, args)
+    except click.UsageError as exc:
+        fail_click_usage(exc, path=ctx.command_path)
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            raise
+        fail_output(exc)
+
+
+class RogCommand(click.Command):
+    """A leaf command whose option parsing reports like the rest of rog (`parse_args_of`)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        """Parse this group's own options; a click usage error is rog's JSON `usage_error`."""
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as exc:
-            fail_click_usage(exc, path=ctx.command_path)
-        except OSError as exc:  # --help or --version could not be written (a full disk)
-            if exc.errno == errno.EPIPE:
-                raise
-            fail_output(exc)
+        return parse_args_of(super().parse_args, ctx, args)
+
+
+class RogGroup(click.Group):
+    """A command group whose every command takes `--query` (and whose subgroups and commands do the same)."""
+
+    group_class = type  # subgroups made with `@group.group()` are RogGroups too
+    command_class = RogCommand
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse this group's own options (`parse_args_of`)."""
+        return parse_args_of(super().parse_args, ctx, args)
 
     def invoke(self, ctx: click.Context):
         """Run the command; an argument or variable holding bytes that are not UTF-8 (which the shell passes

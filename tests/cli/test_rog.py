@@ -703,7 +703,7 @@ def test_an_answer_that_cannot_be_written_is_exit_6_not_a_traceback(rog, me):
     rog("memories", "init")
     rog("memories", "note", "x")
     env = _env(rog)
-    for args in (["memories", "wake"], ["memories", "export"], ["--version"], ["memories", "--help"]):
+    for args in (["memories", "wake"], ["memories", "export"], ["--version"], ["memories", "--help"], ["me", "-h"]):
         with open("/dev/full", "wb") as full:
             done = subprocess.run([ROG, *args], env=env, stdout=full, stderr=subprocess.PIPE, timeout=60)
         assert done.returncode == 6, (args, done.stderr)
@@ -713,6 +713,11 @@ def test_an_answer_that_cannot_be_written_is_exit_6_not_a_traceback(rog, me):
         [ROG, "memories", "wake"], env=env, stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1), timeout=60
     )
     assert closed.returncode == 6 and b"Traceback" not in closed.stderr
+    for args in (["--version"], ["memories", "list", "--help"]):  # help and version printed nothing, exit 0
+        closed = subprocess.run(
+            [ROG, *args], env=env, stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1), timeout=60
+        )
+        assert closed.returncode == 6 and b"output_error" in closed.stderr, args
 
 
 def test_a_closed_stdin_for_file_dash_is_a_usage_error(rog, me):

@@ -376,3 +376,11 @@ def test_a_list_item_of_another_json_type_is_named_by_its_index(owner_client):
     response = owner_client.post("/api/v1/me/tokens", {"name": "n", "scopes": [True]}, format="json")
     error = assert_error(response, 400, "invalid_request_error")["error"]
     assert error["details"]["fields"] == {"scopes[0]": "Must be a string, not a JSON boolean (true or false)."}
+
+
+@pytest.mark.parametrize("body, named", [([1, 2], "an array"), ("x", "a string"), (7, "an integer")])
+def test_a_body_that_is_not_an_object_says_what_it_is(owner_client, body, named):
+    """DRF's "Invalid data. Expected a dictionary, but got list." spelled the type in Python (a tester)."""
+    response = owner_client.post("/api/v1/me/tokens", json.dumps(body), content_type="application/json")
+    error = assert_error(response, 400, "invalid_request_error")["error"]
+    assert error["message"] == f"Must be a JSON object, not {named}."
