@@ -37,7 +37,7 @@ class Utf8TextField(serializers.CharField):
 
     def to_internal_value(self, data):
         if not isinstance(data, str):
-            raise serializers.ValidationError("Must be a string.")
+            raise serializers.ValidationError(not_a_string(data))
         value = super().to_internal_value(data)
         problem = first_forbidden_char(value)
         if problem:
@@ -179,7 +179,7 @@ class StrictRegexField(OneShapeField, serializers.RegexField):
 
     def to_internal_value(self, data):
         if not isinstance(data, str):
-            raise serializers.ValidationError("Must be a string.")
+            raise serializers.ValidationError(not_a_string(data))
         return super().to_internal_value(data)
 
 

@@ -177,12 +177,22 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
+def _no_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = dict(pairs)
+    if len(data) < len(pairs):
+        seen: set[str] = set()
+        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise ValueError(f"the key {json.dumps(repeated)} appears more than once")
+    return data
+
+
 def parse_json_object(raw: str, *, option: str) -> dict[str, Any]:
-    """`raw` as a JSON object, strictly (no NaN/Infinity, no number out of a double's range, not nested past
-    Python's recursion limit); anything else is a usage error naming `option`. (NaN, 1e999 and 20,000 nested
-    objects were tracebacks; a tester.)"""
+    """`raw` as a JSON object, strictly, as the server reads bodies (no NaN/Infinity, no number out of a
+    double's range, no key twice in one object, not nested past Python's recursion limit); anything else is a
+    usage error naming `option`. (NaN, 1e999 and 20,000 nested objects were tracebacks, and a repeated key
+    kept its last value silently; testers.)"""
     try:
-        data = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+        data = json.loads(raw, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_no_repeated_keys)
     except (ValueError, RecursionError) as exc:
         reason = "it is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         fail_usage(f"{option} is not valid JSON: {reason}.")

@@ -318,9 +318,8 @@ class RogGroup(click.Group):
         click's "Aborted!" with 1."""
         try:
             return super().invoke(ctx)
-        except click.UsageError as exc:  # parsing the subcommand's arguments: its help is the one to read
-            sub = ctx.invoked_subcommand
-            fail_click_usage(exc, path=f"{ctx.command_path} {sub}" if sub else ctx.command_path)
+        except click.UsageError as exc:  # an unknown subcommand (the subcommands' own options: parse_args_of)
+            fail_click_usage(exc, path=ctx.command_path)
         except UnicodeEncodeError:
             fail_usage("An argument, option or variable holds bytes that are not valid UTF-8.")
         except KeyboardInterrupt:

@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from accounts import services
-from accounts.models import HANDLE_RE, HANDLE_RULE, SLUG_RE, ApiToken, Posting, Visibility
+from accounts.models import SLUG_RE, ApiToken, Posting, Visibility
 from config.api import (
     JsonIntegerField,
     QueryBooleanField,
@@ -22,7 +22,7 @@ from config.api import (
 from config.errors import InvalidRequest
 from config.fields import NAME_PATTERN, StrictRegexField, TextChoiceField
 from stores.api.pagination import DEFAULT_LIMIT, MAX_LIMIT
-from stores.api.serializers import CursorField, ListMetaSerializer, NameField
+from stores.api.serializers import CursorField, ListMetaSerializer, NameField, handle_field
 
 TOKEN_NAME_MAX_CHARS = services.TOKEN_NAME_MAX_CHARS
 TOKEN_MAX_DAYS = 3650
@@ -37,16 +37,6 @@ def slug_field(**kwargs) -> StrictRegexField:
         max_length=64,
         error_messages={"invalid": f"Must be {SLUG_RULE}."},  # DRF's says only that "the pattern" failed
         help_text=f"{SLUG_RULE}; unique regardless of case; not UUID-shaped, not `me`.",
-        **kwargs,
-    )
-
-
-def handle_field(**kwargs) -> StrictRegexField:
-    return StrictRegexField(
-        HANDLE_RE,
-        max_length=64,
-        error_messages={"invalid": f"Must be a handle: {HANDLE_RULE}."},
-        help_text="A user's handle (case-insensitive).",
         **kwargs,
     )
 

@@ -16,7 +16,7 @@ from accounts.api import serializers as s
 from accounts.errors import StaffRequired
 from accounts.idempotency import replayable
 from accounts.permissions import READ_SCOPES, WRITE_SCOPES
-from config.api import envelope, reject_body, reject_query
+from config.api import caller_key, envelope, reject_body, reject_query
 from config.fields import canonical_uuid
 from stores import selectors as store_selectors
 from stores.api.pagination import decode_cursor, take_page
@@ -100,7 +100,7 @@ def _parent_list(request, visible, serializer, kind: str):
         lambda query: visible(request.user, member_only=query["member"]),
         query_class=s.ParentListQuerySerializer,
         kind=kind,
-        binding=str(request.user.pk) if request.user.is_authenticated else None,
+        binding=caller_key(request),
         keys_of=store_selectors.newest_first_keys,
         after=_newest_first,
     )
@@ -196,7 +196,7 @@ class ProjectMembersView(APIView):
             request,
             lambda query: selectors.project_members(project),
             kind="project-members",
-            binding=[str(project.pk), str(request.user.pk)],  # the list and its caller (docs/decisions.md)
+            binding=[str(project.pk), caller_key(request)],  # the list and its caller (docs/decisions.md)
             keys_of=selectors.membership_keys,
             after=selectors.after_membership,
         )
@@ -310,7 +310,7 @@ class SectionMembersView(APIView):
             request,
             lambda query: selectors.section_members(section),
             kind="section-members",
-            binding=[str(section.pk), str(request.user.pk)],  # the list and its caller (docs/decisions.md)
+            binding=[str(section.pk), caller_key(request)],  # the list and its caller (docs/decisions.md)
             keys_of=selectors.membership_keys,
             after=selectors.after_membership,
         )
@@ -355,7 +355,7 @@ class TokenCollectionView(APIView):
             request,
             lambda query: selectors.user_tokens(request.user),
             kind="tokens",
-            binding=str(request.user.pk),
+            binding=caller_key(request),
             keys_of=store_selectors.newest_first_keys,
             after=_newest_first,
         )

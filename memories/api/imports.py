@@ -19,7 +19,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.views import APIView
 
 from accounts.idempotency import replayable
-from config.api import StrictIntegerField, StrictQuerySerializer, envelope, reject_body, reject_query
+from config.api import StrictIntegerField, StrictQuerySerializer, caller_key, envelope, reject_body, reject_query
 from memories.exchange import services as imports
 from memories.exchange.format import ACCEPTED_MEDIA_TYPES
 from memories.models import ImportStatus
@@ -182,7 +182,7 @@ class ImportCollectionView(APIView):
         query = ImportListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         status, cursor = query.validated_data.get("status"), query.validated_data.get("cursor")
-        binding = [str(request.user.pk), status]
+        binding = [caller_key(request), status]
         keys = decode_cursor(cursor, kind="imports", binding=binding, arity=2) if cursor else None
         uploads = imports.list_uploads(actor=request.user, status=status)
         uploads = after_newest_first(uploads, parse_newest_first_keys(keys) if keys else None)

@@ -41,6 +41,17 @@ class NameField(serializers.CharField):
         return validation.clean_name(data, field=self.field_name)
 
 
+def handle_field(**kwargs) -> StrictRegexField:
+    """A user's handle in a request (share, members): a string matching HANDLE_RE, one message when it does not."""
+    return StrictRegexField(
+        HANDLE_RE,
+        max_length=64,
+        error_messages={"invalid": f"Must be a handle: {HANDLE_RULE}."},
+        help_text="A user's handle (case-insensitive).",
+        **kwargs,
+    )
+
+
 class CursorField(SignedTokenField):
     """An opaque cursor exactly as `meta.next_cursor` returned it (checked by `stores.api.pagination`)."""
 
@@ -280,13 +291,8 @@ class StoreDeleteQuerySerializer(StrictQuerySerializer):
 class ShareSerializer(StrictSerializer):
     """POST /api/v1/memories/{id}/share: `{handle, active}` (active defaults to true; false revokes)."""
 
-    handle = StrictRegexField(HANDLE_RE, max_length=64, error_messages={"invalid": f"Must be a handle: {HANDLE_RULE}."})
+    handle = handle_field()
     active = StrictBooleanField(required=False, default=True)
-
-    def to_internal_value(self, data):
-        if isinstance(data, dict) and "handle" in data and not isinstance(data["handle"], str):
-            raise serializers.ValidationError({"handle": ["Must be a string."]})
-        return super().to_internal_value(data)
 
 
 KINDS_PATTERN = r"^memories(,memories)*$"

@@ -607,7 +607,14 @@ def test_an_empty_store_option_is_a_usage_error_not_your_own_store(rog, me, opti
 def test_data_that_python_reads_but_json_forbids_is_a_usage_error(rog, me):
     """NaN, 1e999 and 20,000 nested objects were tracebacks (exit 1), not usage errors."""
     rog("memories", "init")
-    for data in ('{"name": NaN}', '{"name": 1e999}', '{"name": -Infinity}', '{"a":' * 20000 + "1" + "}" * 20000):
+    repeated = '{"visibility": "public", "visibility": "private"}'  # the server refuses it; rog kept the last
+    for data in (
+        '{"name": NaN}',
+        '{"name": 1e999}',
+        '{"name": -Infinity}',
+        '{"a":' * 20000 + "1" + "}" * 20000,
+        repeated,
+    ):
         refused = rog("memories", "update", "--data", data, expect=2)
         assert refused["error"]["type"] == "usage_error" and "--data is not valid JSON" in refused["error"]["message"]
 
