@@ -27,13 +27,15 @@ These hooks are not public API of gunicorn (`_send_error_response`, `_on_headers
 `_build_http_scope`, `transport`, `_callback_parser` and its `is_complete`, `_feed_callback_parser`,
 `_websocket`, `reader`, `_max_buffer_size`, `_pause_reading`, `_resume_reading` (and that the connection
 loop calls it right before it resets the parser), the request's `must_close`, gunicorn's log message text,
-and the module name `gunicorn.workers.gasgi.ASGIProtocol`, which `ASGIWorker._serve` instantiates):
+the module name `gunicorn.workers.gasgi.ASGIProtocol`, which `ASGIWorker._serve` instantiates, and
+`ASGIWorker._setup_event_loop`, which makes the worker's loop (`Loop`, keeping the listen backlog)):
 gunicorn is pinned exactly and tests/chaos/test_slow_clients.py, test_protocol_errors.py,
 test_stream_ends.py and test_keepalive_bodies.py drive each path through a real server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import json
@@ -44,6 +46,7 @@ import struct
 from collections.abc import Iterable
 from http import HTTPStatus
 
+import uvloop
 from gunicorn.asgi.protocol import _REASON_PHRASES, ASGIProtocol
 from gunicorn.workers import gasgi
 
@@ -403,13 +406,37 @@ class Protocol(ASGIProtocol):
         self._safe_write(head.encode("latin-1") + body)
 
 
+class Loop(uvloop.Loop):
+    """uvloop's event loop, whose `create_server` keeps the listen backlog of the socket it is given.
+
+    gunicorn's master makes the listening socket with `backlog` (2048) and each worker serves it through
+    `create_server(sock=…)` without a backlog, so uvloop (as asyncio) called `listen(100)` on it again: the
+    socket every worker shares queued at most 100 connections not yet accepted, and a burst past that waited
+    for SYN retransmits (one second, then two…). `listen_backlog` is set by `Worker` from gunicorn's setting.
+    """
+
+    listen_backlog = 2048
+
+    async def create_server(self, *args, backlog=None, **kwargs):
+        """asyncio's `create_server`, listening with `listen_backlog` whatever `backlog` says."""
+        return await super().create_server(*args, backlog=self.listen_backlog, **kwargs)
+
+
 class Worker(gasgi.ASGIWorker):
-    """gunicorn's `asgi` worker serving connections with `Protocol` (config/gunicorn.conf.py selects it)."""
+    """gunicorn's `asgi` worker serving connections with `Protocol` (config/gunicorn.conf.py selects it), on
+    `Loop`."""
 
     def init_process(self):
         gasgi.ASGIProtocol = Protocol  # the name ASGIWorker._serve instantiates, in this worker process only
         logging.getLogger("gunicorn.error").addFilter(UnfinishedOnPurpose())
         super().init_process()
+
+    def _setup_event_loop(self):
+        # gunicorn's own picks uvloop when it is installed (`asgi_loop = "auto"`); it is pinned, and `Loop` is
+        # uvloop's loop with the listen backlog kept.
+        self.loop = Loop()
+        self.loop.listen_backlog = self.cfg.backlog
+        asyncio.set_event_loop(self.loop)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import selectors
+import signal
 import socket
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -159,26 +162,74 @@ def test_a_trickled_body_gets_408_and_frees_nothing_it_held(server, owners):
     assert json.loads(body)["data"]["seq"] == 0
 
 
-@pytest.mark.serial  # counts which worker accepted: a busy neighbour skews it
-def test_connections_spread_evenly_over_the_workers(server):
-    """Keep-alive clients land on every worker (one shared listening socket: an idle worker accepts first), so
-    one worker's death resets only its share."""
+def test_a_stopped_worker_leaves_new_connections_to_the_others(server):
+    """The workers share one listening socket and whichever can accept does (config/gunicorn.conf.py
+    `reuse_port`): while one worker is stopped (busy, frozen, dying), every new connection goes to the other and
+    is answered — with a socket per worker (SO_REUSEPORT) about half would wait on the stopped one. Both ways
+    round, so each worker takes connections. (How evenly two idle workers split a burst is a race between
+    their wake-ups on a shared machine — 2 of 32 in a clean run once — so it is not asserted.)"""
+    pids = server.worker_pids()
+    assert len(pids) == 2
+    for stopped in pids:
+        (running,) = set(pids) - {stopped}
+        sockets = []
+        os.kill(stopped, signal.SIGSTOP)
+        try:
+            for _ in range(8):
+                sock = socket.create_connection(("127.0.0.1", server.port))
+                sockets.append(sock)
+                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                sock.settimeout(5)
+                assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+            counts = server.established_per_worker()
+        finally:
+            os.kill(stopped, signal.SIGCONT)
+            for sock in sockets:
+                sock.close()
+        assert counts == {stopped: 0, running: 8}
+
+
+def test_the_shared_socket_queues_a_burst_of_connections_past_100(server):
+    """gunicorn's master listens with `backlog` (2048); uvloop's `create_server` in each worker called
+    `listen(100)` on that socket again (config.server.Loop keeps the master's). With every worker stopped, the
+    kernel completes the handshake of as many connections as the backlog holds and drops the rest's SYNs:
+    250 at once all connect, and each is answered once the workers run again."""
+    somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    if somaxconn < 251:
+        pytest.skip(f"net.core.somaxconn is {somaxconn}: the kernel caps every backlog below this burst")
+    pids = server.worker_pids()
     sockets = []
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
     try:
-        for _ in range(32):
-            sock = socket.create_connection(("127.0.0.1", server.port))
-            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        for _ in range(250):
+            sock = socket.socket()
+            sock.setblocking(False)
             sockets.append(sock)
+            sock.connect_ex(("127.0.0.1", server.port))
+        with selectors.DefaultSelector() as sel:
+            for sock in sockets:
+                sel.register(sock, selectors.EVENT_WRITE)
+            connected, deadline = set(), time.monotonic() + 3
+            while len(connected) < len(sockets) and time.monotonic() < deadline:
+                for key, _ in sel.select(timeout=0.2):
+                    if key.fileobj.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+                        connected.add(key.fileobj)
+                    sel.unregister(key.fileobj)
+        assert len(connected) == 250  # 101 when the backlog was 100
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    try:
         for sock in sockets:
-            sock.settimeout(5)
-            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
-        counts = server.established_per_worker()
+            sock.setblocking(True)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        for sock in sockets:
+            sock.settimeout(10)
+            assert read_response(sock, 10).startswith(b"HTTP/1.1 200")
     finally:
         for sock in sockets:
             sock.close()
-    assert len(counts) == 2
-    assert sum(counts.values()) == 32, counts
-    assert min(counts.values()) >= 6, counts  # binomial(32, ½): below 6 happens once in ~4,000 runs
 
 
 def test_a_silent_connection_is_closed_without_an_answer(server):
