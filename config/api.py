@@ -19,12 +19,14 @@ from config.errors import InvalidRequest
 
 # The strict field classes live in config/fields.py; re-exported here for the serializers that import them.
 from config.fields import (  # noqa: F401
+    JSON_TYPE_NAMES,
     JsonIntegerField,
     QueryBooleanField,
     SignedTokenField,
     StrictBooleanField,
     StrictIntegerField,
     Utf8TextField,
+    json_type_of,
     not_a,
     not_a_string,
 )
@@ -75,7 +77,13 @@ def reject_body(request) -> None:
         return
     if not isinstance(data, dict):
         raise serializers.ValidationError({"body": ["This endpoint takes no request body (send none, or {})."]})
-    raise serializers.ValidationError({name: ["Unknown field."] for name in sorted(data)})
+    raise unknown_fields(sorted(data))
+
+
+def unknown_fields(names: list[str]) -> ValidationError:
+    """The 400 for body fields (or MCP arguments) no one declared: "Unknown field." under each name. An empty
+    key is named ``""``, as JSON writes it, so that the message still says which field it is."""
+    return ValidationError({(name or '""'): ["Unknown field."] for name in names})
 
 
 def envelope(data: Any, meta: dict[str, Any] | None = None, *, status: int = 200, headers=None) -> Response:
@@ -108,18 +116,35 @@ def strict_component_names() -> set[str]:
 
 
 class StrictSerializer(serializers.Serializer):
-    """A serializer that rejects unknown fields (400 naming them) instead of silently ignoring them.
+    """A serializer that rejects unknown fields (400 naming them) instead of silently ignoring them, and a
+    declared field given another JSON type in JSON's words — "Must be a string, not null.", "Must be an
+    integer, not a string." — the words /mcp uses for the same argument (`config.mcp_tools.check_arguments`).
+    DRF said "This field may not be null.", "A valid integer is required.", or turned `true` into "True"
+    and called it not a valid choice (testers).
 
     Its request component in /openapi.yaml says so (`additionalProperties: false`, config/schema.py).
     """
 
-    _text_choice_fields: tuple[str, ...] = ()
+    # JSON types are checked on bodies; a query serializer's values are all strings (StrictQuerySerializer).
+    json_typed = True
+    # (name, JSON types it takes, their words) per declared field of a plain type: found once per class, not
+    # per request (the note's validation runs through here)
+    _json_types: tuple[tuple[str, frozenset[str], str], ...] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         STRICT_SERIALIZERS.append(cls)
-        # once per class, not per request (the note's validation runs through here)
-        cls._text_choice_fields = tuple(name for name, field in cls._declared_fields.items() if _text_choices(field))
+        rules = []
+        for name, field in cls._declared_fields.items() if cls.json_typed else ():
+            kinds = json_types_of(field)
+            if kinds is not None:
+                rules.append((name, kinds, json_types_in_words(kinds)))
+        cls._json_types = tuple(rules)
+
+    def run_validation(self, data=serializers.empty):
+        if data is None and self.parent is None:  # a `null` body; DRF said "No data provided"
+            raise ValidationError({api_settings.NON_FIELD_ERRORS_KEY: [not_a("a JSON object", data)]}, code="invalid")
+        return super().run_validation(data)
 
     def to_internal_value(self, data):
         if not isinstance(data, Mapping):  # DRF: "Invalid data. Expected a dictionary, but got list." (a tester)
@@ -127,24 +152,50 @@ class StrictSerializer(serializers.Serializer):
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:
-                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+                raise unknown_fields(unknown)
             wrong = {
-                name: [not_a_string(data[name])]
-                for name in self._text_choice_fields
-                if data.get(name) is not None and not isinstance(data[name], str)
+                name: [not_a(words, data[name])]
+                for name, kinds, words in self._json_types
+                if name in data and json_type_of(data[name]) not in kinds
             }
-            if wrong:  # DRF's ChoiceField turned `true` into "True" and called that not a valid choice (a tester)
+            if wrong:
                 raise serializers.ValidationError(wrong)
         return super().to_internal_value(data)
 
 
-def _text_choices(field: serializers.Field) -> bool:
-    """Whether `field` is a single choice among strings (its JSON value must be a string)."""
-    return (
-        isinstance(field, serializers.ChoiceField)
-        and not isinstance(field, serializers.MultipleChoiceField)
-        and all(isinstance(choice, str) for choice in field.choices)
-    )
+def json_types_in_words(kinds: frozenset[str] | set[str]) -> str:
+    """``{"string", "null"}`` → "a string or null" (an integer is not named beside a number; null last)."""
+    named = [kind for kind in sorted(kinds) if not (kind == "integer" and "number" in kinds)]
+    return " or ".join(JSON_TYPE_NAMES[kind] for kind in sorted(named, key=lambda kind: kind == "null"))
+
+
+def json_types_of(field: serializers.Field) -> frozenset[str] | None:
+    """The JSON types a body field takes, as `json_type_of` names them (``"null"`` among them when it allows
+    null), or None for a field whose own rules decide (a custom field, JSON of any type). An integer is a
+    number too, as JSON Schema says."""
+    if isinstance(field, serializers.BooleanField):
+        kinds = {"boolean"}
+    elif isinstance(field, serializers.IntegerField):
+        kinds = {"integer"}
+    elif isinstance(field, (serializers.FloatField, serializers.DecimalField)):
+        kinds = {"number", "integer"}
+    elif isinstance(field, serializers.ChoiceField):
+        if isinstance(field, serializers.MultipleChoiceField) or not all(isinstance(c, str) for c in field.choices):
+            return None
+        kinds = {"string"}
+    elif isinstance(
+        field, (serializers.CharField, serializers.DateTimeField, serializers.DateField, serializers.UUIDField)
+    ):
+        kinds = {"string"}
+    elif isinstance(field, (serializers.ListField, serializers.ListSerializer)):
+        kinds = {"array"}
+    elif isinstance(field, (serializers.Serializer, serializers.DictField)):
+        kinds = {"object"}
+    else:
+        return None
+    if field.allow_null:
+        kinds.add("null")
+    return frozenset(kinds)
 
 
 _QUERY_INTEGER = re.compile(r"-?[0-9]+")
@@ -174,6 +225,8 @@ class StrictQuerySerializer(StrictSerializer):
     - an integer parameter is ASCII decimal digits only (``40.0``, `` 40``, ``٤٠``, ``４０`` are 400);
     - a boolean parameter is exactly ``true`` or ``false`` (``yes``, ``1``, ``True`` are 400).
     """
+
+    json_typed = False  # every value is a string
 
     def __init__(self, *args, data=None, **kwargs):
         super().__init__(*args, data=query_data(data), **kwargs)

@@ -272,7 +272,7 @@ def _flatten_validation(detail: Any, prefix: str = "") -> list[tuple[str, str]]:
             if key in ("non_field_errors",):
                 name = prefix
             elif isinstance(key, int):  # DRF's ListField keys a child's errors by its index: `scopes[0]`
-                name = f"{prefix}[{key}]"
+                name = f"{prefix.removesuffix('[]')}[{key}]"  # a query's `statuses[]=…`: `statuses[0]`
             else:
                 name = f"{prefix}.{key}" if prefix else str(key)
             out.extend(_flatten_validation(value, name))

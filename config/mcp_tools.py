@@ -43,8 +43,9 @@ from django.http import HttpRequest
 from django.urls import Resolver404, ResolverMatch, resolve
 from rest_framework import serializers
 
+from config.api import json_types_in_words, unknown_fields
 from config.errors import describe, error_payload, request_id_of
-from config.fields import JSON_TYPE_NAMES, json_type_of
+from config.fields import json_type_of, not_a
 from config.parsers import find_forbidden, forbidden_refusal
 
 logger = logging.getLogger("memories.mcp")
@@ -358,7 +359,7 @@ def check_arguments(operation: Operation, arguments: Any) -> dict[str, Any]:
     properties = operation.input_schema["properties"]
     unknown = sorted(set(arguments) - set(properties))
     if unknown:
-        raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        raise unknown_fields(unknown)
     problems: dict[str, list[str]] = {}
     for name, value in arguments.items():
         allowed = _allowed_types(properties[name])
@@ -367,8 +368,7 @@ def check_arguments(operation: Operation, arguments: Any) -> dict[str, Any]:
         actual = json_type_of(value)
         if actual in allowed or (actual == "integer" and "number" in allowed):
             continue
-        expected = " or ".join(JSON_TYPE_NAMES.get(kind, kind) for kind in sorted(allowed, key=lambda k: k == "null"))
-        problems[name] = [f"Must be {expected}, not {JSON_TYPE_NAMES[actual]}."]
+        problems[name] = [not_a(json_types_in_words(allowed), value)]
     for name in operation.path_params:
         if name not in arguments and name not in problems:
             problems[name] = ["This field is required."]

@@ -9,7 +9,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
 from config.errors import InvalidRequest
-from config.text import first_forbidden_char
+from config.text import first_forbidden_char, quoted
 
 
 def _reject_constant(name: str) -> Any:
@@ -32,7 +32,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for key, value in pairs:
         if key in data:
-            raise DuplicateKeyError(f"the key {key!r} appears more than once in one object")
+            raise DuplicateKeyError(f"the key {quoted(key, 64)} appears more than once in one object")
         data[key] = value
     return data
 

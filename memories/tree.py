@@ -15,6 +15,9 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from config.fields import JSON_TYPE_NAMES, json_type_of
+from config.text import quoted
+
 DIGEST_PREFIX = "memories-digest-v1\n"
 # What a redacted entry contributes to digests and nap jobs (SPEC §4 redact an entry): a child of kind
 # `redacted` whose text is the empty string.
@@ -84,30 +87,31 @@ def parse_range(text: object, *, allow_entry: bool = True, field: str = "range")
     message naming `field`.
     """
     if not isinstance(text, str):
-        raise RangeError(f"{field}: must be a string such as '5' or '0-7'.")
+        raise RangeError(f'{field}: must be a string such as "5" or "0-7", not {JSON_TYPE_NAMES[json_type_of(text)]}.')
     match = _RANGE_RE.fullmatch(text)
     if match is None and _LONG_RANGE_RE.fullmatch(text):  # more digits than the syntax takes (19)
-        too_long = f"{text[:40]!r}…" if len(text) > 40 else repr(text)
-        raise RangeError(f"{field}: {too_long} is not a range: entry numbers above {MAX_SEQ} are not supported.")
+        raise RangeError(
+            f"{field}: {quoted(text, 40)} is not a range: entry numbers above {MAX_SEQ} are not supported."
+        )
     if match is None:
-        raise RangeError(f"{field}: {text[:40]!r} is not a range; write 'n' for one entry or 'a-b' (inclusive).")
+        raise RangeError(f'{field}: {quoted(text, 40)} is not a range; write "n" for one entry or "a-b" (inclusive).')
     start = int(match.group(1))
     end = int(match.group(2)) if match.group(2) is not None else start
     if start > MAX_SEQ or end > MAX_SEQ:
         raise RangeError(f"{field}: entry numbers above {MAX_SEQ} are not supported.")
     if end < start:
-        raise RangeError(f"{field}: {text!r} ends before it starts.")
+        raise RangeError(f"{field}: {quoted(text)} ends before it starts.")
     size = end - start + 1
     if size == 1:
         if match.group(2) is not None:
-            raise RangeError(f"{field}: {text!r} is one entry; write it as {str(start)!r}.")
+            raise RangeError(f"{field}: {quoted(text)} is one entry; write it as {quoted(str(start))}.")
         if not allow_entry:
-            raise RangeError(f"{field}: a single entry is not a summary range; use an aligned range 'a-b'.")
+            raise RangeError(f'{field}: a single entry is not a summary range; use an aligned range "a-b".')
         return Block(start, 1)
     if size & (size - 1):
-        raise RangeError(f"{field}: {text!r} has {size} entries; a summary range has a power-of-two size ≥ 2.")
+        raise RangeError(f"{field}: {quoted(text)} has {size} entries; a summary range has a power-of-two size ≥ 2.")
     if start % size:
-        raise RangeError(f"{field}: {text!r} is not aligned; its start must be a multiple of its size ({size}).")
+        raise RangeError(f"{field}: {quoted(text)} is not aligned; its start must be a multiple of its size ({size}).")
     return Block(start, size)
 
 

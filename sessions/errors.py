@@ -46,7 +46,7 @@ class EnvironmentArchived(InvalidRequest):
 
 
 class InvalidConfigTypeChange(InvalidRequest):
-    message = "config.type: an environment's type cannot change; this service serves 'self_hosted' only."
+    message = 'config.type: an environment\'s type cannot change; this service serves "self_hosted" only.'
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message, details={"error_code": "invalid_config_type_change"})

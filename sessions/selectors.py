@@ -282,7 +282,7 @@ def stores_to_attach(user: User, resources: list[dict[str, Any]]) -> list[StoreT
         store = get_store_for(user, item["store_id"], need="read")
         if item["access"] == Access.READ_WRITE and not store.can_write:
             raise StoreWriteForbidden(
-                f"resources[{index}]: you can read this store but not write to it; attach it with access 'read_only'."
+                f'resources[{index}]: you can read this store but not write to it; attach it with access "read_only".'
             )
         if item["access"] == Access.READ_WRITE:
             judged(store, user, "write")  # judged again for write when its rights change before the attach

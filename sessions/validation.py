@@ -57,14 +57,14 @@ def clean_config(value: object, *, field: str = "config") -> dict[str, str]:
     if value is None:
         return {"type": "self_hosted"}
     if not isinstance(value, dict):
-        raise InvalidRequest(f"{field}: must be an object such as {{'type': 'self_hosted'}}.")
+        raise InvalidRequest(f'{field}: must be an object such as {{"type": "self_hosted"}}.')
     unknown = sorted(set(value) - {"type"})
     if unknown:
-        raise InvalidRequest(f"{field}: unknown field(s) {', '.join(unknown)}; a self_hosted config has only 'type'.")
+        raise InvalidRequest(f'{field}: unknown field(s) {", ".join(unknown)}; a self_hosted config has only "type".')
     kind = value.get("type")
     if kind != "self_hosted":
         raise InvalidRequest(
-            f"{field}.type: {json.dumps(kind)} is not served; this service runs 'self_hosted' environments only "
+            f'{field}.type: {json.dumps(kind)} is not served; this service runs "self_hosted" environments only '
             "(your own workers poll for work)."
         )
     return {"type": "self_hosted"}
@@ -75,7 +75,7 @@ def clean_scope(value: object, *, field: str = "scope") -> str | None:
     if value is None:
         return None
     if value not in EnvironmentScope.values:
-        raise InvalidRequest(f"{field}: must be 'organization', 'account' or null.")
+        raise InvalidRequest(f'{field}: must be "organization", "account" or null.')
     return value  # type: ignore[return-value]
 
 
@@ -122,15 +122,15 @@ def clean_agent(value: object, *, field: str = "agent") -> dict[str, Any]:
     if isinstance(value, str):
         return {"id": _text(value, field=field, max_chars=AGENT_ID_MAX_CHARS, allow_empty=False), "version": None}
     if not isinstance(value, dict):
-        raise InvalidRequest(f"{field}: must be an agent id string or an object {{'type': 'agent', 'id', 'version'}}.")
+        raise InvalidRequest(f'{field}: must be an agent id string or an object {{"type": "agent", "id", "version"}}.')
     kind = value.get("type")
     if kind == "agent_with_overrides":
         raise InvalidRequest(
-            f"{field}.type: 'agent_with_overrides' is not supported: this service never runs a model, so there "
-            "is nothing to override; pass the agent id or {'type': 'agent', 'id', 'version'}."
+            f'{field}.type: "agent_with_overrides" is not supported: this service never runs a model, so there '
+            'is nothing to override; pass the agent id or {"type": "agent", "id", "version"}.'
         )
     if kind != "agent":
-        raise InvalidRequest(f"{field}.type: must be 'agent'.")
+        raise InvalidRequest(f'{field}.type: must be "agent".')
     unknown = sorted(set(value) - {"type", "id", "version"})
     if unknown:
         raise InvalidRequest(f"{field}: unknown field(s) {', '.join(unknown)}.")
@@ -171,7 +171,7 @@ def clean_resources(value: object, *, field: str = "resources") -> list[dict[str
         kind = item.get("type")
         if kind != "memory_store":
             raise InvalidRequest(
-                f"{name}.type: {json.dumps(kind)} is not supported; only 'memory_store' resources can be attached here."
+                f'{name}.type: {json.dumps(kind)} is not supported; only "memory_store" resources can be attached here.'
             )
         unknown = sorted(set(item) - {"type", "memory_store_id", "access", "instructions"})
         if unknown:
@@ -181,7 +181,7 @@ def clean_resources(value: object, *, field: str = "resources") -> list[dict[str
         if access is None:
             access = Access.READ_WRITE.value
         elif access not in Access.values:
-            raise InvalidRequest(f"{name}.access: must be 'read_write', 'read_only' or null (read_write).")
+            raise InvalidRequest(f'{name}.access: must be "read_write", "read_only" or null ("read_write").')
         cleaned.append(
             {
                 "store_id": store_id,

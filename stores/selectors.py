@@ -17,6 +17,7 @@ from accounts.models import Posting, Project, ProjectMembership, Role, Section, 
 from config.compiled import CompiledQuery, prepared_cursor
 from config.errors import AuthenticationError, InvalidRequest
 from config.fields import canonical_uuid
+from config.text import quoted
 from stores.errors import StoreNotFound, StoreOwnerRequired, StoreWriteForbidden, SubjectNotFound, SubjectWriteForbidden
 from stores.models import SEARCH_CONFIG, SEARCH_VECTOR, CanonicalStore, ReaderGrant, Scope, Store, public_q
 
@@ -276,7 +277,7 @@ def canonical_store_id(*, scope: str, subject_id):
 
 def _me(user) -> User:
     if not _authenticated(user):
-        raise AuthenticationError("subject 'me' needs a bearer token; name a handle instead.")
+        raise AuthenticationError('subject "me" needs a bearer token; name a handle instead.')
     return user
 
 
@@ -307,7 +308,7 @@ def find_subject(user, *, scope: str, subject: str) -> Subject | None:
         found = User.objects.filter(handle__iexact=subject, is_active=True).first()
         return Subject(scope=scope, user=found) if found else None
     if subject.lower() == ME:
-        raise InvalidRequest(f"subject: 'me' names a user; scope {scope!r} needs a UUID or slug.")
+        raise InvalidRequest(f'subject: "me" names a user; scope {quoted(scope)} needs a UUID or slug.')
     if scope == Scope.PROJECT:
         project = _by_uuid_or_slug(Project, subject)
         return Subject(scope=scope, project=project) if project else None
@@ -415,7 +416,8 @@ def subject_for_import(user, *, scope: str, subject: str) -> Subject:
 
 def _subject_not_found(scope: str, subject: str) -> SubjectNotFound:
     noun = {"user": "user", "project": "project", "board": "section"}[scope]
-    return SubjectNotFound(f"No {noun} {subject!r} that you can see.", details={"scope": scope, "subject": subject})
+    message = f"No {noun} {quoted(subject, 80)} that you can see."
+    return SubjectNotFound(message, details={"scope": scope, "subject": subject})
 
 
 # --- readers ----------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from accounts.models import Project, Section, User, Visibility
 from config.compiled import CompiledQuery
 from config.constraints import violates
 from config.errors import InvalidRequest, ServiceUnavailable
+from config.text import quoted
 from stores import validation
 from stores.errors import (
     MembershipGoverned,
@@ -495,7 +496,7 @@ def set_reader(*, store: Store, handle: object, active: bool, granted_by: User) 
     users = User.objects.filter(handle__iexact=handle)
     user = (users.filter(is_active=True) if active else users).first()
     if user is None:
-        raise SubjectNotFound(f"No user with handle {handle!r}.", details={"handle": handle})
+        raise SubjectNotFound(f"No user with handle {quoted(handle, 80)}.", details={"handle": handle})
     if user.pk == locked.owner_id:
         raise InvalidRequest("handle: the owner already reads their own store.")
     if not active and not ReaderGrant.objects.filter(store=locked, user=user).exists():

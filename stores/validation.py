@@ -6,7 +6,8 @@ import re
 import unicodedata
 
 from config.errors import InvalidRequest
-from config.text import first_forbidden_char
+from config.fields import JSON_TYPE_NAMES, json_type_of
+from config.text import first_forbidden_char, quoted
 from stores.models import (
     DESCRIPTION_MAX_CHARS,
     METADATA_KEY_MAX_CHARS,
@@ -152,12 +153,14 @@ def clean_metadata(value: object, *, field: str = "metadata") -> dict[str, str]:
         raise _metadata_error(field, f"at most {METADATA_MAX_PAIRS} pairs (got {len(value)}).")
     for key, item in value.items():
         _check_metadata_key(key, field)
+        name = quoted(key)
         if not isinstance(item, str):
-            raise _metadata_error(field, f"value of {key!r} must be a string.")
+            kind = JSON_TYPE_NAMES[json_type_of(item)]
+            raise _metadata_error(field, f"value of {name} must be a string, not {kind}.")
         if len(item) > METADATA_VALUE_MAX_CHARS:
-            raise _metadata_error(field, f"value of {key!r} must be at most {METADATA_VALUE_MAX_CHARS} characters.")
+            raise _metadata_error(field, f"value of {name} must be at most {METADATA_VALUE_MAX_CHARS} characters.")
         if first_forbidden_char(item) or _has_control(item):
-            raise _metadata_error(field, f"value of {key!r} must not contain control characters or lone surrogates.")
+            raise _metadata_error(field, f"value of {name} must not contain control characters or lone surrogates.")
     return dict(value)
 
 
@@ -190,12 +193,14 @@ def patch_metadata(
         elif isinstance(value, str):
             merged[key] = value
         else:
-            raise _metadata_error(field, f"value of {key!r} must be a string, or null to delete the key.")
+            kind = JSON_TYPE_NAMES[json_type_of(value)]
+            message = f"value of {quoted(key)} must be a string, or null to delete the key; not {kind}."
+            raise _metadata_error(field, message)
     return clean_metadata(merged, field=field)
 
 
 def clean_visibility(value: object, *, field: str = "visibility") -> str:
     """Return ``"private"`` or ``"public"``; anything else raises InvalidRequest."""
     if value not in ("private", "public"):
-        raise InvalidRequest(f"{field}: must be 'private' or 'public'.")
+        raise InvalidRequest(f'{field}: must be "private" or "public".')
     return value  # type: ignore[return-value]

@@ -22,7 +22,7 @@ from config.api import (
 )
 from config.api import datetime_formatter as _formatter
 from config.errors import InvalidRequest
-from config.fields import NAME_PATTERN, OneShapeField, SignedTokenField
+from config.fields import NAME_PATTERN, OneShapeField, SignedTokenField, not_a
 from memories import tree
 from memories.models import BODY_MAX_BYTES, MODEL_MAX_CHARS, NONCE_MAX_CHARS, SUMMARY_MAX_BYTES
 from memories.nap import NAP_MAX_LIMIT
@@ -52,7 +52,7 @@ class RangeField(serializers.CharField):
 
     def to_internal_value(self, data):
         if not isinstance(data, str):
-            raise serializers.ValidationError("Must be a string such as '5' or '0-7'.")
+            raise serializers.ValidationError(not_a('a string such as "5" or "0-7"', data))
         if len(data) > RANGE_MAX_CHARS:
             raise serializers.ValidationError(f"Must be at most {RANGE_MAX_CHARS} characters.")
         text = super().to_internal_value(data)

@@ -48,7 +48,7 @@ class QueryBooleanField(serializers.BooleanField):
 
     def to_internal_value(self, data):
         if data not in ("true", "false"):
-            raise serializers.ValidationError("Must be 'true' or 'false'.")
+            raise serializers.ValidationError('Must be "true" or "false".')
         return data == "true"
 
 

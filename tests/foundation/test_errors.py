@@ -378,9 +378,58 @@ def test_a_list_item_of_another_json_type_is_named_by_its_index(owner_client):
     assert error["details"]["fields"] == {"scopes[0]": "Must be a string, not a JSON boolean (true or false)."}
 
 
-@pytest.mark.parametrize("body, named", [([1, 2], "an array"), ("x", "a string"), (7, "an integer")])
+@pytest.mark.parametrize("body, named", [([1, 2], "an array"), ("x", "a string"), (7, "an integer"), (None, "null")])
 def test_a_body_that_is_not_an_object_says_what_it_is(owner_client, body, named):
     """DRF's "Invalid data. Expected a dictionary, but got list." spelled the type in Python (a tester)."""
     response = owner_client.post("/api/v1/me/tokens", json.dumps(body), content_type="application/json")
     error = assert_error(response, 400, "invalid_request_error")["error"]
     assert error["message"] == f"Must be a JSON object, not {named}."
+
+
+def test_an_empty_key_is_named_as_json_writes_it(owner_client, private_store):
+    """`{"": 1}` was refused with a bare "Unknown field." — no name to say which (a tester)."""
+    response = owner_client.post(f"/api/v1/memories/{private_store.pk}/note", {"body_md": "x", "": 1}, format="json")
+    error = assert_error(response, 400, "invalid_request_error")["error"]
+    assert error["message"] == '"": Unknown field.' and error["details"]["fields"] == {'""': "Unknown field."}
+    stale = f"/api/v1/memories/{private_store.pk}?expected_entry_count=0&generation=0"
+    deleted = owner_client.delete(stale, json.dumps({"": 1}), content_type="application/json")
+    assert assert_error(deleted, 400, "invalid_request_error")["error"]["message"] == '"": Unknown field.'
+    assert Store.objects.filter(pk=private_store.pk).exists() and not private_store.entries.exists()
+
+
+@pytest.mark.parametrize(
+    "value, problem",
+    [
+        ("é\\", '"é\\\\" is not a range; write "n" for one entry or "a-b" (inclusive).'),
+        ('1"2', '"1\\"2" is not a range; write "n" for one entry or "a-b" (inclusive).'),
+        ("5-6", '"5-6" is not aligned; its start must be a multiple of its size (2).'),
+        ("4-4", '"4-4" is one entry; write it as "4".'),
+        (7, "Must be a string, not an integer."),  # the words /mcp uses
+    ],
+)
+def test_a_value_in_a_range_refusal_is_quoted_as_json(owner_client, private_store, value, problem):
+    """`range: 'é\\\\' is not a range` quoted the value in Python's spelling (a tester): JSON's, as elsewhere."""
+    response = owner_client.post(f"/api/v1/memories/{private_store.pk}/compact", {"range": value}, format="json")
+    error = assert_error(response, 400, "invalid_request_error")["error"]
+    assert error["details"]["fields"]["range"] == problem
+
+
+def test_a_metadata_refusal_quotes_the_key_as_json_and_names_the_type(owner_client):
+    response = owner_client.post("/api/v1/memory_stores", {"name": "s", "metadata": {"it's": 7}}, format="json")
+    error = assert_error(response, 400, "invalid_request_error")["error"]
+    assert error["message"] == """metadata: value of "it's" must be a string, not an integer."""
+    assert not Store.objects.filter(name="s").exists()
+
+
+def test_a_list_given_another_json_type_says_which_type(owner_client):
+    """DRF's ListField said `Expected a list of items but got type "bool".` (a tester)."""
+    response = owner_client.post("/api/v1/me/tokens", {"name": "n", "scopes": True}, format="json")
+    error = assert_error(response, 400, "invalid_request_error")["error"]
+    assert error["details"]["fields"] == {"scopes": "Must be an array, not a JSON boolean (true or false)."}
+
+
+def test_a_repeated_query_parameter_item_is_named_by_its_index(owner_client):
+    """`statuses[]=bogus` was named `statuses[][0]`."""
+    response = owner_client.get("/api/v1/sessions?statuses[]=running&statuses[]=bogus")
+    error = assert_error(response, 400, "invalid_request_error")["error"]
+    assert list(error["details"]["fields"]) == ["statuses[1]"]

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from config import mcp_tools
+from config.fields import JSON_TYPE_NAMES
 from memories.models import Entry
 from stores.models import ReaderGrant, Store
 from tests.factories import ReaderGrantFactory, StoreFactory
@@ -78,8 +79,10 @@ def test_unknown_arguments_are_tool_errors(mcp_client, alice, alice_store):
         note = error_of(client.call_tool("note_memories", {"id": str(alice_store.pk), "body_md": "x", "author": "eve"}))
         wake = error_of(client.call_tool("wake_memories", {"id": str(alice_store.pk), "pk": "x"}))
         ensure = error_of(client.call_tool("ensure_memories", {"owner": "eve"}))
+        empty = error_of(client.call_tool("note_memories", {"id": str(alice_store.pk), "body_md": "x", "": 1}))
     assert note["message"] == "author: Unknown field." and wake["message"] == "pk: Unknown field."
     assert ensure["details"]["fields"] == {"owner": "Unknown field."}
+    assert empty["message"] == '"": Unknown field.' and empty["details"]["fields"] == {'""': "Unknown field."}
     assert snapshot() == before
 
 
@@ -313,7 +316,7 @@ def test_a_key_given_twice_is_a_parse_error_as_over_rest_and_nothing_is_noted(li
     response = _raw_call(live, alice.secret, raw, version=version)
     assert response.status_code == 400
     error = response.json()["error"]
-    assert error["code"] == -32700 and "'body_md' appears more than once" in error["message"]
+    assert error["code"] == -32700 and '"body_md" appears more than once' in error["message"]
     assert response.headers["Request-Id"].startswith("req_")
     assert snapshot() == before
 
@@ -321,7 +324,7 @@ def test_a_key_given_twice_is_a_parse_error_as_over_rest_and_nothing_is_noted(li
 @pytest.mark.parametrize(
     ("raw", "named"),
     [
-        (b'{"a": 1, "b": {"c": 1, "c": 2}}', "'c'"),  # nested objects too
+        (b'{"a": 1, "b": {"c": 1, "c": 2}}', '"c"'),  # nested objects too
         (b'{"a": 1}', None),
         (b"\xff\xfe{\x00}\x00", None),  # not UTF-8: the SDK's own parse error, not ours
         (b'\xef\xbb\xbf{"a": 1, "a": 2}', None),  # a BOM is not JSON: left to the SDK as before
@@ -334,3 +337,46 @@ def test_duplicate_key_names_only_a_repeated_key(raw, named):
 
     found = duplicate_key(raw)
     assert (found is None) if named is None else (named in found)
+
+
+# tool, the REST method and path under /api/v1/memories/{id} it calls, valid other arguments, the field tried,
+# and the JSON types that field takes (a value of those would be a valid call, so it is not tried)
+TYPED_FIELDS = [
+    ("note_memories", "POST", "/note", {}, "body_md", {"string"}),
+    ("note_memories", "POST", "/note", {"body_md": "x"}, "client_nonce", {"string", "null"}),
+    ("update_memories", "PATCH", "", {}, "name", {"string"}),
+    ("forget_memories", "POST", "/forget", {"range": "0-1"}, "generation", {"integer"}),
+    (
+        "compact_memories",
+        "POST",
+        "/compact",
+        {"generation": 1, "source_digest": "0" * 64, "summary_md": "s", "model": "m"},
+        "range",
+        {"string"},
+    ),
+]
+JSON_VALUES = {"null": None, "integer": 5, "number": 2.5, "boolean": True, "array": [], "object": {}, "string": "x"}
+
+
+def test_rest_and_mcp_refuse_a_json_type_in_the_same_words(live, mcp_client, alice, alice_store):
+    """REST said "This field may not be null." and "A valid integer is required." where /mcp said "Must be a
+    string, not null." (a tester): one message for the same argument, whichever door."""
+    before = snapshot()
+    headers = {"Authorization": f"Bearer {alice.secret}"}
+    tried = 0
+    with mcp_client(alice.secret) as client:
+        for tool, method, suffix, others, field, takes in TYPED_FIELDS:
+            for kind, value in JSON_VALUES.items():
+                if kind in takes:
+                    continue
+                arguments = {**others, field: value}
+                url = f"{live.url}/api/v1/memories/{alice_store.pk}{suffix}"
+                rest = httpx.request(method, url, json=arguments, headers=headers)
+                mcp = error_of(client.call_tool(tool, {"id": str(alice_store.pk), **arguments}))
+                assert rest.status_code == 400, (tool, arguments, rest.text)
+                said = rest.json()["error"]["details"]["fields"][field]
+                assert said == mcp["details"]["fields"][field], (tool, arguments)
+                assert said.startswith("Must be ") and said.endswith(f", not {JSON_TYPE_NAMES[kind]}.")
+                tried += 1
+    assert tried == 29
+    assert snapshot() == before
