@@ -317,6 +317,27 @@ def test_a_refused_key_exits_1_and_sigterm_while_idle_exits_0(live_server, envir
     idle.wait(timeout=30)
     assert idle.returncode == 0, log.read_text()
     assert "SIGTERM received" in log.read_text()
+    wait_until_no_other_transaction()
+
+
+def wait_until_no_other_transaction(timeout: float = 10.0) -> None:
+    """Wait until no other connection to the test database is inside a statement or a transaction.
+
+    The live server may still be answering the last blocking poll (up to 999 ms) of a worker that has
+    exited; the test's teardown TRUNCATEs every table meanwhile and once deadlocked with that poll's claim
+    ("Database … couldn't be flushed", a local run)."""
+    from django.db import connection
+
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND (state = 'active' OR state LIKE 'idle in transaction%')"
+            )
+            if cursor.fetchone()[0] == 0 or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
 
 
 def test_syncs_run_on_a_cadence_while_the_agent_runs(worker, owner_token, notes_store, make_session):
