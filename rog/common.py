@@ -172,7 +172,11 @@ class State:
         except ApiError as exc:
             body = exc.body
             if isinstance(body, dict) and isinstance(body.get("error"), dict):
-                text = self.credential_hint(exc.status, body) or (hint(exc.status, body["error"]) if hint else None)
+                text = (
+                    self.credential_hint(exc.status, body)
+                    or self.url_path_hint(exc.status)
+                    or (hint(exc.status, body["error"]) if hint else None)
+                )
                 if text:
                     body = {**body, "error": {**body["error"], "hint": text}}
             emit(body, stream=sys.stderr)
@@ -197,6 +201,18 @@ class State:
                 "`rog tokens create` and a token that works, or ask your operator (`python manage.py create_token`)."
             )
         return None
+
+    def url_path_hint(self, status: int) -> str | None:
+        """For a 404 when the API URL has a path: every call lands under it, and a server at its root answers
+        each one 404 — the same answer as for a store you may not see, so rog's other hints would mislead
+        (`http://127.0.0.1:8195/xyz`, a tester). None otherwise."""
+        path = httpx.URL(self.api_url).path.rstrip("/")
+        if status != 404 or not path:
+            return None
+        return (
+            f"ROG_API_URL / --api-url has the path {path}: rog calls {self.api_url.rstrip('/')}/api/v1/…. If every "
+            "command answers 404, the server is likely at the root: drop the path."
+        )
 
     def network_hint(self) -> str:
         """What to check when the server could not be reached."""

@@ -755,3 +755,15 @@ def test_the_no_token_hint_comes_only_from_a_memories_answer(tmp_path):
     ) as url:
         error = Rog(url, None, tmp_path)("projects", "list", token=None, expect=3)["error"]
     assert "hint" not in error or "token" not in error["hint"]
+
+
+def test_a_404_under_an_api_url_with_a_path_points_at_the_path(live_server, me, tmp_path):
+    """`ROG_API_URL=http://127.0.0.1:8195/xyz`: every call is our server's 404, which rog explained as a
+    store that may not exist (a tester). With the path in the URL, the hint names it; at the root, it does
+    not."""
+    token = account_services.issue_token(user=me).secret
+    under = Rog(live_server.url + "/xyz", token, tmp_path)("memories", "wake", expect=3)["error"]
+    assert under["type"] == "not_found_error"
+    assert under["hint"].startswith("ROG_API_URL / --api-url has the path /xyz: rog calls ")
+    at_root = Rog(live_server.url, token, tmp_path)("memories", "wake", "--user", "nobody-here", expect=3)["error"]
+    assert "ROG_API_URL" not in at_root.get("hint", "")
