@@ -41,6 +41,7 @@ from accounts.models import (
     unaddressable,
 )
 from config.errors import InvalidRequest
+from config.text import quoted
 from stores.services import rights_changed
 from stores.validation import name_problem
 
@@ -154,7 +155,7 @@ def reactivate_user(*, handle: str) -> tuple[User, bool]:
     memberships hold. Returns ``(user, changed)``; raises UserNotFound (404) for an unknown handle."""
     user = User.objects.filter(handle__iexact=handle).first()
     if user is None:
-        raise UserNotFound(f"No user with handle {handle!r}.", details={"handle": handle})
+        raise UserNotFound(f"No user with handle {quoted(handle, 80)}.", details={"handle": handle})
     changed = bool(User.objects.filter(pk=user.pk, is_active=False).update(is_active=True))
     user.refresh_from_db(fields=["is_active"])
     return user, changed
@@ -254,7 +255,7 @@ def check_slug(slug: str) -> str:
     """
     problem = unaddressable(slug)
     if problem:
-        raise InvalidRequest(f"slug: {slug!r} {problem}.")
+        raise InvalidRequest(f"slug: {quoted(slug)} {problem}.")
     return slug
 
 
@@ -269,7 +270,7 @@ def _save_parent(parent: Model, *, old_slug: str | None = None) -> None:
     taken (docs/access.md "Renamed slugs").
     """
     field = "project" if isinstance(parent, Project) else "section"
-    taken = SlugTaken(f"The slug {parent.slug!r} is already taken.", details={"slug": parent.slug})
+    taken = SlugTaken(f"The slug {quoted(parent.slug)} is already taken.", details={"slug": parent.slug})
     try:
         with transaction.atomic():
             parent.save()
@@ -456,7 +457,7 @@ def find_member_user(handle: str, *, active: bool) -> User:
     users = User.objects.filter(handle__iexact=handle)
     user = (users.filter(is_active=True) if active else users).first()
     if user is None:
-        raise UserNotFound(f"No user with handle {handle!r}.", details={"handle": handle})
+        raise UserNotFound(f"No user with handle {quoted(handle, 80)}.", details={"handle": handle})
     return user
 
 

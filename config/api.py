@@ -30,6 +30,7 @@ from config.fields import (  # noqa: F401
     not_a,
     not_a_string,
 )
+from config.text import quoted
 
 # The `{id}` of every /api/v1/memories/{id}… route. Declared as a UUID (`format: uuid`), as the memory-store,
 # session and environment ids are, so that clients and MCP tool schemas know the shape; any other spelling
@@ -80,10 +81,16 @@ def reject_body(request) -> None:
     raise unknown_fields(sorted(data))
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def unknown_fields(names: list[str]) -> ValidationError:
-    """The 400 for body fields (or MCP arguments) no one declared: "Unknown field." under each name. An empty
-    key is named ``""``, as JSON writes it, so that the message still says which field it is."""
-    return ValidationError({(name or '""'): ["Unknown field."] for name in names})
+    """The 400 for body fields (or MCP arguments) no one declared: "Unknown field." under each name. A name
+    that is not plain letters, digits, `_` and `-` is written as a JSON string (``""``, ``"a\\"b"``), so that an
+    empty key is still named and no two keys share a name (a key spelled ``""`` against the empty one)."""
+    return ValidationError(
+        {(name if _PLAIN_NAME.fullmatch(name) else quoted(name, 100)): ["Unknown field."] for name in names}
+    )
 
 
 def envelope(data: Any, meta: dict[str, Any] | None = None, *, status: int = 200, headers=None) -> Response:

@@ -247,6 +247,11 @@ class TextChoiceField(serializers.ChoiceField):
     ChoiceField turned `true` into "True" and called that not a valid choice). `StrictSerializer` applies
     the same rule to its own choice fields; this one is for choices nested in lists."""
 
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        if not self.allow_null:  # DRF refuses a null before `to_internal_value`: "This field may not be null."
+            self.error_messages["null"] = not_a_string(None)
+
     def to_internal_value(self, data):
         if not isinstance(data, str):
             raise serializers.ValidationError(not_a_string(data))

@@ -21,15 +21,24 @@ def utf8_len(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# What `json.dumps(..., ensure_ascii=False)` leaves raw but a message must not carry: lone surrogates (no
+# encoding takes them), DEL and the C1 controls (U+009B starts a terminal escape sequence, a tester), and the
+# line and paragraph separators.
+_ESCAPED = re.compile("[\ud800-\udfff\x7f-\x9f\u2028\u2029]")
 
 
 def quoted(value: object, limit: int | None = None) -> str:
-    """`value` as a JSON literal for an error message (SPEC §2): ``"é\\"`` for the string `é\\`, ``true``,
-    ``12``; never Python's repr (``'é\\\\'``, ``True``). Non-ASCII text stays readable; control characters
-    and lone surrogates are written as JSON escapes, so the message always encodes. A string longer than
-    `limit` characters is cut there and the literal followed by "…"."""
+    r"""`value` as a JSON literal for an error message (SPEC §2): the string `it's "é"\` is written
+    `"it's \"é\"\\"`, `True` is `true`; never Python's repr (`'it\'s "é"\\'`, `True`). Non-ASCII text stays
+    readable; every control character (C0, DEL, C1), U+2028/U+2029 and lone surrogates are written as JSON
+    escapes, so the message always encodes and prints nothing but itself. A string longer than `limit`
+    characters is cut there and the literal followed by "…"."""
     cut = isinstance(value, str) and limit is not None and len(value) > limit
     text = json.dumps(value[:limit] if cut else value, ensure_ascii=False)
-    text = _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    text = _ESCAPED.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
     return text + "…" if cut else text
+
+
+def entries(count: int) -> str:
+    """``"1 entry"``, ``"0 entries"``, ``"12 entries"``."""
+    return f"{count} entry" if count == 1 else f"{count} entries"

@@ -21,6 +21,7 @@ from backoffice.models import AuditAction
 from config.compiled import prepared_cursor
 from config.constraints import violates
 from config.errors import AuthenticationError
+from config.text import entries, quoted
 from memories import tree
 from memories.errors import (
     EntryNotFound,
@@ -359,7 +360,7 @@ def compact_range(
         raise StoreArchived()
     if block.end >= locked.entry_count:
         raise InvalidRange(
-            f"range: {block.label} is beyond the store's {locked.entry_count} entries.",
+            f"range: {quoted(block.label)} is beyond the store's {entries(locked.entry_count)}.",
             details={"entry_count": locked.entry_count},
         )
     if snapshot is not None and snapshot > locked.entry_count:
@@ -417,7 +418,7 @@ def forget_range(*, store: Store, actor: User, block: tree.Block, generation: in
         raise StoreArchived()
     if block.end >= locked.entry_count:
         raise InvalidRange(
-            f"range: {block.label} is beyond the store's {locked.entry_count} entries.",
+            f"range: {quoted(block.label)} is beyond the store's {entries(locked.entry_count)}.",
             details={"entry_count": locked.entry_count},
         )
     if generation != locked.generation:
@@ -482,7 +483,7 @@ def redact_entry(*, store: Store, actor: User, seq: int, reason: object, request
     recheck_owner(locked, actor)  # the owner right, checked by the caller before the lock, again
     if seq >= locked.entry_count:
         raise EntryNotFound(
-            f"Entry {seq} not found; the store has {locked.entry_count} entries.",
+            f"Entry {seq} not found; the store has {entries(locked.entry_count)}.",
             details={"seq": seq, "entry_count": locked.entry_count},
         )
     entry = (

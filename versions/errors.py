@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from config.errors import Conflict, DomainError, InvalidRequest, NotFound, PermissionError_
+from config.text import quoted
 
 
 class MemoryNotFound(NotFound):
@@ -35,11 +36,11 @@ class MemoryPathConflict(DomainError):
 
     def __init__(self, *, memory_id: uuid.UUID, path: str, requested: str) -> None:
         if path == requested:
-            message = f"A memory already exists at {path!r}."
+            message = f"A memory already exists at {quoted(path)}."
         elif path.startswith(requested + "/"):
-            message = f"{requested!r} is an ancestor of the existing memory {path!r}."
+            message = f"{quoted(requested)} is an ancestor of the existing memory {quoted(path)}."
         else:
-            message = f"{requested!r} is below the existing memory {path!r}."
+            message = f"{quoted(requested)} is below the existing memory {quoted(path)}."
         super().__init__(message, extra={"conflicting_memory_id": str(memory_id), "conflicting_path": path})
 
 

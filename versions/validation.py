@@ -70,7 +70,7 @@ def clean_path(value: object, *, field: str = "path") -> str:
     if not isinstance(value, str):
         raise InvalidRequest(f"{field}: must be a string.")
     if not value.startswith("/"):
-        raise InvalidRequest(f"{field}: must start with '/'.")
+        raise InvalidRequest(f'{field}: must start with "/".')
     _check_text(value, field)
     _check_segments(value[1:].split("/"), field)
     # As a folder too (the marker file takes that name at the mount's root), and in any case: on a
@@ -93,7 +93,7 @@ def clean_path_prefix(value: object, *, field: str = "path_prefix") -> str:
     if not isinstance(value, str):
         raise InvalidRequest(f"{field}: must be a string.")
     if not value.startswith("/") or not value.endswith("/"):
-        raise InvalidRequest(f"{field}: must start and end with '/', e.g. '/notes/'.")
+        raise InvalidRequest(f'{field}: must start and end with "/", e.g. "/notes/".')
     _check_text(value, field)
     if value != "/":
         _check_segments(value[1:-1].split("/"), field)

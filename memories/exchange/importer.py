@@ -21,6 +21,7 @@ from django.db import connection
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
+from config.text import quoted
 from memories import tree
 from memories.exchange import verify
 from memories.exchange.errors import ImportInvalid
@@ -37,7 +38,7 @@ BATCH_LINES = 2000
 # An HTTP import may not date anything later than now plus this (clock skew between servers).
 FUTURE_SLACK = timedelta(minutes=5)
 UNVOUCHED = (
-    "{handle!r} may not write the target store on this server, so an HTTP import cannot make them its author "
+    "{handle} may not write the target store on this server, so an HTTP import cannot make them its author "
     "(authors must be users who may write there: only you in your own user store, a project's members, a "
     "board's posters). To keep them as authors, import into a project or board where they may write (add them "
     "there first), or have an operator run manage.py import_store."
@@ -169,7 +170,7 @@ class Importer:
     def _content(self, obj: dict[str, Any], kind: object, number: int) -> None:
         section = SECTION_OF_TYPE.get(kind) if isinstance(kind, str) else None
         if section is None:
-            raise ImportInvalid(number, f"has unknown type {kind!r}.")
+            raise ImportInvalid(number, f"has unknown type {quoted(kind)}.")
         index = SECTIONS.index(section)
         if index < self.s["section"]:
             raise ImportInvalid(
@@ -216,7 +217,7 @@ class Importer:
         for key in handle_keys:
             handle = row.get(key)
             if handle is not None and self.s["users"][handle] not in vouched["writers"]:
-                raise ImportInvalid(number, f"{key}: {UNVOUCHED.format(handle=handle)}")
+                raise ImportInvalid(number, f"{key}: {UNVOUCHED.format(handle=quoted(handle))}")
         latest = timezone.now() + FUTURE_SLACK
         for key, value in row.items():
             if isinstance(value, datetime) and value > latest:
@@ -264,7 +265,7 @@ class Importer:
         vouched = self.s.get("vouched")
         if vouched is not None and row["active"] and self.s["users"][row["handle"]] not in vouched["active"]:
             raise ImportInvalid(
-                number, f"grants reading to {row['handle']!r}, an inactive user here (the API refuses that too)."
+                number, f"grants reading to {quoted(row['handle'])}, an inactive user here (the API refuses that too)."
             )
         if self.store.scope != Scope.USER:
             raise ImportInvalid(number, "explicit readers belong to user stores; this store's access is by membership.")
@@ -325,7 +326,7 @@ class Importer:
                 key = (self._user(row["author"]), row["client_nonce"])
                 if key in nonces:
                     raise ImportInvalid(
-                        number, f"client_nonce {row['client_nonce']!r} of this author repeats line {nonces[key]}."
+                        number, f"client_nonce {quoted(row['client_nonce'])} of this author repeats line {nonces[key]}."
                     )
                 nonces[key] = number
         if nonces:
@@ -337,7 +338,7 @@ class Importer:
                 if (author_id, nonce) in nonces:
                     raise ImportInvalid(
                         nonces[(author_id, nonce)],
-                        f"client_nonce {nonce!r} of this author was used by an earlier entry.",
+                        f"client_nonce {quoted(nonce)} of this author was used by an earlier entry.",
                     )
         columns = ["store_id", "seq", "author_id", "body_md", "size_bytes", "client_nonce", "session_id"]
         columns += ["provenance", "created_at", "redacted_at", "redacted_by_id"]
@@ -479,7 +480,7 @@ class Importer:
         for number, row in rows:
             memory_id, previous = self._new_id(row["memory_id"]), last_op.get(self._new_id(row["memory_id"]))
             if (row["operation"] == Operation.CREATED) != (previous is None):
-                problem = "is not the first of its memory" if previous else "starts a history without 'created'"
+                problem = "is not the first of its memory" if previous else 'starts a history without "created"'
                 raise ImportInvalid(number, f"a {row['operation']} version {problem}.")
             if previous == Operation.DELETED:
                 raise ImportInvalid(number, "follows the deletion of its memory (a re-created path gets a new id).")
@@ -557,7 +558,7 @@ class Importer:
                 raise ImportInvalid(number, "path or content_sha256 differs from its current version.")
             clash = next((a for a in _ancestors(row["path"]) if a in occupied), None)
             if clash is not None:
-                raise ImportInvalid(number, f"path {row['path']!r} lies under the memory {clash!r}.")
+                raise ImportInvalid(number, f"path {quoted(row['path'])} lies under the memory {quoted(clash)}.")
             occupied.add(row["path"])
             out.append(
                 (memory_id, self.store.pk, path, content, sha, size, head_id, row["created_at"], row["updated_at"])

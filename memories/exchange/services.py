@@ -25,6 +25,7 @@ from accounts import selectors as account_selectors
 from accounts.models import Project, Section, User
 from config.constraints import violates
 from config.fields import canonical_uuid
+from config.text import quoted
 from memories.exchange import verify
 from memories.exchange.errors import (
     ImportCommitted,
@@ -89,7 +90,7 @@ def _subject_of(header: Header) -> Subject:
     found = account_selectors.by_slug(model.objects.all(), name)
     if found is None:
         noun = "project" if scope == Scope.PROJECT else "section"
-        raise ImportInvalid(1, f"the {noun} {name!r} does not exist on this server; create it first.")
+        raise ImportInvalid(1, f"the {noun} {quoted(name)} does not exist on this server; create it first.")
     return Subject(scope=scope, project=found) if scope == Scope.PROJECT else Subject(scope=scope, section=found)
 
 
@@ -305,7 +306,7 @@ def start_upload(*, actor: User, body: bytes, subject: Subject | None = None, ex
         vouched = _vouched(store, users)
         creator = header.store["created_by"]
         if creator and users[creator] not in vouched["writers"]:
-            raise ImportInvalid(1, f"store.created_by: {UNVOUCHED.format(handle=creator)}")
+            raise ImportInvalid(1, f"store.created_by: {UNVOUCHED.format(handle=quoted(creator))}")
         for key in ("created_at", "updated_at", "archived_at"):
             if header.store[key] is not None and header.store[key] > timezone.now() + FUTURE_SLACK:
                 raise ImportInvalid(1, f"store.{key} is in the future.")

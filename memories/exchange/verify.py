@@ -19,7 +19,7 @@ from typing import Any
 from accounts.models import HANDLE_RE
 from config.errors import DomainError
 from config.parsers import find_forbidden, strict_loads
-from config.text import utf8_len
+from config.text import quoted, utf8_len
 from memories import tree
 from memories.exchange.errors import ImportInvalid
 from memories.exchange.format import FORMAT, MAX_LINE_BYTES, VERSION, parse_timestamp
@@ -217,7 +217,7 @@ class Fields:
         if value is None and nullable:
             return None
         if not isinstance(value, str) or value.lower() not in handles:
-            raise self.fail(key, f"{value!r} is not one of the handles listed in the header.")
+            raise self.fail(key, f"{quoted(value)} is not one of the handles listed in the header.")
         return value.lower()
 
     def digest(self, key: str, *, nullable: bool = False) -> str | None:
@@ -273,10 +273,10 @@ _SUBJECT_KEY = {"user": "handle", "project": "project", "board": "section"}
 def check_header(obj: dict[str, Any], *, max_memories: int) -> Header:
     """Line 1: the format and version, the store's metadata, section counts, every handle used."""
     if obj.get("type") != FORMAT:
-        raise ImportInvalid(1, f"is not a Memories export header (type must be {FORMAT!r}).")
+        raise ImportInvalid(1, f"is not a Memories export header (type must be {quoted(FORMAT)}).")
     if type(obj.get("version")) is not int or obj["version"] != VERSION:  # `true` and `1.0` are not 1
         raise ImportInvalid(
-            1, f"format version {obj.get('version')!r} is not supported; this server reads version {VERSION}."
+            1, f"format version {quoted(obj.get('version'))} is not supported; this server reads version {VERSION}."
         )
     top = Fields(obj, 1, _HEADER_KEYS, "header")
     raw_handles = obj["handles"]
@@ -301,7 +301,7 @@ def check_header(obj: dict[str, Any], *, max_memories: int) -> Header:
     subject = obj["store"]["subject"]
     key = _SUBJECT_KEY[scope]
     if not isinstance(subject, dict) or set(subject) != {key} or not isinstance(subject[key], str):
-        raise store.fail("subject", f"must be {{{key!r}: …}} for a {scope} store.")
+        raise store.fail("subject", f"must be {{{quoted(key)}: …}} for a {scope} store.")
     if scope == "user" and subject[key].lower() not in lowered:
         raise store.fail("subject", "names a handle the header does not list.")
     visibility = obj["store"]["visibility"]
@@ -405,7 +405,7 @@ def check_summary(
     except tree.RangeError as exc:
         raise ImportInvalid(line, str(exc), field="range") from None
     if block.end >= entries:
-        raise f.fail("range", f"{block.label} reaches past the file's {entries} entries.")
+        raise f.fail("range", f"{quoted(block.label)} reaches past the file's {entries} entries.")
     text = f.body("summary_md", SUMMARY_MAX_BYTES, nullable=True)
     invalidated_at = f.time("invalidated_at", nullable=True)
     redacted_at = f.time("redacted_at", nullable=True)

@@ -201,7 +201,7 @@ def test_creating_missing_users_is_explicit_and_reported(sample):
 
 def test_a_handle_missing_from_the_header_is_refused(sample):
     entry(sample, 1)["author"] = "mallory"
-    assert "'mallory' is not one of the handles listed in the header" in refuse(assemble(sample)).message
+    assert '"mallory" is not one of the handles listed in the header' in refuse(assemble(sample)).message
 
 
 def test_unknown_fields_are_refused(sample):
@@ -225,7 +225,7 @@ def test_a_nonce_used_twice_by_one_author_is_refused(sample):
     entry(sample, 9)["author"] = "bob"
     entry(sample, 3)["author"] = "bob"
     error = refuse(assemble(sample))
-    assert "client_nonce 'n-3'" in error.message
+    assert 'client_nonce "n-3"' in error.message
 
 
 def test_two_live_summaries_of_one_range_are_refused(sample):
@@ -250,7 +250,7 @@ def test_a_history_without_its_created_version_is_refused(sample):
     )
     sample.remove(first)
     sample[0]["counts"]["versions"] -= 1
-    assert "starts a history without 'created'" in refuse(assemble(sample)).message
+    assert 'starts a history without "created"' in refuse(assemble(sample)).message
 
 
 def test_a_memory_whose_head_is_not_its_newest_version_is_refused(sample):

@@ -266,7 +266,7 @@ def test_an_http_import_cannot_make_someone_who_may_not_write_there_an_author(ow
     before = census()
     response = post_lines(owner_client, IMPORTS, assemble(sample))
     assert response.status_code == 400
-    assert "'bob' may not write the target store" in response.json()["error"]["message"]
+    assert '"bob" may not write the target store' in response.json()["error"]["message"]
     assert "only you in your own user store" in response.json()["error"]["message"]  # not "add them" to it
     assert census() == before and not StoreImport.objects.exists()
 
@@ -279,7 +279,7 @@ def test_a_project_import_may_name_its_members_but_not_strangers(make_client, sa
     without_readers[0]["counts"]["readers"] = 0
     data = assemble(without_readers)
     refused = post_lines(make_client(boss), IMPORTS, data, scope="project", subject=project.slug)
-    assert refused.status_code == 400 and "'bob'" in refused.json()["error"]["message"]
+    assert refused.status_code == 400 and '"bob"' in refused.json()["error"]["message"]
     ProjectMembershipFactory(project=project, user=cast["bob"])
     taken = post_lines(make_client(boss), IMPORTS, data, scope="project", subject=project.slug)
     assert taken.status_code == 201, taken.json()
@@ -352,7 +352,7 @@ def test_an_author_removed_mid_import_may_no_longer_be_named(make_client, sample
     set_project_member(project=project, actor=boss, handle="bob", active=False)
     before = census()
     refused = post_lines(client, f"{IMPORTS}/{upload['id']}/lines", rest, from_line=2)
-    assert refused.status_code == 400 and "'bob' may not write" in refused.json()["error"]["message"]
+    assert refused.status_code == 400 and '"bob" may not write' in refused.json()["error"]["message"]
     assert census() == before
     set_project_member(project=project, actor=boss, handle="bob")
     taken = post_lines(client, f"{IMPORTS}/{upload['id']}/lines", rest, from_line=2)
@@ -457,7 +457,7 @@ def test_a_private_board_with_open_posting_takes_only_authors_who_can_read_it(ma
     without_readers[0]["counts"]["readers"] = 0
     data = assemble(without_readers)
     refused = post_lines(make_client(boss), IMPORTS, data, scope="board", subject=section.slug)
-    assert refused.status_code == 400 and "'owner' may not write" in refused.json()["error"]["message"]
+    assert refused.status_code == 400 and '"owner" may not write' in refused.json()["error"]["message"]
     SectionMembershipFactory(section=section, user=cast["owner"])
     taken = post_lines(make_client(boss), IMPORTS, data, scope="board", subject=section.slug)
     assert taken.status_code == 201, taken.json()
@@ -548,7 +548,7 @@ def test_an_active_reader_grant_to_an_inactive_user_is_refused_as_the_api_refuse
     before = census()
     refused = post_lines(owner_client, IMPORTS, assemble(own_sample))
     assert refused.status_code == 400, refused.json()
-    assert "'carol', an inactive user" in refused.json()["error"]["message"]
+    assert '"carol", an inactive user' in refused.json()["error"]["message"]
     assert census() == before
     grant["active"] = False
     taken = post_lines(owner_client, IMPORTS, assemble(own_sample))

@@ -21,8 +21,8 @@ VALID_PATHS = [
 ]
 
 INVALID_PATHS = [
-    ("", "start with '/'"),
-    ("a.md", "start with '/'"),
+    ("", 'start with "/"'),
+    ("a.md", 'start with "/"'),
     ("/", "empty segment"),
     ("//a", "empty segment"),
     ("/a//b", "empty segment"),

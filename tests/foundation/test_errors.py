@@ -433,3 +433,39 @@ def test_a_repeated_query_parameter_item_is_named_by_its_index(owner_client):
     response = owner_client.get("/api/v1/sessions?statuses[]=running&statuses[]=bogus")
     error = assert_error(response, 400, "invalid_request_error")["error"]
     assert list(error["details"]["fields"]) == ["statuses[1]"]
+
+
+def test_a_null_list_item_says_which_type_it_should_be(owner_client):
+    """`scopes: [null]` kept DRF's "This field may not be null." (helper-92)."""
+    response = owner_client.post("/api/v1/me/tokens", {"name": "n", "scopes": [None]}, format="json")
+    error = assert_error(response, 400, "invalid_request_error")["error"]
+    assert error["details"]["fields"] == {"scopes[0]": "Must be a string, not null."}
+
+
+def test_unknown_keys_that_are_not_plain_names_are_quoted_and_never_merge(owner_client, private_store):
+    """`{"": 1, "\\"\\"": 2}` named both `""`, one report lost; `a"b` came out raw (helper-92)."""
+    body = {"body_md": "x", "": 1, '""': 2, 'a"b': 3, "plain_name-2": 4}
+    response = owner_client.post(f"/api/v1/memories/{private_store.pk}/note", body, format="json")
+    fields = assert_error(response, 400, "invalid_request_error")["error"]["details"]["fields"]
+    assert set(fields) == {'""', '"\\"\\""', '"a\\"b"', "plain_name-2"}
+    assert not private_store.entries.exists()
+
+
+def test_a_quoted_value_escapes_every_control_and_separator_character():
+    """U+009B (a terminal's escape introducer), DEL, C1 and U+2028 came out raw in messages (helper-92)."""
+    from config.text import quoted
+
+    assert quoted("\x85\x9b31m\x7f") == '"\\u0085\\u009b31m\\u007f"'
+    assert quoted("a\u2028b\u2029") == '"a\\u2028b\\u2029"'
+    assert quoted("\x01\ud800é") == '"\\u0001\\ud800é"'
+    assert quoted("x" * 10, 4) == '"xxxx"…' and quoted(True) == "true"
+
+
+def test_a_path_conflict_quotes_the_paths_as_json(owner_client):
+    """`A memory already exists at '/it\\'s'.` was Python's spelling (helper-92)."""
+    store = owner_client.post("/api/v1/memory_stores", {"name": "files"}, format="json").json()
+    url = f"/api/v1/memory_stores/{store['id']}/memories"
+    assert owner_client.post(url, {"path": '/it\'s "x"', "content": "a"}, format="json").status_code in (200, 201)
+    again = owner_client.post(url, {"path": '/it\'s "x"', "content": "b"}, format="json")
+    error = assert_error(again, 409, "memory_path_conflict_error")["error"]
+    assert error["message"] == 'A memory already exists at "/it\'s \\"x\\"".'
