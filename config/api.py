@@ -28,7 +28,6 @@ from config.fields import (  # noqa: F401
     Utf8TextField,
     json_type_of,
     not_a,
-    not_a_string,
 )
 from config.text import quoted
 
@@ -87,9 +86,11 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
 def unknown_fields(names: list[str]) -> ValidationError:
     """The 400 for body fields (or MCP arguments) no one declared: "Unknown field." under each name. A name
     that is not plain letters, digits, `_` and `-` is written as a JSON string (``""``, ``"a\\"b"``), so that an
-    empty key is still named and no two keys share a name (a key spelled ``""`` against the empty one)."""
+    empty key is still named and a key spelled ``""`` is not the empty one. A name is cut at 60 characters
+    (a 400 names each field in at most 100, `config.errors.MAX_FIELD_CHARS`): two long names that begin
+    alike are then listed once."""
     return ValidationError(
-        {(name if _PLAIN_NAME.fullmatch(name) else quoted(name, 100)): ["Unknown field."] for name in names}
+        {(name if _PLAIN_NAME.fullmatch(name) else quoted(name, 60)): ["Unknown field."] for name in names}
     )
 
 

@@ -22,6 +22,7 @@ from django.core import signing
 
 from accounts.models import User
 from config.compiled import prepared_cursor
+from config.text import quoted
 from memories import tree
 from memories.errors import InvalidCursor, InvalidPattern, InvalidRange, SnapshotTooLarge
 from memories.models import BODY_MAX_BYTES, Entry, Summary
@@ -286,9 +287,9 @@ def zoom(*, store: Store, block: tree.Block, snapshot: int | None = None) -> dic
     n = resolve_snapshot(store, snapshot)
     if block.end >= n:
         raise InvalidRange(
-            f"range: {block.label} is beyond snapshot {n}; the store's entries are 0..{n - 1}."
+            f"range: {quoted(block.label)} is beyond snapshot {n}; the store's entries are 0..{n - 1}."
             if n
-            else f"range: {block.label} is beyond snapshot 0; there are no entries to zoom into.",
+            else f"range: {quoted(block.label)} is beyond snapshot 0; there are no entries to zoom into.",
             details={"snapshot": n},
         )
     blocks = [block] if block.is_entry else [block, *block.halves()]

@@ -6,7 +6,6 @@ descriptions and metadata follow `stores.validation`, so both surfaces word thei
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from datetime import datetime
@@ -15,7 +14,7 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 
 from config.errors import InvalidRequest
-from config.text import first_forbidden_char
+from config.text import first_forbidden_char, quoted
 from sessions.models import (
     INSTRUCTIONS_MAX_CHARS,
     KEY_NAME_MAX_CHARS,
@@ -52,6 +51,12 @@ def _text(value: object, *, field: str, max_chars: int, allow_empty: bool = True
 # --- environments ---------------------------------------------------------------------------------
 
 
+def _names(keys: list[str]) -> str:
+    """Unknown keys for a message, each a JSON string (an empty key, `a, b` or a control character stays
+    readable and apart; helper-93)."""
+    return ", ".join(quoted(key, 64) for key in keys)
+
+
 def clean_config(value: object, *, field: str = "config") -> dict[str, str]:
     """``{"type": "self_hosted"}`` (or null/absent, meaning that); any other type is 400 (SPEC §5)."""
     if value is None:
@@ -60,11 +65,11 @@ def clean_config(value: object, *, field: str = "config") -> dict[str, str]:
         raise InvalidRequest(f'{field}: must be an object such as {{"type": "self_hosted"}}.')
     unknown = sorted(set(value) - {"type"})
     if unknown:
-        raise InvalidRequest(f'{field}: unknown field(s) {", ".join(unknown)}; a self_hosted config has only "type".')
+        raise InvalidRequest(f'{field}: unknown field(s) {_names(unknown)}; a self_hosted config has only "type".')
     kind = value.get("type")
     if kind != "self_hosted":
         raise InvalidRequest(
-            f'{field}.type: {json.dumps(kind)} is not served; this service runs "self_hosted" environments only '
+            f'{field}.type: {quoted(kind)} is not served; this service runs "self_hosted" environments only '
             "(your own workers poll for work)."
         )
     return {"type": "self_hosted"}
@@ -133,7 +138,7 @@ def clean_agent(value: object, *, field: str = "agent") -> dict[str, Any]:
         raise InvalidRequest(f'{field}.type: must be "agent".')
     unknown = sorted(set(value) - {"type", "id", "version"})
     if unknown:
-        raise InvalidRequest(f"{field}: unknown field(s) {', '.join(unknown)}.")
+        raise InvalidRequest(f"{field}: unknown field(s) {_names(unknown)}.")
     agent_id = _text(value.get("id"), field=f"{field}.id", max_chars=AGENT_ID_MAX_CHARS, allow_empty=False)
     version = value.get("version")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or not 1 <= version < 2**31):
@@ -171,11 +176,11 @@ def clean_resources(value: object, *, field: str = "resources") -> list[dict[str
         kind = item.get("type")
         if kind != "memory_store":
             raise InvalidRequest(
-                f'{name}.type: {json.dumps(kind)} is not supported; only "memory_store" resources can be attached here.'
+                f'{name}.type: {quoted(kind)} is not supported; only "memory_store" resources can be attached here.'
             )
         unknown = sorted(set(item) - {"type", "memory_store_id", "access", "instructions"})
         if unknown:
-            raise InvalidRequest(f"{name}: unknown field(s) {', '.join(unknown)}.")
+            raise InvalidRequest(f"{name}: unknown field(s) {_names(unknown)}.")
         store_id = clean_id(item.get("memory_store_id"), field=f"{name}.memory_store_id", what="a memory store id")
         access = item.get("access")
         if access is None:

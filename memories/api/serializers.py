@@ -22,7 +22,7 @@ from config.api import (
 )
 from config.api import datetime_formatter as _formatter
 from config.errors import InvalidRequest
-from config.fields import NAME_PATTERN, OneShapeField, SignedTokenField, not_a
+from config.fields import NAME_PATTERN, OneShapeField, SignedTokenField
 from memories import tree
 from memories.models import BODY_MAX_BYTES, MODEL_MAX_CHARS, NONCE_MAX_CHARS, SUMMARY_MAX_BYTES
 from memories.nap import NAP_MAX_LIMIT
@@ -51,8 +51,8 @@ class RangeField(serializers.CharField):
         super().__init__(**kwargs)
 
     def to_internal_value(self, data):
-        if not isinstance(data, str):
-            raise serializers.ValidationError(not_a('a string such as "5" or "0-7"', data))
+        # Another JSON type never gets here: every serializer with a range is strict (a body's StrictSerializer
+        # says "Must be a string, not …" as /mcp does; a query's values are strings).
         if len(data) > RANGE_MAX_CHARS:
             raise serializers.ValidationError(f"Must be at most {RANGE_MAX_CHARS} characters.")
         text = super().to_internal_value(data)

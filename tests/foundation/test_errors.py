@@ -469,3 +469,20 @@ def test_a_path_conflict_quotes_the_paths_as_json(owner_client):
     again = owner_client.post(url, {"path": '/it\'s "x"', "content": "b"}, format="json")
     error = assert_error(again, 409, "memory_path_conflict_error")["error"]
     assert error["message"] == 'A memory already exists at "/it\'s \\"x\\"".'
+
+
+def test_unknown_keys_in_a_session_part_are_written_as_json(private_store, owner_client):
+    """`agent: unknown field(s) , a, b, .` listed an empty key as nothing, `a, b` as two keys and U+009B raw
+    (helper-93)."""
+    environment = create_environment(owner=private_store.owner, name="env3")
+    agent = {"type": "agent", "id": "a", "a, b": 1, "": 2, "\u009b": 3}
+    session = {"environment_id": str(environment.pk), "agent": agent}
+    error = assert_error(owner_client.post("/api/v1/sessions", session, format="json"), 400, "invalid_request_error")
+    assert error["error"]["message"] == 'agent: unknown field(s) "", "a, b", "\\u009b".'
+
+
+def test_a_long_unknown_key_is_cut_and_still_a_json_string(owner_client):
+    long = "x" * 120 + "."
+    response = owner_client.post("/api/v1/memory_stores", {"name": "a", long: 1}, format="json")
+    (name,) = assert_error(response, 400, "invalid_request_error")["error"]["details"]["fields"]
+    assert name == '"' + "x" * 60 + '"…'
