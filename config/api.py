@@ -15,7 +15,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
-from config.errors import InvalidRequest
+from config.errors import InvalidRequest, validation_summary
 
 # The strict field classes live in config/fields.py; re-exported here for the serializers that import them.
 from config.fields import (  # noqa: F401
@@ -135,9 +135,9 @@ class StrictSerializer(serializers.Serializer):
 
     # JSON types are checked on bodies; a query serializer's values are all strings (StrictQuerySerializer).
     json_typed = True
-    # (name, JSON types it takes, their words) per declared field of a plain type: found once per class, not
-    # per request (the note's validation runs through here)
-    _json_types: tuple[tuple[str, frozenset[str], str], ...] = ()
+    # (name, JSON types it takes, their words, its error code) per declared field of a plain type or a raw
+    # field's documented type: found once per class, not per request (the note's validation runs through here)
+    _json_types: tuple[tuple[str, frozenset[str], str, str | None], ...] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -146,7 +146,7 @@ class StrictSerializer(serializers.Serializer):
         for name, field in cls._declared_fields.items() if cls.json_typed else ():
             kinds = json_types_of(field)
             if kinds is not None:
-                rules.append((name, kinds, json_types_in_words(kinds)))
+                rules.append((name, kinds, json_types_in_words(kinds), getattr(field, "error_code", None)))
         cls._json_types = tuple(rules)
 
     def run_validation(self, data=serializers.empty):
@@ -163,12 +163,24 @@ class StrictSerializer(serializers.Serializer):
                 raise unknown_fields(unknown)
             wrong = {
                 name: [not_a(words, data[name])]
-                for name, kinds, words in self._json_types
+                for name, kinds, words, _ in self._json_types
                 if name in data and json_type_of(data[name]) not in kinds
             }
             if wrong:
-                raise serializers.ValidationError(wrong)
+                raise wrong_types(wrong, [code for name, _, _, code in self._json_types if name in wrong and code])
         return super().to_internal_value(data)
+
+
+def wrong_types(wrong: dict[str, list[str]], codes: list[str]) -> Exception:
+    """The 400 for body fields of the wrong JSON type (`{name: [problem]}`): a ValidationError, or — when a
+    field carries an error code (metadata: ``invalid_metadata``, which the anthropic SDK maps to
+    `BetaInvalidMetadataError`) — an InvalidRequest with the same message and `details.fields` plus
+    ``details.error_code``, so the code survives whichever check refuses the value first (SPEC §2)."""
+    error = serializers.ValidationError(wrong)
+    if not codes:
+        return error
+    message, fields = validation_summary(error.detail)
+    return InvalidRequest(message, details={"error_code": codes[0], "fields": fields})
 
 
 def json_types_in_words(kinds: frozenset[str] | set[str]) -> str:
@@ -200,10 +212,31 @@ def json_types_of(field: serializers.Field) -> frozenset[str] | None:
     elif isinstance(field, (serializers.Serializer, serializers.DictField)):
         kinds = {"object"}
     else:
-        return None
+        kinds = documented_json_types(field)
+        if kinds is None:
+            return None
     if field.allow_null:
         kinds.add("null")
     return frozenset(kinds)
+
+
+def documented_json_types(field: serializers.Field) -> set[str] | None:
+    """The JSON types a raw field's documented schema names (`versions.api.serializers.RawField`: a value
+    passed through untouched to the service's validator, its schema set by ``extend_schema_field``) — a
+    ``type``, or every ``type`` of a ``oneOf`` — or None when the schema names none (null is the field's
+    `allow_null`, which tests keep equal to the schema's ``nullable``)."""
+    from drf_spectacular.drainage import get_override  # pinned; tests/contract/test_openapi.py covers it
+
+    schema = get_override(type(field), "field")
+    if not isinstance(schema, dict):
+        return None
+    members = schema.get("oneOf", [schema])
+    kinds = {member.get("type") for member in members}
+    if not kinds or not kinds <= set(JSON_TYPE_NAMES) - {"null"}:
+        return None
+    if "number" in kinds:
+        kinds.add("integer")
+    return kinds
 
 
 _QUERY_INTEGER = re.compile(r"-?[0-9]+")

@@ -300,7 +300,7 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _validation_summary(detail: Any) -> tuple[str, dict[str, str]]:
+def validation_summary(detail: Any) -> tuple[str, dict[str, str]]:
     """(message, details.fields) of a DRF ValidationError: every problem in the message, in order, up to
     `MAX_LISTED_PROBLEMS` (then how many more); a field with two problems keeps both in `fields`."""
     problems = _flatten_validation(detail)
@@ -317,7 +317,7 @@ def _validation_summary(detail: Any) -> tuple[str, dict[str, str]]:
 
 
 # A 400 whose message starts with a request field's name (`cursor: …`, `pattern: …`, a nested one such as
-# `precondition.content_sha256: …` or `resources[0].access: …`): the form `_validation_summary` writes.
+# `precondition.content_sha256: …` or `resources[0].access: …`): the form `validation_summary` writes.
 _NAMED_FIELD = re.compile(r"([a-z][a-z0-9_]*(?:\.[A-Za-z0-9_]+|\[[0-9]+\])*): (.+)", re.DOTALL)
 
 
@@ -346,7 +346,7 @@ def describe(exc: BaseException) -> tuple[int, str, str, dict, dict, dict]:
     if is_database_fault(exc):
         return 503, "overloaded_error", DATABASE_FAULT_MESSAGE, {}, {}, retry_after_headers()
     if isinstance(exc, drf.ValidationError):
-        message, fields = _validation_summary(exc.detail)
+        message, fields = validation_summary(exc.detail)
         return 400, "invalid_request_error", message, ({"fields": fields} if fields else {}), {}, {}
     if isinstance(exc, (drf.NotAuthenticated, drf.AuthenticationFailed)):
         return 401, "authentication_error", str(exc.detail), {}, {}, {"WWW-Authenticate": "Bearer"}

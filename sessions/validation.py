@@ -14,6 +14,7 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 
 from config.errors import InvalidRequest
+from config.fields import not_a, not_a_string
 from config.text import first_forbidden_char, quoted
 from sessions.models import (
     INSTRUCTIONS_MAX_CHARS,
@@ -37,7 +38,7 @@ _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:
 
 def _text(value: object, *, field: str, max_chars: int, allow_empty: bool = True) -> str:
     if not isinstance(value, str):
-        raise InvalidRequest(f"{field}: must be a string.")
+        raise InvalidRequest(f"{field}: {not_a_string(value)}")
     if not allow_empty and not value:
         raise InvalidRequest(f"{field}: must not be empty.")
     if len(value) > max_chars:
@@ -57,12 +58,15 @@ def _names(keys: list[str]) -> str:
     return ", ".join(quoted(key, 64) for key in keys)
 
 
+_SELF_HOSTED_OBJECT = 'an object such as {"type": "self_hosted"}'
+
+
 def clean_config(value: object, *, field: str = "config") -> dict[str, str]:
     """``{"type": "self_hosted"}`` (or null/absent, meaning that); any other type is 400 (SPEC §5)."""
     if value is None:
         return {"type": "self_hosted"}
     if not isinstance(value, dict):
-        raise InvalidRequest(f'{field}: must be an object such as {{"type": "self_hosted"}}.')
+        raise InvalidRequest(f"{field}: {not_a(_SELF_HOSTED_OBJECT, value)}")
     unknown = sorted(set(value) - {"type"})
     if unknown:
         raise InvalidRequest(f'{field}: unknown field(s) {_names(unknown)}; a self_hosted config has only "type".')
@@ -167,12 +171,12 @@ def clean_resources(value: object, *, field: str = "resources") -> list[dict[str
     if value is None:
         return []
     if not isinstance(value, list):
-        raise InvalidRequest(f"{field}: must be an array of resources.")
+        raise InvalidRequest(f"{field}: {not_a('an array of resources', value)}")
     cleaned: list[dict[str, Any]] = []
     for index, item in enumerate(value):
         name = f"{field}[{index}]"
         if not isinstance(item, dict):
-            raise InvalidRequest(f"{name}: must be an object.")
+            raise InvalidRequest(f"{name}: {not_a('an object', item)}")
         kind = item.get("type")
         if kind != "memory_store":
             raise InvalidRequest(

@@ -6,7 +6,7 @@ import re
 import unicodedata
 
 from config.errors import InvalidRequest
-from config.fields import JSON_TYPE_NAMES, json_type_of
+from config.fields import JSON_TYPE_NAMES, json_type_of, not_a, not_a_string
 from config.text import first_forbidden_char, quoted
 from stores.models import (
     DESCRIPTION_MAX_CHARS,
@@ -104,10 +104,11 @@ def clean_name(value: object, *, field: str = "name", max_chars: int = NAME_MAX_
     (no control characters, line separators, invisible formatting characters; a visible character).
 
     The one rule for every name-like text (environment names, session titles, environment key names, a
-    summary's model); `max_chars` lowers the bound for the shorter ones. Raises InvalidRequest naming `field`.
+    summary's model); `max_chars` lowers the bound for the shorter ones. Raises InvalidRequest naming `field`
+    (another JSON type in JSON's words, as `config.api.StrictSerializer` says it: "Must be a string, not null.").
     """
     if not isinstance(value, str):
-        raise InvalidRequest(f"{field}: must be a string.")
+        raise InvalidRequest(f"{field}: {not_a_string(value)}")
     if not 1 <= len(value) <= max_chars:
         raise InvalidRequest(f"{field}: must be 1–{max_chars} characters (got {len(value)}).")
     problem = name_problem(value)
@@ -119,7 +120,7 @@ def clean_name(value: object, *, field: str = "name", max_chars: int = NAME_MAX_
 def clean_description(value: object, *, field: str = "description") -> str:
     """Return a valid Markdown description: a string of at most 1,024 characters (newlines allowed)."""
     if not isinstance(value, str):
-        raise InvalidRequest(f"{field}: must be a string.")
+        raise InvalidRequest(f"{field}: {not_a_string(value)}")
     if len(value) > DESCRIPTION_MAX_CHARS:
         raise InvalidRequest(f"{field}: must be at most {DESCRIPTION_MAX_CHARS} characters (got {len(value)}).")
     problem = first_forbidden_char(value)
@@ -128,8 +129,12 @@ def clean_description(value: object, *, field: str = "description") -> str:
     return value
 
 
+# `details.error_code` of every metadata refusal: the anthropic SDK maps it to `BetaInvalidMetadataError`.
+INVALID_METADATA = "invalid_metadata"
+
+
 def _metadata_error(field: str, message: str) -> InvalidRequest:
-    return InvalidRequest(f"{field}: {message}", details={"error_code": "invalid_metadata"})
+    return InvalidRequest(f"{field}: {message}", details={"error_code": INVALID_METADATA})
 
 
 def _check_metadata_key(key: object, field: str) -> str:
@@ -148,7 +153,7 @@ def clean_metadata(value: object, *, field: str = "metadata") -> dict[str, str]:
     Raises InvalidRequest with ``details.error_code = "invalid_metadata"`` (what the anthropic SDK maps).
     """
     if not isinstance(value, dict):
-        raise _metadata_error(field, "must be an object of string pairs.")
+        raise _metadata_error(field, not_a("an object", value))
     if len(value) > METADATA_MAX_PAIRS:
         raise _metadata_error(field, f"at most {METADATA_MAX_PAIRS} pairs (got {len(value)}).")
     for key, item in value.items():
@@ -182,7 +187,7 @@ def patch_metadata(
     Raises InvalidRequest with ``details.error_code = "invalid_metadata"`` (SDK `BetaInvalidMetadataError`).
     """
     if not isinstance(patch, dict):
-        raise _metadata_error(field, "must be an object.")
+        raise _metadata_error(field, not_a("an object", patch))
     if len(patch) > METADATA_PATCH_MAX_KEYS:
         raise _metadata_error(field, f"a patch holds at most {METADATA_PATCH_MAX_KEYS} keys (got {len(patch)}).")
     merged = dict(current)

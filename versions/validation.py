@@ -9,6 +9,7 @@ import re
 import unicodedata
 
 from config.errors import InvalidRequest
+from config.fields import not_a_string
 from config.text import first_forbidden_char, utf8_len
 from versions.models import CONTENT_MAX_BYTES, PATH_MAX_BYTES, PATH_MAX_SEGMENTS
 
@@ -68,7 +69,7 @@ def clean_path(value: object, *, field: str = "path") -> str:
     case-sensitive. Raises InvalidRequest naming `field`.
     """
     if not isinstance(value, str):
-        raise InvalidRequest(f"{field}: must be a string.")
+        raise InvalidRequest(f"{field}: {not_a_string(value)}")
     if not value.startswith("/"):
         raise InvalidRequest(f'{field}: must start with "/".')
     _check_text(value, field)
@@ -91,7 +92,7 @@ def clean_path_prefix(value: object, *, field: str = "path_prefix") -> str:
     It matches whole segments (``/notes/`` never matches ``/notes-archive/…``). Raises InvalidRequest.
     """
     if not isinstance(value, str):
-        raise InvalidRequest(f"{field}: must be a string.")
+        raise InvalidRequest(f"{field}: {not_a_string(value)}")
     if not value.startswith("/") or not value.endswith("/"):
         raise InvalidRequest(f'{field}: must start and end with "/", e.g. "/notes/".')
     _check_text(value, field)
@@ -106,7 +107,7 @@ def clean_content(value: object, *, field: str = "content") -> str:
     NUL and lone surrogates are refused (PostgreSQL cannot store them). Raises InvalidRequest.
     """
     if not isinstance(value, str):
-        raise InvalidRequest(f"{field}: must be a string.")
+        raise InvalidRequest(f"{field}: {not_a_string(value)}")
     problem = first_forbidden_char(value)
     if problem:
         raise InvalidRequest(f"{field}: {problem}.")

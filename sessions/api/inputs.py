@@ -28,9 +28,15 @@ from sessions.models import (
     RECLAIM_MAX_MS,
     TITLE_MAX_CHARS,
 )
+from stores import validation as store_validation
 from stores.api.serializers import StrictBooleanField, StrictIntegerField
 from stores.models import DESCRIPTION_MAX_CHARS
-from versions.api.serializers import METADATA_PATCH_SCHEMA, METADATA_SCHEMA, RawField
+from versions.api.serializers import (
+    METADATA_PATCH_SCHEMA,
+    RawField,
+    RawMetadataField,
+    RawNullableMetadataPatchField,
+)
 
 PAGE_MAX_CHARS = 4096
 ID_FILTER_MAX_CHARS = 200
@@ -76,19 +82,9 @@ class RawScopeField(RawField):
     pass
 
 
-@_schema(**METADATA_SCHEMA)
-class RawMetadataField(RawField):
-    pass
-
-
-@_schema(**METADATA_PATCH_SCHEMA, nullable=True)
-class RawNullableMetadataPatchField(RawField):
-    pass
-
-
 @_schema(**METADATA_PATCH_SCHEMA)
 class RawMetadataPatchField(RawField):
-    pass
+    error_code = store_validation.INVALID_METADATA
 
 
 @_schema(
@@ -139,7 +135,7 @@ MEMORY_STORE_RESOURCE_PARAM = {
 }
 
 
-@_schema(type="array", items=MEMORY_STORE_RESOURCE_PARAM, maxItems=MAX_ATTACHED_STORES)
+@_schema(type="array", items=MEMORY_STORE_RESOURCE_PARAM, maxItems=MAX_ATTACHED_STORES, nullable=True)
 class RawResourcesField(RawField):
     pass
 

@@ -6,10 +6,13 @@ import json
 import uuid
 
 import pytest
+from django.urls import get_resolver
 
 from accounts import services as account_services
+from config.fields import JSON_TYPE_NAMES
 from sessions.models import Environment, Session, Work
 from sessions.services import environments as environment_services
+from stores.models import Store
 from tests.agent.conftest import bearer
 from tests.factories import ReaderGrantFactory, StoreFactory, UserFactory
 
@@ -393,3 +396,87 @@ def test_a_page_token_carried_to_another_caller_is_refused(owner, owner_api, mak
         error = assert_error(refused, 400, "invalid_request_error")["error"]
         assert set(error["details"]["fields"]) == {"page"}, url
         assert owner_api.get(f"{url}?limit=1&page={first['next_page']}").status_code == 200, url
+
+
+JSON_VALUES = {"null": None, "integer": 5, "number": 2.5, "boolean": True, "array": [], "object": {}, "string": "x"}
+
+
+def test_every_raw_body_field_documents_the_json_types_it_takes():
+    """A raw field (its value passed untouched to the service's validator) is type-checked by the JSON types
+    its schema documents: each one names them, documents null exactly when it takes null, and a metadata field
+    keeps the SDK's `invalid_metadata` code when its type is refused."""
+    from drf_spectacular.drainage import get_override
+
+    from config.api import STRICT_SERIALIZERS, documented_json_types
+    from versions.api.serializers import RawField
+
+    assert get_resolver().url_patterns  # every view's serializers imported
+    raw = [
+        (cls.__name__, name, field)
+        for cls in STRICT_SERIALIZERS
+        if cls.json_typed
+        for name, field in cls._declared_fields.items()
+        if isinstance(field, RawField)
+    ]
+    assert len(raw) >= 30
+    for where, name, field in raw:
+        schema = get_override(type(field), "field")
+        assert documented_json_types(field), (where, name)
+        assert bool(schema.get("nullable")) == field.allow_null, (where, name)
+        assert (field.error_code == "invalid_metadata") == (name == "metadata"), (where, name)
+
+
+def test_raw_fields_refuse_another_json_type_in_the_words_of_every_other_field(
+    owner_api, environment, notes_store, make_session
+):
+    """`{"name": null}` was "This field may not be null." and `{"name": 5}` "must be a string." on memory
+    stores, environments and sessions, where every other body said "Must be a string, not null." (helper-92,
+    helper-93); a metadata refusal keeps `details.error_code: invalid_metadata` (the SDK's
+    BetaInvalidMetadataError), and nothing is written."""
+    memory = owner_api.post(
+        f"/api/v1/memory_stores/{notes_store.pk}/memories", {"path": "/a.md", "content": "x"}, format="json"
+    ).json()
+    session = make_session(notes_store)
+    stores, memories = "/api/v1/memory_stores", f"/api/v1/memory_stores/{notes_store.pk}/memories"
+    new_session = {"agent": "agent_1", "environment_id": str(environment.pk)}
+    # (path, body around the field, field, the JSON types it takes, their words)
+    cases = [
+        (stores, {}, "name", {"string"}, "a string"),
+        (stores, {"name": "n"}, "description", {"string"}, "a string"),
+        (stores, {"name": "n"}, "metadata", {"object"}, "an object"),
+        (f"{stores}/{notes_store.pk}", {}, "name", {"string", "null"}, "a string or null"),
+        (f"{stores}/{notes_store.pk}", {}, "metadata", {"object", "null"}, "an object or null"),
+        (memories, {"path": "/b.md"}, "content", {"string"}, "a string"),
+        (memories, {"content": "x"}, "path", {"string"}, "a string"),
+        (f"{memories}/{memory['id']}", {}, "content", {"string", "null"}, "a string or null"),
+        (f"{memories}/{memory['id']}", {}, "precondition", {"object", "null"}, "an object or null"),
+        ("/api/v1/environments", {}, "name", {"string"}, "a string"),
+        ("/api/v1/environments", {"name": "e"}, "config", {"object", "null"}, "an object or null"),
+        ("/api/v1/environments", {"name": "e"}, "metadata", {"object"}, "an object"),
+        (f"/api/v1/environments/{environment.pk}", {}, "scope", {"string", "null"}, "a string or null"),
+        (f"/api/v1/environments/{environment.pk}/keys", {}, "name", {"string"}, "a string"),
+        ("/api/v1/sessions", {**new_session, "agent": None}, "agent", {"string", "object"}, "an object or a string"),
+        ("/api/v1/sessions", new_session, "environment_id", {"string"}, "a string"),
+        ("/api/v1/sessions", new_session, "resources", {"array", "null"}, "an array or null"),
+        ("/api/v1/sessions", new_session, "vault_ids", {"array"}, "an array"),
+        (f"/api/v1/sessions/{session.pk}", {}, "metadata", {"object", "null"}, "an object or null"),
+        (f"/api/v1/sessions/{session.pk}", {}, "title", {"string", "null"}, "a string or null"),
+    ]
+    counts = (Store.objects.count(), Environment.objects.count(), Session.objects.count())
+    tried = 0
+    for path, around, field, takes, words in cases:
+        for kind, value in JSON_VALUES.items():
+            if kind in takes or (kind == "integer" and "number" in takes):
+                continue
+            response = owner_api.post(path, {**around, field: value}, format="json")
+            error = assert_error(response, 400, "invalid_request_error")["error"]
+            expected = f"Must be {words}, not {JSON_TYPE_NAMES[kind]}."
+            if (path, field, value) == (memories, "content", None):  # the hint a new memory's null content gets
+                expected = expected.removesuffix(".") + '; use "" for an empty memory.'
+            assert error["details"]["fields"] == {field: expected}, (path, field, value)
+            assert error["message"] == f"{field}: {expected}"
+            assert error["details"].get("error_code") == ("invalid_metadata" if field == "metadata" else None)
+            tried += 1
+    assert tried == 110
+    assert (Store.objects.count(), Environment.objects.count(), Session.objects.count()) == counts
+    assert owner_api.get(f"{memories}/{memory['id']}").json()["content"] == "x"

@@ -64,6 +64,24 @@ def test_update_with_bad_metadata_is_a_bad_request_with_invalid_metadata_code(sd
     assert sdk.beta.memory_stores.retrieve(created.id).metadata == {}
 
 
+@pytest.mark.parametrize("metadata", [5, "k=v", ["k", "v"], True])
+def test_metadata_of_another_json_type_is_an_invalid_metadata_error(sdk, metadata):
+    """A type check in front of the metadata validator must keep its `invalid_metadata` code, which the SDK
+    maps (`error_code`; `BetaInvalidMetadataError` in its error union)."""
+    created = sdk.beta.memory_stores.create(name="Prefs", metadata={"keep": "1"})
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        sdk.beta.memory_stores.create(name="Other", metadata=metadata)
+    assert caught.value.error_code == "invalid_metadata"
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        sdk.beta.memory_stores.update(created.id, metadata=metadata)
+    assert caught.value.error_code == "invalid_metadata"
+    error = caught.value.body["error"]
+    assert error["details"]["fields"] == {"metadata": error["message"].removeprefix("metadata: ")}
+    assert error["message"].startswith("metadata: Must be an object or null, not ")
+    assert [store.name for store in sdk.beta.memory_stores.list()] == ["Prefs"]
+    assert sdk.beta.memory_stores.retrieve(created.id).metadata == {"keep": "1"}
+
+
 def test_archive_sets_archived_at_once_and_is_idempotent(sdk):
     created = sdk.beta.memory_stores.create(name="Prefs")
     archived = sdk.beta.memory_stores.archive(created.id)

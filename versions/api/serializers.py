@@ -68,6 +68,9 @@ class RawField(serializers.Field):
     """
 
     shareable = True  # keeps no state and reads no context: serializers using it may be shared (config.api.prototype)
+    # `details.error_code` of a refusal of the value's JSON type (config.api.StrictSerializer checks the type
+    # its schema documents before the validator runs): metadata's "invalid_metadata", which the SDK maps
+    error_code: str | None = None
 
     def to_internal_value(self, data: Any) -> Any:
         return data
@@ -76,9 +79,10 @@ class RawField(serializers.Field):
         return value
 
 
-def raw(**schema: Any) -> type[RawField]:
-    """A `RawField` subclass documented in OpenAPI as `schema` (as strict as the validator behind it)."""
-    return extend_schema_field(schema)(type("Raw", (RawField,), {}))
+def raw(error_code: str | None = None, **schema: Any) -> type[RawField]:
+    """A `RawField` subclass documented in OpenAPI as `schema` (as strict as the validator behind it), whose
+    refusals of another JSON type carry `error_code` (``details.error_code``) when given."""
+    return extend_schema_field(schema)(type("Raw", (RawField,), {"error_code": error_code}))
 
 
 @extend_schema_field({"type": "string"})
@@ -102,7 +106,8 @@ METADATA_PATCH_SCHEMA = {
     "description": 'A patch: a string sets the key, null deletes it (on environments "" deletes it too); at '
     "most 32 keys, every key 1–64 characters without control characters; the result holds at most 16 pairs.",
 }
-RawMetadataField = raw(**METADATA_SCHEMA)
+RawMetadataField = raw(store_validation.INVALID_METADATA, **METADATA_SCHEMA)
+RawNullableMetadataPatchField = raw(store_validation.INVALID_METADATA, **METADATA_PATCH_SCHEMA, nullable=True)
 _NAME = {"type": "string", "minLength": 1, "maxLength": NAME_MAX_CHARS, "pattern": NAME_PATTERN}
 _DESCRIPTION = {"type": "string", "maxLength": DESCRIPTION_MAX_CHARS}
 # A memory path (versions.validation.clean_path): "/" then segments; ≤1,024 UTF-8 bytes (≤1,024 characters).
@@ -146,18 +151,13 @@ class MemoryStoreUpdateRequestSerializer(StrictSerializer):
 
     name = raw(**_NAME, nullable=True)(required=False, allow_null=True)
     description = raw(**_DESCRIPTION, nullable=True)(required=False, allow_null=True)
-    metadata = raw(**METADATA_PATCH_SCHEMA, nullable=True)(required=False, allow_null=True)
+    metadata = RawNullableMetadataPatchField(required=False, allow_null=True)
 
     def validate_name(self, value: Any) -> str | None:
         return None if value is None else store_validation.clean_name(value)
 
     def validate_description(self, value: Any) -> str | None:
         return None if value is None else store_validation.clean_description(value)
-
-    def validate_metadata(self, value: Any) -> dict | None:
-        if value is not None and not isinstance(value, dict):
-            raise InvalidRequest("metadata: must be an object.", details={"error_code": "invalid_metadata"})
-        return value
 
 
 @extend_schema_serializer(component_name="MemoryCreate")
@@ -175,7 +175,7 @@ class MemoryCreateRequestSerializer(StrictSerializer):
 
     def to_internal_value(self, data):
         if isinstance(data, dict) and "content" in data and data["content"] is None:
-            raise InvalidRequest('content: must be a string; use "" for an empty memory.')
+            raise InvalidRequest('content: Must be a string, not null; use "" for an empty memory.')
         return super().to_internal_value(data)
 
 
