@@ -29,7 +29,7 @@ from config.fields import (  # noqa: F401
     json_type_of,
     not_a,
 )
-from config.text import quoted
+from config.text import field_name
 
 # The `{id}` of every /api/v1/memories/{id}… route. Declared as a UUID (`format: uuid`), as the memory-store,
 # session and environment ids are, so that clients and MCP tool schemas know the shape; any other spelling
@@ -80,18 +80,13 @@ def reject_body(request) -> None:
     raise unknown_fields(sorted(data))
 
 
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
-
-
 def unknown_fields(names: list[str]) -> ValidationError:
     """The 400 for body fields (or MCP arguments) no one declared: "Unknown field." under each name. A name
     that is not plain letters, digits, `_` and `-` is written as a JSON string (``""``, ``"a\\"b"``), so that an
     empty key is still named and a key spelled ``""`` is not the empty one. A name is cut at 60 characters
     (a 400 names each field in at most 100, `config.errors.MAX_FIELD_CHARS`): two long names that begin
     alike are then listed once."""
-    return ValidationError(
-        {(name if _PLAIN_NAME.fullmatch(name) else quoted(name, 60)): ["Unknown field."] for name in names}
-    )
+    return ValidationError({field_name(name): ["Unknown field."] for name in names})
 
 
 def envelope(data: Any, meta: dict[str, Any] | None = None, *, status: int = 200, headers=None) -> Response:

@@ -296,7 +296,8 @@ MAX_FIELD_CHARS = 100
 MAX_PROBLEM_CHARS = 500
 
 
-def _cut(text: str, limit: int) -> str:
+def cut(text: str, limit: int) -> str:
+    """`text`, or its first `limit` - 1 characters and "…" when it is longer than `limit` characters."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -304,7 +305,7 @@ def validation_summary(detail: Any) -> tuple[str, dict[str, str]]:
     """(message, details.fields) of a DRF ValidationError: every problem in the message, in order, up to
     `MAX_LISTED_PROBLEMS` (then how many more); a field with two problems keeps both in `fields`."""
     problems = _flatten_validation(detail)
-    shown = [(_cut(field, MAX_FIELD_CHARS), _cut(msg, MAX_PROBLEM_CHARS)) for field, msg in problems]
+    shown = [(cut(field, MAX_FIELD_CHARS), cut(msg, MAX_PROBLEM_CHARS)) for field, msg in problems]
     shown = shown[:MAX_LISTED_PROBLEMS]
     message = "; ".join(f"{field}: {msg}" if field else msg for field, msg in shown) or "Invalid request."
     if len(problems) > len(shown):

@@ -8,8 +8,9 @@ from typing import Any
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
-from config.errors import InvalidRequest
-from config.text import first_forbidden_char, quoted
+from config.errors import MAX_FIELD_CHARS, InvalidRequest
+from config.errors import cut as _cut
+from config.text import field_name, first_forbidden_char, quoted
 
 
 def _reject_constant(name: str) -> Any:
@@ -79,7 +80,7 @@ def find_forbidden(value: Any, path: str = "") -> tuple[str, str] | None:
             problem = first_forbidden_char(key)
             if problem:
                 return (path or "body", f"has a key that {problem}")
-            found = find_forbidden(item, f"{path}.{key}" if path else key)
+            found = find_forbidden(item, field_name(key, path))
             if found:
                 return found
     elif isinstance(value, list):
@@ -94,7 +95,7 @@ def forbidden_refusal(found: tuple[str, str]) -> tuple[str, str]:
     """`find_forbidden`'s finding as ``(field, message)`` — ``("body_md", "Contains a NUL character.")`` —
     the words REST's body screening and the MCP tools' argument screening both use (``field: message``)."""
     field, problem = found
-    return field, f"{problem[0].upper()}{problem[1:]}."
+    return _cut(field, MAX_FIELD_CHARS), f"{problem[0].upper()}{problem[1:]}."
 
 
 def _in_metadata(data: Any, found: tuple[str, str], view: Any) -> bool:
@@ -138,8 +139,10 @@ class StrictJSONParser(BaseParser):
         found = find_forbidden(data)
         if found:
             field, message = forbidden_refusal(found)
-            # `field: message`, so the answer carries details.fields like a serializer's (config.errors)
+            # `field: message` and details.fields, as a serializer's refusal (config.errors); the field named
+            # here, not read back from the message (a key holding ": " would split it elsewhere)
+            details = {"fields": {field: message}}
             if _in_metadata(data, found, (parser_context or {}).get("view")):
-                raise InvalidRequest(f"{field}: {message}", details={"error_code": "invalid_metadata"})
-            raise InvalidRequest(f"{field}: {message}")
+                details["error_code"] = "invalid_metadata"
+            raise InvalidRequest(f"{field}: {message}", details=details)
         return data

@@ -39,6 +39,19 @@ def quoted(value: object, limit: int | None = None) -> str:
     return text + "…" if cut else text
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def field_name(key: str, within: str = "") -> str:
+    """A request key as a field path names it (SPEC §2 `details.fields`): a plain name (letters, digits, `_`,
+    `-`) as itself, ``metadata.team`` below `within`; any other key as a JSON string cut at 60 characters,
+    ``"a: b"`` or ``metadata["a: b"]`` — so an empty key is still named, a key spelled ``""`` is not the empty
+    one, and a key holding ``: `` or ``.`` never reads as another field."""
+    if _PLAIN_NAME.fullmatch(key):
+        return f"{within}.{key}" if within else key
+    return f"{within}[{quoted(key, 60)}]" if within else quoted(key, 60)
+
+
 def entries(count: int) -> str:
     """``"1 entry"``, ``"0 entries"``, ``"12 entries"``."""
     return f"{count} entry" if count == 1 else f"{count} entries"

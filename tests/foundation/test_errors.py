@@ -486,3 +486,18 @@ def test_a_long_unknown_key_is_cut_and_still_a_json_string(owner_client):
     response = owner_client.post("/api/v1/memory_stores", {"name": "a", long: 1}, format="json")
     (name,) = assert_error(response, 400, "invalid_request_error")["error"]["details"]["fields"]
     assert name == '"' + "x" * 60 + '"…'
+
+
+def test_a_screened_field_path_is_cut_like_every_other_field_name(owner_client):
+    """The body screening named a NUL by its whole path: 200 nested 60-character keys made a 12 KB field name,
+    twice in the answer (the bound every other 400 keeps, `config.errors.MAX_FIELD_CHARS`)."""
+    from config.errors import MAX_FIELD_CHARS
+
+    body: object = "\x00"
+    for depth in range(200):
+        body = {f"k{depth}" + "x" * 58: body}
+    response = owner_client.post("/api/v1/me/tokens", json.dumps(body), content_type="application/json")
+    error = assert_error(response, 400, "invalid_request_error")["error"]
+    [(field, problem)] = error["details"]["fields"].items()
+    assert problem == "Contains a NUL character." and error["message"] == f"{field}: {problem}"
+    assert len(field) == MAX_FIELD_CHARS and field.startswith("k199" + "x" * 58 + ".k198") and field.endswith("…")

@@ -88,6 +88,11 @@ SCREENED = [
     pytest.param('{"metadata": {"k": "v\\u0000"}}', "metadata.k: Contains", id="nul-value"),
     pytest.param('{"metadata": {"k": "\\udc00"}}', "metadata.k: Contains", id="lone-surrogate-value"),
     pytest.param('{"metadata": {"\\ud800": null}}', "metadata: Has a key that", id="lone-surrogate-key"),
+    # a key that is no plain name is a JSON string in the path: `metadata.a: b: Contains…` named the field
+    # `metadata.a` and the problem "b: Contains…"; `metadata.é` had no details.fields at all
+    pytest.param('{"metadata": {"a: b": "\\u0000"}}', 'metadata["a: b"]: Contains a NUL', id="colon-key"),
+    pytest.param('{"metadata": {"é.x": "\\u0000"}}', 'metadata["é.x"]: Contains a NUL', id="non-ascii-key"),
+    pytest.param('{"metadata": {"": "\\u0000"}}', 'metadata[""]: Contains a NUL', id="empty-key"),
 ]
 
 
@@ -120,6 +125,7 @@ def test_screened_metadata_carries_the_invalid_metadata_code(owner_client, owner
         assert error["message"] == "; ".join(
             f"{name}: {problem}" for name, problem in error["details"]["fields"].items()
         )
+        assert list(error["details"]["fields"]) == [message.rsplit(": ", 1)[0]], error
     assert (Store.objects.count(), Environment.objects.count()) == (stores_before, environments_before)
     assert Store.objects.get(metadata={"k": "v"}) and Environment.objects.get(metadata={"k": "v"})
 
