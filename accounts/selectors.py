@@ -22,6 +22,7 @@ from accounts.errors import (
     ProjectNotFound,
     SectionNotFound,
     TokenNotFound,
+    UserNotFound,
 )
 from accounts.models import (
     ApiToken,
@@ -35,6 +36,7 @@ from accounts.models import (
 )
 from config.errors import InvalidRequest
 from config.fields import canonical_uuid
+from config.text import quoted
 
 Need = Literal["read", "member", "owner"]
 
@@ -177,3 +179,17 @@ def get_token_for(user: User, token_id: object) -> ApiToken:
     if token is None:
         raise TokenNotFound()
     return token
+
+
+def user_by_handle(handle: str, *, active: bool) -> User:
+    """The user `handle` names (case-insensitive, as handles are unique): the one lookup of a membership
+    change, a reader grant and an operator's re-activation. `active=True` finds active users only (adding a
+    member, granting); `active=False` inactive ones too (removing, revoking, re-activating).
+
+    Raises UserNotFound (404, ``details.handle``) naming the handle, written as JSON.
+    """
+    users = User.objects.filter(handle__iexact=handle)
+    user = (users.filter(is_active=True) if active else users).first()
+    if user is None:
+        raise UserNotFound(f"No user with handle {quoted(handle, 80)}.", details={"handle": handle})
+    return user

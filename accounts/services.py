@@ -24,7 +24,6 @@ from accounts.errors import (
     SectionNotFound,
     SlugTaken,
     TokenPowerExceeded,
-    UserNotFound,
 )
 from accounts.models import (
     ApiToken,
@@ -153,9 +152,7 @@ def reactivate_user(*, handle: str) -> tuple[User, bool]:
     """Re-activate the user `handle` (case-insensitive): an operator's act (`manage.py reactivate_user`),
     never the back office's, which only takes access away — re-activation gives back every right the user's
     memberships hold. Returns ``(user, changed)``; raises UserNotFound (404) for an unknown handle."""
-    user = User.objects.filter(handle__iexact=handle).first()
-    if user is None:
-        raise UserNotFound(f"No user with handle {quoted(handle, 80)}.", details={"handle": handle})
+    user = selectors.user_by_handle(handle, active=False)
     changed = bool(User.objects.filter(pk=user.pk, is_active=False).update(is_active=True))
     user.refresh_from_db(fields=["is_active"])
     return user, changed
@@ -417,7 +414,7 @@ def _set_member(
     defaults: dict[str, Any],
 ) -> tuple[Model, bool]:
     """Add, change or deactivate one membership of a locked project/section row (see `set_project_member`)."""
-    user = find_member_user(handle, active=active)
+    user = selectors.user_by_handle(handle, active=active)
     memberships = model.objects.filter(**{parent_field: parent})
     current = memberships.filter(user=user).first()
     if current is None and not active:
@@ -447,18 +444,6 @@ def keeps_an_owner(memberships: QuerySet, *, without: User | None = None) -> boo
     breaker: a project was left to a deactivated owner)."""
     owners = memberships.filter(active=True, role=Role.OWNER, user__is_active=True)
     return (owners.exclude(user=without) if without is not None else owners).exists()
-
-
-def find_member_user(handle: str, *, active: bool) -> User:
-    """The user a membership change names. Adding needs an active user; removing also finds inactive ones.
-
-    Raises UserNotFound (404) naming the handle.
-    """
-    users = User.objects.filter(handle__iexact=handle)
-    user = (users.filter(is_active=True) if active else users).first()
-    if user is None:
-        raise UserNotFound(f"No user with handle {quoted(handle, 80)}.", details={"handle": handle})
-    return user
 
 
 @transaction.atomic

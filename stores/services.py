@@ -23,10 +23,10 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from accounts.models import Project, Section, User, Visibility
+from accounts.selectors import user_by_handle
 from config.compiled import CompiledQuery
 from config.constraints import violates
 from config.errors import InvalidRequest, ServiceUnavailable
-from config.text import quoted
 from stores import validation
 from stores.errors import (
     MembershipGoverned,
@@ -34,7 +34,6 @@ from stores.errors import (
     StoreArchived,
     StoreAttached,
     StoreNotFound,
-    SubjectNotFound,
 )
 from stores.models import CanonicalStore, ReaderGrant, Scope, Store
 from stores.selectors import canonical_store_id, get_store_for, hold_parent_rights, judge_again
@@ -481,10 +480,10 @@ def set_reader(*, store: Store, handle: object, active: bool, granted_by: User) 
 
     User stores only (MembershipGoverned 409 otherwise); granting on an archived store → StoreArchived, while
     revoking stays allowed there (archiving is one-way, and a reader must never be stuck reading — with a live
-    session on the store the owner could not even delete it; a breaker); unknown handle, or an
-    inactive one when granting → SubjectNotFound naming it (an inactive user's grant can still be revoked);
-    the owner cannot grant themselves (400). Idempotent: revoking someone who holds no grant stores nothing
-    and returns an unsaved inactive grant.
+    session on the store the owner could not even delete it; a breaker); unknown handle, or an inactive one
+    when granting → UserNotFound naming it (`accounts.selectors.user_by_handle`; an inactive user's grant can
+    still be revoked); the owner cannot grant themselves (400). Idempotent: revoking someone who holds no
+    grant stores nothing and returns an unsaved inactive grant.
     """
     locked = lock_store(store)
     if locked.scope != Scope.USER:
@@ -493,10 +492,7 @@ def set_reader(*, store: Store, handle: object, active: bool, granted_by: User) 
         raise StoreArchived()
     if not isinstance(handle, str) or not handle:
         raise InvalidRequest("handle: must be a non-empty string.")
-    users = User.objects.filter(handle__iexact=handle)
-    user = (users.filter(is_active=True) if active else users).first()
-    if user is None:
-        raise SubjectNotFound(f"No user with handle {quoted(handle, 80)}.", details={"handle": handle})
+    user = user_by_handle(handle, active=active)
     if user.pk == locked.owner_id:
         raise InvalidRequest("handle: the owner already reads their own store.")
     if not active and not ReaderGrant.objects.filter(store=locked, user=user).exists():

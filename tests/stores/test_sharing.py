@@ -63,13 +63,19 @@ def test_active_defaults_to_true(owner_client, reader, private_store):
 
 def test_unknown_handle_is_404_naming_it(owner_client, private_store):
     body = assert_error(share(owner_client, private_store, "ghost"), 404, "not_found_error")
-    assert "ghost" in body["error"]["message"]
+    # the words and details of every handle lookup (accounts.selectors.user_by_handle: members, re-activation)
+    assert body["error"] == {
+        "type": "not_found_error",
+        "message": 'No user with handle "ghost".',
+        "details": {"handle": "ghost"},
+    }
     assert not ReaderGrant.objects.exists()
 
 
 def test_inactive_user_cannot_be_granted(owner_client, private_store):
     UserFactory(handle="left", is_active=False)
-    assert_error(share(owner_client, private_store, "left"), 404, "not_found_error")
+    body = assert_error(share(owner_client, private_store, "left"), 404, "not_found_error")
+    assert body["error"]["message"] == 'No user with handle "left".'
 
 
 def test_owner_cannot_share_with_themselves(owner_client, private_store):
