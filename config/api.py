@@ -85,7 +85,7 @@ def unknown_fields(names: list[str]) -> ValidationError:
     that is not plain letters, digits, `_` and `-` is written as a JSON string (``""``, ``"a\\"b"``), so that an
     empty key is still named and a key spelled ``""`` is not the empty one. A name is cut at 60 characters
     (a 400 names each field in at most 100, `config.errors.MAX_FIELD_CHARS`): two long names that begin
-    alike are then listed once."""
+    alike are then listed once, plain or not (`config.text.field_name`)."""
     return ValidationError({field_name(name): ["Unknown field."] for name in names})
 
 

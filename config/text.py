@@ -44,10 +44,12 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 def field_name(key: str, within: str = "") -> str:
     """A request key as a field path names it (SPEC §2 `details.fields`): a plain name (letters, digits, `_`,
-    `-`) as itself, ``metadata.team`` below `within`; any other key as a JSON string cut at 60 characters,
-    ``"a: b"`` or ``metadata["a: b"]`` — so an empty key is still named, a key spelled ``""`` is not the empty
-    one, and a key holding ``: `` or ``.`` never reads as another field."""
-    if _PLAIN_NAME.fullmatch(key):
+    `-`; at most 60 characters) as itself, ``metadata.team`` below `within`; any other key as a JSON string
+    cut at 60 characters, ``"a: b"`` or ``metadata["a: b"]`` — so an empty key is still named, a key spelled
+    ``""`` is not the empty one, and a key holding ``: `` or ``.`` never reads as another field. Two keys
+    whose first 60 characters are the same are named alike (a field name stays under the 100 characters of
+    `config.errors.MAX_FIELD_CHARS`, where a longer one would be cut anyway)."""
+    if len(key) <= 60 and _PLAIN_NAME.fullmatch(key):
         return f"{within}.{key}" if within else key
     return f"{within}[{quoted(key, 60)}]" if within else quoted(key, 60)
 
