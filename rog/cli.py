@@ -11,10 +11,14 @@ never runs a model and never executes, evaluates or shell-expands stored text.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
+import shutil
 import sys
+import tempfile
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -594,12 +598,13 @@ def fail_transfer(exc: transfer.TransferFailed) -> NoReturn:
 
 
 @memories.command(name="import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @subject_options
 @click.option("--resume", metavar="IMPORT_ID", help="Continue an import that was interrupted (`rog memories imports`).")
 @click.pass_obj
 def import_(state: State, file, user, project, board, resume) -> None:
-    """Recreate a store from an export FILE here (a new store; authors are matched by handle).
+    """Recreate a store from an export FILE here (a new store; authors are matched by handle); `-` reads
+    the file from stdin, e.g. `rog memories export --store ID | rog --api-url … memories import -`.
 
     The store goes to the file's user, project or board unless --user/--project/--board names another
     (you must own it). Prints the import with its new store. A refused line aborts the import.
@@ -609,7 +614,9 @@ def import_(state: State, file, user, project, board, resume) -> None:
     if user or project or board:
         params["scope"], params["subject"] = sel.scope_subject()
     try:
-        result = transfer.import_store(state.client, Path(file), params=params, resume=resume)
+        with _import_file(file) as path:
+            label = "stdin" if file == "-" else file
+            result = transfer.import_store(state.client, path, params=params, resume=resume, label=label)
     except transfer.TransferFailed as exc:
         fail_transfer(exc)
     except (ApiError, NetworkError) as exc:  # the --resume lookup
@@ -619,6 +626,24 @@ def import_(state: State, file, user, project, board, resume) -> None:
         )
         sys.exit(EXIT_NETWORK if isinstance(exc, NetworkError) else EXIT_API_4XX)
     emit({"data": result, "meta": {}})
+
+
+@contextlib.contextmanager
+def _import_file(file: str) -> Iterator[Path]:
+    """`file` as a path to import from; `-`: stdin copied to a temporary file first (an import reads its file
+    more than once — the header, then the lines, and from a chunk's first line again on a retry), removed
+    afterwards. stdin that is a terminal is a usage error rather than a wait for typed JSON Lines."""
+    if file != "-":
+        yield Path(file)
+        return
+    stdin = sys.stdin.buffer if sys.stdin is not None else None
+    if stdin is None or sys.stdin.isatty():
+        fail_usage("import - reads an export from stdin; pipe one in, e.g. `rog memories import - < store.jsonl`.")
+    with tempfile.TemporaryDirectory(prefix="rog-import-") as folder:
+        path = Path(folder) / "stdin.jsonl"
+        with path.open("wb") as spool:
+            shutil.copyfileobj(stdin, spool, 1 << 20)
+        yield path
 
 
 @memories.command(name="imports")

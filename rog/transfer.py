@@ -111,11 +111,12 @@ def _chunks(path: Path, first_line: int) -> Iterator[tuple[int, bytes, int]]:
             yield start, b"".join(buffer), done
 
 
-def _check_same_file(path: Path, upload: dict[str, Any]) -> None:
+def _check_same_file(path: Path, upload: dict[str, Any], label: str) -> None:
     """Raise TransferFailed (status 400: exit 3) when the import `upload` received other lines than `path`'s
     first ones: `--resume` with another file's import id sent the rest of this file after that one's lines,
     or — for a committed import — said "committed" and exited 0 (a tester). Compares the export format's
-    chain (`memories.exchange.format.Chain`, every line but the end line) with the server's."""
+    chain (`memories.exchange.format.Chain`, every line but the end line) with the server's. `label`: the
+    file as the user named it."""
     expected, count = upload.get("chain"), int(upload.get("lines_received") or 0)
     if not expected:  # a server that does not say
         return
@@ -129,7 +130,7 @@ def _check_same_file(path: Path, upload: dict[str, Any]) -> None:
             seen += 1
     if seen < chained or chain.state != expected:
         raise _failure(
-            f"Import {upload.get('id')} received other lines than the first {count} of {path}: resume it with "
+            f"Import {upload.get('id')} received other lines than the first {count} of {label}: resume it with "
             "the file it was started with.",
             status=400,
         )
@@ -178,10 +179,13 @@ def _interrupt_after_answer() -> Iterator[None]:
             raise KeyboardInterrupt
 
 
-def import_store(client: Client, path: Path, *, params: dict, resume: str | None = None) -> dict[str, Any]:
+def import_store(
+    client: Client, path: Path, *, params: dict, resume: str | None = None, label: str | None = None
+) -> dict[str, Any]:
     """Send `path` to the import endpoints; returns the committed import (with its `store`).
 
     params: scope/subject for the new store (empty: the file's). resume: an open import's id to continue.
+    label: the file as messages name it (default `path`; "stdin" for `rog memories import -`).
     Network failures and 5xx answers are retried (RETRIES times, asking the server where to resume); a
     refused chunk aborts the import on the server and raises TransferFailed with the server's error; so does
     a file that ends before its end line (status 400: rog's exit 3), and Ctrl-C aborts it before the
@@ -192,7 +196,7 @@ def import_store(client: Client, path: Path, *, params: dict, resume: str | None
     start_key = new_idempotency_key()
     if resume:
         upload = client.request("GET", f"memories/imports/{resume}")["data"]
-        _check_same_file(path, upload)
+        _check_same_file(path, upload, label or str(path))
     total = path.stat().st_size
     failures = 0
     try:

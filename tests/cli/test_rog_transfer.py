@@ -67,6 +67,30 @@ def test_export_then_import_on_an_empty_server_round_trips_byte_for_byte(rog, st
     assert without_export_time(again) == without_export_time(exported)
 
 
+def test_import_dash_reads_the_export_from_stdin_and_leaves_no_spool_behind(rog, store, tmp_path):
+    """`rog memories export | rog memories import -` (the import read its file twice and took no stdin)."""
+    exported = run_raw(rog, "memories", "export", "--store", str(store.pk)).stdout
+    Store.objects.filter(pk=store.pk).delete()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROG_")}
+    env.update(ROG_API_URL=rog.url, ROG_TOKEN=rog.token, TMPDIR=str(tmp_path))
+    done = subprocess.run(
+        [ROG, "memories", "import", "-"], input=exported, cwd=rog.cwd, env=env, capture_output=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)["data"]
+    assert result["status"] == "committed" and result["store"]["id"] == str(store.pk)
+    assert result["store"]["entry_count"] == 16
+    assert without_export_time(run_raw(rog, "memories", "export", "--store", str(store.pk)).stdout) == (
+        without_export_time(exported)
+    )
+    assert not list(tmp_path.glob("rog-import-*"))  # the spooled copy is gone
+    # an empty stdin is a file without its header: refused, nothing written
+    empty = subprocess.run([ROG, "memories", "import", "-"], input=b"", env=env, capture_output=True, timeout=60)
+    assert empty.returncode == 3, empty.stderr[-2000:]
+    assert Store.objects.count() == 1 and not StoreImport.objects.filter(status="open").exists()
+    assert not list(tmp_path.glob("rog-import-*"))
+
+
 def test_a_tampered_file_is_refused_with_its_line_and_leaves_nothing_behind(rog, store, tmp_path):
     exported = run_raw(rog, "memories", "export", "--store", str(store.pk)).stdout
     Store.objects.filter(pk=store.pk).delete()
