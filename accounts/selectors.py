@@ -36,7 +36,7 @@ from accounts.models import (
 )
 from config.errors import InvalidRequest
 from config.fields import canonical_uuid
-from config.text import quoted
+from config.text import first_forbidden_char, quoted
 
 Need = Literal["read", "member", "owner"]
 
@@ -186,10 +186,12 @@ def user_by_handle(handle: str, *, active: bool) -> User:
     change, a reader grant and an operator's re-activation. `active=True` finds active users only (adding a
     member, granting); `active=False` inactive ones too (removing, revoking, re-activating).
 
-    Raises UserNotFound (404, ``details.handle``) naming the handle, written as JSON.
+    Raises UserNotFound (404, ``details.handle``) naming the handle, written as JSON — also for a text no
+    handle can hold (NUL, a lone surrogate: `manage.py reactivate_user` given bytes that are not UTF-8 was a
+    UnicodeEncodeError from the driver, helper-94).
     """
     users = User.objects.filter(handle__iexact=handle)
-    user = (users.filter(is_active=True) if active else users).first()
+    user = None if first_forbidden_char(handle) else (users.filter(is_active=True) if active else users).first()
     if user is None:
         raise UserNotFound(f"No user with handle {quoted(handle, 80)}.", details={"handle": handle})
     return user

@@ -162,17 +162,19 @@ class StrictSerializer(serializers.Serializer):
                 if name in data and json_type_of(data[name]) not in kinds
             }
             if wrong:
-                raise wrong_types(wrong, [code for name, _, _, code in self._json_types if name in wrong and code])
+                raise wrong_types(wrong, [code for name, _, _, code in self._json_types if name in wrong])
         return super().to_internal_value(data)
 
 
-def wrong_types(wrong: dict[str, list[str]], codes: list[str]) -> Exception:
-    """The 400 for body fields of the wrong JSON type (`{name: [problem]}`): a ValidationError, or — when a
-    field carries an error code (metadata: ``invalid_metadata``, which the anthropic SDK maps to
-    `BetaInvalidMetadataError`) — an InvalidRequest with the same message and `details.fields` plus
-    ``details.error_code``, so the code survives whichever check refuses the value first (SPEC §2)."""
+def wrong_types(wrong: dict[str, list[str]], codes: list[str | None]) -> Exception:
+    """The 400 for body fields of the wrong JSON type (`{name: [problem]}`; `codes`: each one's error code or
+    None): a ValidationError, or — when every one of them carries the same code (metadata alone:
+    ``invalid_metadata``, which the anthropic SDK maps to `BetaInvalidMetadataError`) — an InvalidRequest with
+    the same message and `details.fields` plus ``details.error_code``, so the code survives whichever check
+    refuses the value first (SPEC §2). A refusal that is also about another field carries no code: a client
+    catching BetaInvalidMetadataError must not take a bad `name` for a metadata problem (helper-94)."""
     error = serializers.ValidationError(wrong)
-    if not codes:
+    if len(set(codes)) != 1 or codes[0] is None:
         return error
     message, fields = validation_summary(error.detail)
     return InvalidRequest(message, details={"error_code": codes[0], "fields": fields})

@@ -273,6 +273,8 @@ def _flatten_validation(detail: Any, prefix: str = "") -> list[tuple[str, str]]:
                 name = prefix
             elif isinstance(key, int):  # DRF's ListField keys a child's errors by its index: `scopes[0]`
                 name = f"{prefix.removesuffix('[]')}[{key}]"  # a query's `statuses[]=…`: `statuses[0]`
+            elif prefix and str(key).startswith('"'):  # a key `config.text.field_name` wrote as JSON: `a["x: y"]`
+                name = f"{prefix}[{key}]"
             else:
                 name = f"{prefix}.{key}" if prefix else str(key)
             out.extend(_flatten_validation(value, name))
@@ -299,6 +301,14 @@ MAX_PROBLEM_CHARS = 500
 def cut(text: str, limit: int) -> str:
     """`text`, or its first `limit` - 1 characters and "…" when it is longer than `limit` characters."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def field_problems(problems: dict[str, str], **details: Any) -> InvalidRequest:
+    """A service's 400 naming several fields (``{field_path: problem}``) in the shape and bounds of a
+    serializer's refusal (`validation_summary`): the message ``field: problem; …`` and `details.fields`, plus
+    `details`."""
+    message, fields = validation_summary({field: [problem] for field, problem in problems.items()})
+    return InvalidRequest(message, details={**details, "fields": fields})
 
 
 def validation_summary(detail: Any) -> tuple[str, dict[str, str]]:

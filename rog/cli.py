@@ -27,7 +27,17 @@ import click
 
 from rog import accounts, transfer
 from rog.client import ApiError, NetworkError, new_idempotency_key
-from rog.common import EXIT_API_4XX, EXIT_API_5XX, EXIT_NETWORK, RogGroup, State, emit, fail_output, fail_usage
+from rog.common import (
+    EXIT_API_4XX,
+    EXIT_API_5XX,
+    EXIT_NETWORK,
+    RogGroup,
+    State,
+    emit,
+    fail_output,
+    fail_usage,
+    replaced_when_complete,
+)
 from rog.prompt import mcp_configuration, render_mcp_text, render_prompt
 
 
@@ -579,7 +589,7 @@ def export(state: State, user, project, board, store, output) -> None:
         fail_output(None)
     try:
         if output:
-            with Path(output).open("wb") as out:
+            with replaced_when_complete(Path(output)) as out:
                 transfer.export_store(state.client, sid, out)
         else:
             transfer.export_store(state.client, sid, sys.stdout.buffer)
@@ -588,7 +598,7 @@ def export(state: State, user, project, board, store, output) -> None:
     except OSError as exc:  # the file or stdout refused the bytes (a full disk); a closed pipe is click's
         if exc.errno == errno.EPIPE:
             raise
-        fail_output(exc)
+        fail_output(exc, to=output)
 
 
 def fail_transfer(exc: transfer.TransferFailed) -> NoReturn:
@@ -603,8 +613,8 @@ def fail_transfer(exc: transfer.TransferFailed) -> NoReturn:
 @click.option("--resume", metavar="IMPORT_ID", help="Continue an import that was interrupted (`rog memories imports`).")
 @click.pass_obj
 def import_(state: State, file, user, project, board, resume) -> None:
-    """Recreate a store from an export FILE here (a new store; authors are matched by handle); `-` reads
-    the file from stdin, e.g. `rog memories export --store ID | rog --api-url … memories import -`.
+    """Recreate a store from an export FILE here (a new store; authors are matched by handle); FILE `-`
+    reads the export from stdin, e.g. piped from another server's `rog memories export`.
 
     The store goes to the file's user, project or board unless --user/--project/--board names another
     (you must own it). Prints the import with its new store. A refused line aborts the import.

@@ -9,11 +9,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import os
 import re
 import sys
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from pathlib import Path
+from typing import Any, BinaryIO, NoReturn
 from urllib.parse import quote
 
 import click
@@ -28,12 +31,14 @@ EXIT_OUTPUT = 6  # the answer could not be written (stdout closed, disk full)
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT)
 
 
-def fail_output(exc: OSError | None) -> NoReturn:
+def fail_output(exc: OSError | None, *, to: str | None = None) -> NoReturn:
     """The answer could not be written to stdout or the output file (closed, disk full): say so on stderr, as
     JSON when stderr takes it, and exit 6 (they were tracebacks with exit 1; a tester). A closed pipe
-    (`| head`) is not a failure: click exits quietly, as for any command line tool."""
+    (`| head`) is not a failure: click exits quietly, as for any command line tool. `to`: the file named by
+    the user (`-o FILE`), named in the message."""
     reason = exc.strerror if exc is not None and exc.strerror else "standard output is closed"
-    error = {"type": "output_error", "message": f"Could not write the answer: {reason}."}
+    where = f" to {to}" if to else ""
+    error = {"type": "output_error", "message": f"Could not write the answer{where}: {reason}."}
     with contextlib.suppress(Exception):
         if sys.stderr is not None:
             sys.stderr.write(_json({"type": "error", "error": error}))
@@ -346,3 +351,26 @@ class RogGroup(click.Group):
         if not isinstance(cmd, click.Group) and not any(p.name == "query" for p in cmd.params):
             cmd.params.append(query_option())
         super().add_command(cmd, name)
+
+
+@contextlib.contextmanager
+def replaced_when_complete(target: Path) -> Iterator[BinaryIO]:
+    """A file to write an export into that becomes `target` only when the block ends without an exception
+    (`rog memories export -o FILE`, `manage.py export_store -o FILE`):
+    a temporary file beside it, renamed over it (atomically) at the end, removed on a failure. `-o
+    backup.jsonl` with a wrong store id, a refused export or a stream cut short emptied the previous backup
+    (the file was truncated before the request). The new file's mode follows the umask, as `open` would
+    make it. A target that exists and is not a regular file (`/dev/stdout`, a FIFO) is written directly."""
+    if target.exists() and not target.is_file():
+        with target.open("wb") as out:
+            yield out
+        return
+    part = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.part")
+    out = os.fdopen(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb")
+    try:
+        with out:
+            yield out
+        os.replace(part, target)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise

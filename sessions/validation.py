@@ -13,9 +13,9 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
-from config.errors import InvalidRequest
+from config.errors import InvalidRequest, field_problems
 from config.fields import not_a, not_a_string
-from config.text import first_forbidden_char, quoted
+from config.text import field_name, first_forbidden_char, quoted
 from sessions.models import (
     INSTRUCTIONS_MAX_CHARS,
     KEY_NAME_MAX_CHARS,
@@ -52,10 +52,13 @@ def _text(value: object, *, field: str, max_chars: int, allow_empty: bool = True
 # --- environments ---------------------------------------------------------------------------------
 
 
-def _names(keys: list[str]) -> str:
-    """Unknown keys for a message, each a JSON string (an empty key, `a, b` or a control character stays
-    readable and apart; helper-93)."""
-    return ", ".join(quoted(key, 64) for key in keys)
+def _refuse_unknown(value: dict, known: set[str], within: str) -> None:
+    """Refuse the keys of the nested object `value` (at `within`) outside `known` as a body's unknown fields
+    are refused: ``agent.x: Unknown field.``, a key that is no plain name written as JSON (``agent["a, b"]``),
+    at most 20 listed (`config.errors.field_problems`). Was ``agent: unknown field(s) "x".``."""
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise field_problems({field_name(key, within): "Unknown field." for key in unknown})
 
 
 _SELF_HOSTED_OBJECT = 'an object such as {"type": "self_hosted"}'
@@ -67,9 +70,7 @@ def clean_config(value: object, *, field: str = "config") -> dict[str, str]:
         return {"type": "self_hosted"}
     if not isinstance(value, dict):
         raise InvalidRequest(f"{field}: {not_a(_SELF_HOSTED_OBJECT, value)}")
-    unknown = sorted(set(value) - {"type"})
-    if unknown:
-        raise InvalidRequest(f'{field}: unknown field(s) {_names(unknown)}; a self_hosted config has only "type".')
+    _refuse_unknown(value, {"type"}, field)  # a self_hosted config has only "type"
     kind = value.get("type")
     if kind != "self_hosted":
         raise InvalidRequest(
@@ -115,6 +116,8 @@ def clean_id(value: object, *, field: str, what: str) -> uuid.UUID:
             return uuid.UUID(value)
         except ValueError:
             pass
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{field}: {not_a_string(value)}")
     raise InvalidRequest(f"{field}: must be {what} (a UUID string).")
 
 
@@ -140,12 +143,12 @@ def clean_agent(value: object, *, field: str = "agent") -> dict[str, Any]:
         )
     if kind != "agent":
         raise InvalidRequest(f'{field}.type: must be "agent".')
-    unknown = sorted(set(value) - {"type", "id", "version"})
-    if unknown:
-        raise InvalidRequest(f"{field}: unknown field(s) {_names(unknown)}.")
+    _refuse_unknown(value, {"type", "id", "version"}, field)
     agent_id = _text(value.get("id"), field=f"{field}.id", max_chars=AGENT_ID_MAX_CHARS, allow_empty=False)
     version = value.get("version")
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or not 1 <= version < 2**31):
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise InvalidRequest(f"{field}.version: {not_a('an integer or null', version)}")
+    if version is not None and not 1 <= version < 2**31:
         raise InvalidRequest(f"{field}.version: must be an integer from 1 to {2**31 - 1}.")
     return {"id": agent_id, "version": version}
 
@@ -158,6 +161,9 @@ def clean_title(value: object, *, field: str = "title") -> str | None:
 
 
 def clean_instructions(value: object, *, field: str) -> str | None:
+    """null, or a text of at most `INSTRUCTIONS_MAX_CHARS` characters without NUL or lone surrogates."""
+    if value is not None and not isinstance(value, str):
+        raise InvalidRequest(f"{field}: {not_a('a string or null', value)}")
     return None if value is None else _text(value, field=field, max_chars=INSTRUCTIONS_MAX_CHARS)
 
 
@@ -182,13 +188,13 @@ def clean_resources(value: object, *, field: str = "resources") -> list[dict[str
             raise InvalidRequest(
                 f'{name}.type: {quoted(kind)} is not supported; only "memory_store" resources can be attached here.'
             )
-        unknown = sorted(set(item) - {"type", "memory_store_id", "access", "instructions"})
-        if unknown:
-            raise InvalidRequest(f"{name}: unknown field(s) {_names(unknown)}.")
+        _refuse_unknown(item, {"type", "memory_store_id", "access", "instructions"}, name)
         store_id = clean_id(item.get("memory_store_id"), field=f"{name}.memory_store_id", what="a memory store id")
         access = item.get("access")
         if access is None:
             access = Access.READ_WRITE.value
+        elif not isinstance(access, str):
+            raise InvalidRequest(f"{name}.access: {not_a('a string or null', access)}")
         elif access not in Access.values:
             raise InvalidRequest(f'{name}.access: must be "read_write", "read_only" or null ("read_write").')
         cleaned.append(

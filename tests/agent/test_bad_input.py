@@ -9,7 +9,7 @@ import pytest
 from django.urls import get_resolver
 
 from accounts import services as account_services
-from config.fields import JSON_TYPE_NAMES
+from config.fields import JSON_TYPE_NAMES, json_type_of
 from sessions.models import Environment, Session, Work
 from sessions.services import environments as environment_services
 from stores.models import Store
@@ -480,3 +480,58 @@ def test_raw_fields_refuse_another_json_type_in_the_words_of_every_other_field(
     assert tried == 110
     assert (Store.objects.count(), Environment.objects.count(), Session.objects.count()) == counts
     assert owner_api.get(f"{memories}/{memory['id']}").json()["content"] == "x"
+
+
+def test_a_refusal_is_a_metadata_error_only_when_metadata_alone_is_refused(owner_api, notes_store, make_session):
+    """`{"name": 5, "metadata": 5}` carried `error_code: invalid_metadata` (BetaInvalidMetadataError in the
+    SDK) although `name` was refused too (helper-94)."""
+    session = make_session(notes_store)
+    for path in (f"/api/v1/memory_stores/{notes_store.pk}", f"/api/v1/sessions/{session.pk}"):
+        other = "name" if "memory_stores" in path else "title"
+        both = assert_error(
+            owner_api.post(path, {other: 5, "metadata": 5}, format="json"), 400, "invalid_request_error"
+        )
+        assert set(both["error"]["details"]) == {"fields"} and set(both["error"]["details"]["fields"]) == {
+            other,
+            "metadata",
+        }
+        alone = assert_error(owner_api.post(path, {"metadata": 5}, format="json"), 400, "invalid_request_error")
+        assert alone["error"]["details"]["error_code"] == "invalid_metadata"
+    notes_store.refresh_from_db()
+    assert notes_store.name == "Team Notes"
+
+
+def test_nested_session_fields_of_another_json_type_say_which_type(owner_api, environment, notes_store):
+    """`resources[0].instructions: 7` said "Must be a string" although it takes null, a number for
+    `memory_store_id` "must be a memory store id (a UUID string)." and a string `agent.version` "must be an
+    integer from 1 to …" (helper-94): nested fields in the words of every other field."""
+    item = {"type": "memory_store", "memory_store_id": str(notes_store.pk)}
+    cases = [
+        ({"resources": [{**item, "instructions": 7}]}, "resources[0].instructions", "a string or null", 7),
+        ({"resources": [{**item, "access": True}]}, "resources[0].access", "a string or null", True),
+        ({"resources": [{**item, "memory_store_id": 7}]}, "resources[0].memory_store_id", "a string", 7),
+        ({"agent": {"type": "agent", "id": "a", "version": "5"}}, "agent.version", "an integer or null", "5"),
+        ({"agent": {"type": "agent", "id": "a", "version": 2.5}}, "agent.version", "an integer or null", 2.5),
+    ]
+    for extra, field, words, value in cases:
+        body = {"agent": "agent_1", "environment_id": str(environment.pk), **extra}
+        error = assert_error(owner_api.post("/api/v1/sessions", body, format="json"), 400, "invalid_request_error")
+        expected = f"Must be {words}, not {JSON_TYPE_NAMES[json_type_of(value)]}."
+        assert error["error"]["details"]["fields"] == {field: expected}, (extra, error)
+    assert not Session.objects.exists()
+
+
+def test_a_null_content_is_refused_beside_the_other_problems(owner_api, notes_store):
+    """A new memory's null content was refused alone, before the body's other problems (helper-94)."""
+    url = f"/api/v1/memory_stores/{notes_store.pk}/memories"
+    error = assert_error(owner_api.post(url, {"path": 5, "content": None}, format="json"), 400, "invalid_request_error")
+    assert error["error"]["details"]["fields"] == {
+        "path": "Must be a string, not an integer.",
+        "content": 'Must be a string, not null; use "" for an empty memory.',
+    }
+    for body in ({}, {"path": "/p.md"}):  # no content at all (was a 500 in a first version of this, schemathesis)
+        missing = assert_error(owner_api.post(url, body, format="json"), 400, "invalid_request_error")["error"]
+        assert missing["details"]["fields"]["content"] == "This field is required."
+    unknown = owner_api.post(url, {"path": "/p.md", "content": None, "zz": 1}, format="json")
+    assert assert_error(unknown, 400, "invalid_request_error")["error"]["details"]["fields"] == {"zz": "Unknown field."}
+    assert not owner_api.get(url).json()["data"]

@@ -18,6 +18,7 @@ from django.urls import reverse
 
 from accounts import services as account_services
 from accounts.models import ApiToken, Project, User
+from config.text import quoted
 from memories.services import append_entry
 from stores.models import Store
 from tests.backoffice.test_admin import _change_form_data
@@ -294,6 +295,15 @@ def test_the_back_office_never_re_activates_a_user_and_an_operator_can(staff_pag
     assert not User.objects.get(pk=leaver.pk).is_active
     call_command("reactivate_user", "LEAVER")
     assert User.objects.get(pk=leaver.pk).is_active
+
+
+@pytest.mark.parametrize("handle", ["\udcff", "a\x00b", "ghost"])
+def test_re_activating_a_handle_no_user_has_is_a_clear_error(handle):
+    """Bytes that are not UTF-8 in argv (`\\udcff` to Python) raised a UnicodeEncodeError in the driver
+    (helper-94): every handle no user can hold is the one 'No user with handle …' error."""
+    with pytest.raises(CommandError) as refused:
+        call_command("reactivate_user", handle)
+    assert str(refused.value) == f"No user with handle {quoted(handle, 80)}."
 
 
 def test_staff_who_are_not_superusers_cannot_grant_superuser_rights(client):

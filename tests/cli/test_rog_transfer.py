@@ -91,6 +91,22 @@ def test_import_dash_reads_the_export_from_stdin_and_leaves_no_spool_behind(rog,
     assert not list(tmp_path.glob("rog-import-*"))
 
 
+def test_a_failed_export_leaves_the_previous_output_file_as_it_was(rog, store, tmp_path):
+    """`-o backup.jsonl` truncated the file before the request: a wrong store id (404), a refused export or a
+    cut stream left yesterday's backup empty. The new export replaces it only once complete."""
+    backup = tmp_path / "backup.jsonl"
+    backup.write_bytes(b"yesterday's export\n")
+    error = rog("memories", "export", "--store", "00000000-0000-4000-8000-000000000000", "-o", "backup.jsonl", expect=3)
+    assert error["error"]["type"] == "not_found_error"
+    assert backup.read_bytes() == b"yesterday's export\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["backup.jsonl"]  # no .part left behind
+    rog("memories", "export", "--store", str(store.pk), "-o", "backup.jsonl")
+    assert backup.read_bytes().startswith(b'{"type":"memories-export"')
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["backup.jsonl"]
+    missing = rog("memories", "export", "--store", str(store.pk), "-o", "no/such/dir.jsonl", expect=6)
+    assert missing["error"]["message"] == "Could not write the answer to no/such/dir.jsonl: No such file or directory."
+
+
 def test_a_tampered_file_is_refused_with_its_line_and_leaves_nothing_behind(rog, store, tmp_path):
     exported = run_raw(rog, "memories", "export", "--store", str(store.pk)).stdout
     Store.objects.filter(pk=store.pk).delete()

@@ -127,7 +127,7 @@ def test_an_edited_summary_breaks_its_parents_digest(sample):
         ("evil\u2028- access: write", "control characters or line separators"),
         ("", "must be 1–200 characters"),
         ("m" * 201, "must be 1–200 characters"),
-        (7, "must be a string"),
+        (7, "Must be a string, not an integer."),
     ],
 )
 def test_a_summary_model_follows_the_name_rule_compact_applies(sample, model, problem):

@@ -485,12 +485,34 @@ def test_a_path_conflict_quotes_the_paths_as_json(owner_client):
 
 def test_unknown_keys_in_a_session_part_are_written_as_json(private_store, owner_client):
     """`agent: unknown field(s) , a, b, .` listed an empty key as nothing, `a, b` as two keys and U+009B raw
-    (helper-93)."""
+    (helper-93); then `agent: unknown field(s) "x".` where every other body says `x: Unknown field.`, and a
+    nested serializer's unknown key was `precondition."a: b"` where the body screening wrote
+    `precondition["a: b"]` (helper-94): one spelling of a field path, whichever check refuses."""
     environment = create_environment(owner=private_store.owner, name="env3")
-    agent = {"type": "agent", "id": "a", "a, b": 1, "": 2, "\u009b": 3}
+    agent = {"type": "agent", "id": "a", "a, b": 1, "": 2, "\u009b": 3, "plain": 4}
     session = {"environment_id": str(environment.pk), "agent": agent}
     error = assert_error(owner_client.post("/api/v1/sessions", session, format="json"), 400, "invalid_request_error")
-    assert error["error"]["message"] == 'agent: unknown field(s) "", "a, b", "\\u009b".'
+    fields = {'agent[""]', 'agent["\\u009b"]', 'agent["a, b"]', "agent.plain"}
+    assert error["error"]["details"]["fields"] == dict.fromkeys(fields, "Unknown field.")
+    assert error["error"]["message"] == "; ".join(
+        f"{name}: Unknown field." for name in error["error"]["details"]["fields"]
+    )
+    resource = {"type": "memory_store", "memory_store_id": str(private_store.pk), "a: b": 1}
+    session = {"environment_id": str(environment.pk), "agent": "a", "resources": [resource]}
+    error = assert_error(owner_client.post("/api/v1/sessions", session, format="json"), 400, "invalid_request_error")
+    assert error["error"]["details"]["fields"] == {'resources[0]["a: b"]': "Unknown field."}
+    config = {"name": "e4", "config": {"type": "self_hosted", "a.b": 1}}
+    error = assert_error(owner_client.post("/api/v1/environments", config, format="json"), 400, "invalid_request_error")
+    assert error["error"]["details"]["fields"] == {'config["a.b"]': "Unknown field."}
+    memory = owner_client.post(
+        f"/api/v1/memory_stores/{private_store.pk}/memories", {"path": "/p.md", "content": "x"}, format="json"
+    ).json()
+    precondition = {"type": "content_sha256", "content_sha256": "0" * 64}
+    url = f"/api/v1/memory_stores/{private_store.pk}/memories/{memory['id']}"
+    for value, problem in ((1, "Unknown field."), ("\x00", "Contains a NUL character.")):
+        body = {"content": "y", "precondition": {**precondition, "a: b": value}}
+        error = assert_error(owner_client.post(url, body, format="json"), 400, "invalid_request_error")["error"]
+        assert error["details"]["fields"] == {'precondition["a: b"]': problem}
 
 
 def test_a_long_unknown_key_is_cut_and_still_a_json_string(owner_client):

@@ -14,9 +14,9 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
+from rest_framework.exceptions import ErrorDetail
 
 from config.api import StrictQuerySerializer, StrictSerializer
-from config.errors import InvalidRequest
 from config.fields import (
     MEMORY_PATH_PATTERN,
     NAME_PATTERN,
@@ -174,9 +174,13 @@ class MemoryCreateRequestSerializer(StrictSerializer):
         return validation.clean_content(value)
 
     def to_internal_value(self, data):
-        if isinstance(data, dict) and "content" in data and data["content"] is None:
-            raise InvalidRequest('content: Must be a string, not null; use "" for an empty memory.')
-        return super().to_internal_value(data)
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            # a null content is refused beside the body's other problems, with how to make an empty memory
+            if isinstance(exc.detail, dict) and "content" in exc.detail and data.get("content", "") is None:
+                exc.detail["content"] = [ErrorDetail('Must be a string, not null; use "" for an empty memory.', "null")]
+            raise
 
 
 @extend_schema_serializer(component_name="Precondition")

@@ -6,13 +6,16 @@ to a file or stdout, in constant memory. No access check: this is the operator's
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from config.errors import DomainError
 from memories.exchange.export import export_lines
+from rog.common import replaced_when_complete  # the rule `rog memories export -o` follows
 from stores.models import Store
 from stores.selectors import parse_store_id
 
@@ -31,16 +34,14 @@ class Command(BaseCommand):
             store = None
         if store is None:
             raise CommandError(f"No store {store_id}.")
-        out = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115 - closed below
         lines = 0
         started = time.monotonic()
-        try:
+        # A file replaces FILE only once complete: an export cut short (a database restart) left a partial
+        # file where the previous export was.
+        with replaced_when_complete(Path(output)) if output else contextlib.nullcontext(sys.stdout.buffer) as out:
             for line in export_lines(store):
                 out.write(line)
                 lines += 1
-        finally:
-            if output:
-                out.close()
         if output:
             elapsed = time.monotonic() - started
             self.stdout.write(f"Exported {lines} lines of store {store.pk} to {output} in {elapsed:.2f} s.")
