@@ -179,7 +179,7 @@ class State:
             if isinstance(body, dict) and isinstance(body.get("error"), dict):
                 text = (
                     self.credential_hint(exc.status, body)
-                    or self.url_path_hint(exc.status)
+                    or self.url_path_hint(exc.status, body)
                     or (hint(exc.status, body["error"]) if hint else None)
                 )
                 if text:
@@ -207,12 +207,16 @@ class State:
             )
         return None
 
-    def url_path_hint(self, status: int) -> str | None:
+    def url_path_hint(self, status: int, body: dict[str, Any]) -> str | None:
         """For a 404 when the API URL has a path: every call lands under it, and a server at its root answers
         each one 404 — the same answer as for a store you may not see, so rog's other hints would mislead
-        (`http://127.0.0.1:8195/xyz`, a tester). None otherwise."""
-        path = httpx.URL(self.api_url).path.rstrip("/")
-        if status != 404 or not path:
+        (`http://127.0.0.1:8195/xyz`, a tester). Not when a Memories server answered from a route it has (its
+        404 names what is missing, "Store not found."; an unknown route is a bare "Not found."): then the
+        path is right, as on a deployment under a path prefix, and the command's own hint applies (helper-93).
+        The path is shown as written in the URL (`/%2e%2e`, not `/..`). None otherwise."""
+        path = httpx.URL(self.api_url).raw_path.decode("ascii").partition("?")[0].rstrip("/")
+        from_memories = str(body.get("request_id") or "").startswith("req_")
+        if status != 404 or not path or (from_memories and body["error"].get("message") != "Not found."):
             return None
         return (
             f"ROG_API_URL / --api-url has the path {path}: rog calls {self.api_url.rstrip('/')}/api/v1/…. If every "

@@ -757,6 +757,28 @@ def test_the_no_token_hint_comes_only_from_a_memories_answer(tmp_path):
     assert "hint" not in error or "token" not in error["hint"]
 
 
+@pytest.mark.parametrize(
+    ("api_url", "body", "path"),
+    [
+        ("http://h:1/prefix", {"request_id": "req_1", "error": {"message": "Not found."}}, "/prefix"),  # no route
+        ("http://h:1/prefix/", {"error": {"message": "no such page"}}, "/prefix"),  # another server's 404
+        ("http://h:1/%2e%2e?x=1", {"request_id": "req_1", "error": {"message": "Not found."}}, "/%2e%2e"),
+        ("http://h:1/prefix", {"request_id": "req_1", "error": {"message": "Store not found."}}, None),  # a route
+        ("http://h:1/", {"request_id": "req_1", "error": {"message": "Not found."}}, None),  # at the root
+    ],
+)
+def test_the_path_hint_is_for_404s_of_routes_the_server_does_not_have(api_url, body, path):
+    """A deployment really served under a path prefix got "drop the path" for a genuinely missing store,
+    and the path was shown decoded (`/%2e%2e` as `/..`) (helper-93)."""
+    from rog.common import State
+
+    hint = State(api_url=api_url, token="t", data_json=None, timeout=1).url_path_hint(404, body)
+    if path is None:
+        assert hint is None
+    else:
+        assert hint.startswith(f"ROG_API_URL / --api-url has the path {path}: ")
+
+
 def test_a_404_under_an_api_url_with_a_path_points_at_the_path(live_server, me, tmp_path):
     """`ROG_API_URL=http://127.0.0.1:8195/xyz`: every call is our server's 404, which rog explained as a
     store that may not exist (a tester). With the path in the URL, the hint names it; at the root, it does
