@@ -16,7 +16,7 @@ from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from config.api import StrictQuerySerializer, StrictSerializer
-from config.fields import NAME_OR_EMPTY_PATTERN, NAME_PATTERN, SignedTokenField
+from config.fields import NAME_OR_EMPTY_PATTERN, NAME_PATTERN, QueryBooleanField, SignedTokenField
 from sessions.api.schema import ClosedSerializer
 from sessions.models import (
     INSTRUCTIONS_MAX_CHARS,
@@ -46,16 +46,6 @@ ID_FILTER_MAX_CHARS = 200
 
 class StrictBody(StrictSerializer, ClosedSerializer):
     """A request body: unknown fields are 400, and its OpenAPI schema has ``additionalProperties: false``."""
-
-
-class QueryBooleanField(serializers.BooleanField):
-    """A boolean query parameter written exactly ``true`` or ``false`` (what the SDK sends); DRF would
-    also take ``yes``, ``1``, ``on``…"""
-
-    def to_internal_value(self, data):
-        if data not in ("true", "false"):
-            raise serializers.ValidationError('Must be "true" or "false".')
-        return data == "true"
 
 
 def _schema(**schema: Any):

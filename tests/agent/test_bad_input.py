@@ -535,3 +535,15 @@ def test_a_null_content_is_refused_beside_the_other_problems(owner_api, notes_st
     unknown = owner_api.post(url, {"path": "/p.md", "content": None, "zz": 1}, format="json")
     assert assert_error(unknown, 400, "invalid_request_error")["error"]["details"]["fields"] == {"zz": "Unknown field."}
     assert not owner_api.get(url).json()["data"]
+
+
+@pytest.mark.parametrize("value", ["yes", "1", "True", ""])
+def test_a_boolean_query_parameter_is_refused_in_one_wording_everywhere(owner_api, value):
+    """Environments and sessions had their own boolean (`Must be "true" or "false".`) beside every other
+    list's `Must be true or false.`: one field, `config.fields.QueryBooleanField`."""
+    said = set()
+    for path in ("/api/v1/environments", "/api/v1/sessions", "/api/v1/memory_stores"):
+        response = owner_api.get(path, {"include_archived": value})
+        said.add(assert_error(response, 400, "invalid_request_error")["error"]["details"]["fields"]["include_archived"])
+    assert said == {"Must be true or false."}
+    assert owner_api.get("/api/v1/sessions", {"include_archived": "true"}).status_code == 200
