@@ -206,6 +206,61 @@ def accept_null_references(result, generator, request, public):
     return result
 
 
+def _probe(operation_id: str, summary: str, status_body: str, *, unready: bool) -> dict:
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    ids = {"Request-Id": REQUEST_ID_HEADER}
+    responses = {
+        "200": {
+            "description": summary,
+            "headers": ids,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["status"],
+                        "properties": {"status": {"type": "string", "enum": [status_body]}},
+                        "additionalProperties": False,
+                    }
+                }
+            },
+        },
+        # the front's screening of every request: a NUL in the query, a URL or headers too large
+        "400": {"description": _DESCRIPTIONS["400"], "headers": ids, "content": error},
+        "414": {"description": _DESCRIPTIONS["414"], "headers": ids, "content": error},
+        "431": {"description": _DESCRIPTIONS["431"], "headers": ids, "content": error},
+    }
+    if unready:
+        responses["503"] = {
+            "description": "The database is unreachable or did not answer within 1.5 s (overloaded_error).",
+            "headers": {**ids, "Retry-After": RETRY_AFTER_HEADER},
+            "content": error,
+        }
+    return {
+        "get": {
+            "operationId": operation_id,
+            "summary": summary,
+            "tags": ["probes"],
+            "security": [{}],
+            "responses": responses,
+        }
+    }
+
+
+# The probes (config.health, answered by the front without a Django thread): plain views, outside DRF.
+PROBES = {
+    "/healthz": _probe("healthz", "Liveness: the server answers (it never touches the database).", "ok", unready=False),
+    "/readyz": _probe("readyz", "Readiness: the database answered a `SELECT 1` within 1.5 s.", "ready", unready=True),
+}
+
+
+def describe_probes(result, generator, request, public):
+    """drf-spectacular POSTPROCESSING_HOOK: `GET /healthz` and `GET /readyz`, plain Django views the
+    generator does not see, described as they answer (no credentials; 200 `{"status": …}`, /readyz's 503
+    with `Retry-After`, and the front's 400/414/431)."""
+    result.setdefault("paths", {}).update(json.loads(json.dumps(PROBES)))
+    return result
+
+
 # Names of shared error responses that are not their status's most common one (`share_error_responses`).
 _VARIANT_NAMES = {_LEASE_EXPIRED: "LeaseExpired"}
 

@@ -288,6 +288,7 @@ SPECTACULAR_SETTINGS = {
         "config.schema.add_error_responses",
         "config.schema.close_strict_bodies",
         "legacy.api.schema.keep_only_retired_statuses",
+        "config.schema.describe_probes",
         "config.schema.share_error_responses",
     ],
 }
