@@ -455,7 +455,8 @@ async def _read_body(receive: Callable, deadline: float, limit: int) -> bytes | 
 
 def _environ(scope: dict, body: bytes) -> dict[str, Any]:
     """PEP 3333 environ for `scope`, the way gunicorn's WSGI workers build it (PATH_INFO from the raw path,
-    percent-decoded to bytes, as latin-1). Header names with ``_`` are dropped, as gunicorn does."""
+    percent-decoded to bytes, as latin-1; RAW_URI the target as sent). Header names with ``_`` are dropped, as
+    gunicorn does."""
     raw_path = scope.get("raw_path") or scope["path"].encode("utf-8")
     server = scope.get("server") or ("localhost", 80)
     client = scope.get("client") or ("", 0)
@@ -463,6 +464,7 @@ def _environ(scope: dict, body: bytes) -> dict[str, Any]:
         "REQUEST_METHOD": scope["method"],
         "SCRIPT_NAME": scope.get("root_path", "").encode("utf-8").decode("latin-1"),
         "PATH_INFO": unquote_to_bytes(raw_path.partition(b"?")[0]).decode("latin-1"),
+        "RAW_URI": raw_path.decode("latin-1"),  # the target as sent, as gunicorn's WSGI workers set it
         "QUERY_STRING": scope.get("query_string", b"").decode("latin-1"),
         "SERVER_PROTOCOL": f"HTTP/{scope.get('http_version', '1.1')}",
         "SERVER_NAME": str(server[0]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import functools
 import io
+import re
 from urllib.parse import unquote_to_bytes
 
 from django.conf import settings
@@ -44,13 +45,22 @@ def _bad_bytes(raw: bytes) -> str | None:
     return problem
 
 
+_ENCODED_SLASH = re.compile(r"%2[fF]")
+
+
 def _path_problem(request) -> str | None:
-    """Why the request's path is not strict UTF-8 without NUL, or None.
+    """Why the request's path is not strict UTF-8 without NUL, or holds an encoded slash; None when it is.
 
     Django hands the path over as text (`PATH_INFO`, WSGI and ASGI alike): decoded from UTF-8, with any
     byte that is not UTF-8 put back as a percent-escape. So the text is encoded as UTF-8 again, then
     percent-decoded, and those bytes are checked (``é`` passes; ``%C3%28`` and ``%00`` do not).
+
+    ``%2F`` in the path as sent (`RAW_URI`: gunicorn's WSGI workers and the front set it) is refused: decoded,
+    it is a ``/`` to the router, so ``/backoffice%2Flogin/`` reached ``/backoffice/login/`` past a proxy
+    rule that matches the raw path. No route takes a slash inside a segment (ids, slugs, handles).
     """
+    if _ENCODED_SLASH.search(request.META.get("RAW_URI", "").partition("?")[0]):
+        return 'holds an encoded "/" (%2F): write "/" itself (no route takes one inside a segment)'
     text = request.META.get("PATH_INFO", "")
     raw = text.encode("utf-8", "surrogatepass")
     return _bad_bytes(raw) or _bad_bytes(unquote_to_bytes(raw))
