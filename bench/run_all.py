@@ -3,9 +3,9 @@
     .venv/bin/python bench/run_all.py [--quick] [--only note,wake,...] [--output bench/last-run.md]
 
 Each benchmark creates and drops its own throw-away database (`bench_<name>`) on the configured server.
-The whole suite takes about 5-6 minutes on the 2-core reference machine (`--quick` about 2). With
-`--output`, the combined report (machine, load before/after, every table and goal line) is also written
-to that file; paste the tables into bench/RESULTS.md.
+The whole suite takes about 11 minutes on the 2-core reference machine (`--quick` about 2; `delete` loads
+a store of 5·10⁶ entries). With `--output`, the combined report (machine, load before/after, every table
+and goal line) is also written to that file; paste the tables into bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ SUITE = {
     "queries": ["queries.py"],
     "import_0041": ["import_0041.py"],
     "mcp": ["mcp_calls.py"],
+    "delete": ["delete.py"],  # a store of 5·10⁶ entries deleted within the request budget (its own goal line)
 }
 QUICK = {
     "note": ["--duration", "1.5"],
@@ -43,6 +44,7 @@ QUICK = {
     "queries": ["--large", "16384"],
     "import_0041": ["--records", "20000"],
     "mcp": ["--duration", "1", "--clients", "1", "--rounds", "100"],
+    "delete": ["--sizes", "1000,100000"],
 }
 
 
