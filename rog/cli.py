@@ -31,12 +31,13 @@ from rog.common import (
     EXIT_API_4XX,
     EXIT_API_5XX,
     EXIT_NETWORK,
+    EXIT_OUTPUT,
+    OpenedOnFirstWrite,
     RogGroup,
     State,
     emit,
     fail_output,
     fail_usage,
-    replaced_when_complete,
 )
 from rog.prompt import mcp_configuration, render_mcp_text, render_prompt
 
@@ -589,7 +590,7 @@ def export(state: State, user, project, board, store, output) -> None:
         fail_output(None)
     try:
         if output:
-            with replaced_when_complete(Path(output)) as out:
+            with OpenedOnFirstWrite(output) as out:
                 transfer.export_store(state.client, sid, out)
         else:
             transfer.export_store(state.client, sid, sys.stdout.buffer)
@@ -624,7 +625,7 @@ def import_(state: State, file, user, project, board, resume) -> None:
     if user or project or board:
         params["scope"], params["subject"] = sel.scope_subject()
     try:
-        with _import_file(file) as path:
+        with transfer.termination_as_interrupt(), _import_file(file) as path:
             label = "stdin" if file == "-" else file
             result = transfer.import_store(state.client, path, params=params, resume=resume, label=label)
     except transfer.TransferFailed as exc:
@@ -651,8 +652,15 @@ def _import_file(file: str) -> Iterator[Path]:
         fail_usage("import - reads an export from stdin; pipe one in, e.g. `rog memories import - < store.jsonl`.")
     with tempfile.TemporaryDirectory(prefix="rog-import-") as folder:
         path = Path(folder) / "stdin.jsonl"
-        with path.open("wb") as spool:
-            shutil.copyfileobj(stdin, spool, 1 << 20)
+        try:
+            with path.open("wb") as spool:
+                shutil.copyfileobj(stdin, spool, 1 << 20)
+        except OSError as exc:  # TMPDIR full (was a traceback, helper-95)
+            message = (
+                f"Could not copy stdin to {path}: {exc.strerror}. Set TMPDIR to a folder with room for the export."
+            )
+            emit({"type": "error", "error": {"type": "output_error", "message": message}}, stream=sys.stderr)
+            sys.exit(EXIT_OUTPUT)
         yield path
 
 

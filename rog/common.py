@@ -12,10 +12,8 @@ import json
 import os
 import re
 import sys
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 from urllib.parse import quote
 
@@ -357,24 +355,35 @@ class RogGroup(click.Group):
         super().add_command(cmd, name)
 
 
-@contextlib.contextmanager
-def replaced_when_complete(target: Path) -> Iterator[BinaryIO]:
-    """A file to write an export into that becomes `target` only when the block ends without an exception
-    (`rog memories export -o FILE`, `manage.py export_store -o FILE`):
-    a temporary file beside it, renamed over it (atomically) at the end, removed on a failure. `-o
-    backup.jsonl` with a wrong store id, a refused export or a stream cut short emptied the previous backup
-    (the file was truncated before the request). The new file's mode follows the umask, as `open` would
-    make it. A target that exists and is not a regular file (`/dev/stdout`, a FIFO) is written directly."""
-    if target.exists() and not target.is_file():
-        with target.open("wb") as out:
-            yield out
-        return
-    part = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.part")
-    out = os.fdopen(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb")
-    try:
-        with out:
-            yield out
-        os.replace(part, target)
-    except BaseException:
-        part.unlink(missing_ok=True)
-        raise
+class OpenedOnFirstWrite:
+    """A binary file at `path` opened — created or truncated — by its first write, not before: `-o backup.jsonl`
+    with a wrong store id or a refused export emptied the previous backup (it was opened before the request).
+    Once the export's first bytes arrive the file is written as `open(path, "wb")` writes it: through a
+    symlink, in place (its mode, owner and hard links kept), `/dev/stdout` and FIFOs alike (a first version
+    wrote a temporary file and renamed it over `path`: it replaced the `/dev/stdout` link itself, reset modes,
+    split hard links; helper-95). An export cut short after its first bytes leaves a file without its end line,
+    which every import refuses (rog exits 5). Used by `rog memories export -o` and `manage.py export_store -o`.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = path
+        self._file: BinaryIO | None = None
+
+    def write(self, data: bytes) -> int:
+        if self._file is None:
+            self._file = open(self.path, "wb")  # noqa: SIM115 - closed by close()
+        return self._file.write(data)
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+    def __enter__(self) -> OpenedOnFirstWrite:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

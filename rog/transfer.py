@@ -179,6 +179,30 @@ def _interrupt_after_answer() -> Iterator[None]:
             raise KeyboardInterrupt
 
 
+@contextlib.contextmanager
+def termination_as_interrupt() -> Iterator[None]:
+    """Take SIGTERM and SIGHUP (a timeout of cron or systemd, a closed terminal) during an import as Ctrl-C:
+    whatever SIGINT does at that moment runs (`_interrupt_after_answer` holds it while a chunk is in flight),
+    so the open import is abandoned on the server and `rog memories import -`'s copy of stdin is removed;
+    both were left behind (helper-95). Outside the main thread (no signal handlers there) it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def forward(signum, frame):
+        handler = signal.getsignal(signal.SIGINT)
+        if not callable(handler):
+            raise KeyboardInterrupt
+        handler(signum, frame)
+
+    previous = {number: signal.signal(number, forward) for number in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
 def import_store(
     client: Client, path: Path, *, params: dict, resume: str | None = None, label: str | None = None
 ) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 
@@ -91,18 +92,73 @@ def test_import_dash_reads_the_export_from_stdin_and_leaves_no_spool_behind(rog,
     assert not list(tmp_path.glob("rog-import-*"))
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_terminated_import_from_stdin_leaves_no_copy_of_it_behind(rog, tmp_path, signum):
+    """SIGTERM (a cron or systemd timeout) or SIGHUP while `import -` read stdin left its copy, store data, in
+    TMPDIR (helper-95): they are taken as Ctrl-C."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROG_")}
+    env.update(ROG_API_URL=rog.url, ROG_TOKEN=rog.token, TMPDIR=str(tmp_path))
+    process = subprocess.Popen(
+        [ROG, "memories", "import", "-"], stdin=subprocess.PIPE, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    process.stdin.write(b'{"type":"memories-export"}\n')
+    process.stdin.flush()
+    deadline = time.monotonic() + 30
+    while not list(tmp_path.glob("rog-import-*/stdin.jsonl")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(tmp_path.glob("rog-import-*/stdin.jsonl")), "the spool was never made"
+    process.send_signal(signum)
+    _out, err = process.communicate(timeout=30)
+    assert process.returncode == 130, err
+    assert not list(tmp_path.glob("rog-import-*"))
+
+
+def test_an_import_from_stdin_that_cannot_be_copied_is_a_clear_error(rog, tmp_path):
+    """TMPDIR without room was a traceback (helper-95). A file size limit stands in for a full disk: the copy's
+    write fails the same way (EFBIG here, ENOSPC there)."""
+    import resource
+
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of the process being killed
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROG_")}
+    env.update(ROG_API_URL=rog.url, ROG_TOKEN=rog.token, TMPDIR=str(tmp_path))
+    done = subprocess.run(
+        [ROG, "memories", "import", "-"],
+        input=b"x" * 100_000,
+        env=env,
+        capture_output=True,
+        timeout=60,
+        preexec_fn=limited,
+    )
+    assert done.returncode == 6, done.stderr
+    error = json.loads(done.stderr)["error"]
+    assert error["type"] == "output_error" and "Could not copy stdin to " in error["message"]
+    assert error["message"].endswith(": File too large. Set TMPDIR to a folder with room for the export.")
+    assert not list(tmp_path.glob("rog-import-*"))
+
+
 def test_a_failed_export_leaves_the_previous_output_file_as_it_was(rog, store, tmp_path):
-    """`-o backup.jsonl` truncated the file before the request: a wrong store id (404), a refused export or a
-    cut stream left yesterday's backup empty. The new export replaces it only once complete."""
+    """`-o backup.jsonl` truncated the file before the request: a wrong store id (404) or a refused export left
+    yesterday's backup empty. The file is opened by the export's first bytes — and then as `open` writes it:
+    through a symlink, keeping its mode (a first version renamed a temporary file over it, which replaced a
+    `/dev/stdout` link and reset a 0600 file to 0644; helper-95)."""
     backup = tmp_path / "backup.jsonl"
     backup.write_bytes(b"yesterday's export\n")
+    backup.chmod(0o600)
     error = rog("memories", "export", "--store", "00000000-0000-4000-8000-000000000000", "-o", "backup.jsonl", expect=3)
     assert error["error"]["type"] == "not_found_error"
     assert backup.read_bytes() == b"yesterday's export\n"
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["backup.jsonl"]  # no .part left behind
-    rog("memories", "export", "--store", str(store.pk), "-o", "backup.jsonl")
-    assert backup.read_bytes().startswith(b'{"type":"memories-export"')
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["backup.jsonl"]
+    (tmp_path / "link.jsonl").symlink_to(backup)
+    rog("memories", "export", "--store", str(store.pk), "-o", "link.jsonl")
+    assert backup.read_bytes().startswith(b'{"type":"memories-export"') and (tmp_path / "link.jsonl").is_symlink()
+    assert backup.stat().st_mode & 0o777 == 0o600
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["backup.jsonl", "link.jsonl"]
+    (tmp_path / "stdout").symlink_to("/proc/self/fd/1")  # what /dev/stdout is
+    through = run_raw(rog, "memories", "export", "--store", str(store.pk), "-o", "stdout").stdout
+    assert without_export_time(through) == without_export_time(backup.read_bytes())
+    assert (tmp_path / "stdout").is_symlink()
     missing = rog("memories", "export", "--store", str(store.pk), "-o", "no/such/dir.jsonl", expect=6)
     assert missing["error"]["message"] == "Could not write the answer to no/such/dir.jsonl: No such file or directory."
 

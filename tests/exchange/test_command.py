@@ -103,3 +103,8 @@ def test_export_store_writes_the_same_lines_as_the_api(tmp_path, owner_client, p
     assert without_export_time((tmp_path / "x.jsonl").read_bytes()) == without_export_time(api)
     with pytest.raises(CommandError, match="No store"):
         call_command("export_store", "nope")
+    with pytest.raises(CommandError) as refused:  # was a traceback
+        call_command("export_store", str(private_store.pk), "-o", str(tmp_path / "no" / "x.jsonl"), stdout=out)
+    assert (
+        str(refused.value) == f"Could not write the export to {tmp_path / 'no' / 'x.jsonl'}: No such file or directory."
+    )

@@ -9,13 +9,12 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from config.errors import DomainError
 from memories.exchange.export import export_lines
-from rog.common import replaced_when_complete  # the rule `rog memories export -o` follows
+from rog.common import OpenedOnFirstWrite  # the rule `rog memories export -o` follows
 from stores.models import Store
 from stores.selectors import parse_store_id
 
@@ -36,12 +35,16 @@ class Command(BaseCommand):
             raise CommandError(f"No store {store_id}.")
         lines = 0
         started = time.monotonic()
-        # A file replaces FILE only once complete: an export cut short (a database restart) left a partial
-        # file where the previous export was.
-        with replaced_when_complete(Path(output)) if output else contextlib.nullcontext(sys.stdout.buffer) as out:
-            for line in export_lines(store):
-                out.write(line)
-                lines += 1
+        # FILE is opened by the first line, once the snapshot is read (`rog memories export -o` does the same)
+        try:
+            with OpenedOnFirstWrite(output) if output else contextlib.nullcontext(sys.stdout.buffer) as out:
+                for line in export_lines(store):
+                    out.write(line)
+                    lines += 1
+        except OSError as exc:  # the file could not be opened or written (a missing folder, a full disk)
+            raise CommandError(
+                f"Could not write the export to {output or 'standard output'}: {exc.strerror}."
+            ) from None
         if output:
             elapsed = time.monotonic() - started
             self.stdout.write(f"Exported {lines} lines of store {store.pk} to {output} in {elapsed:.2f} s.")
