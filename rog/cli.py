@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 
 import click
 
+from config.text import quoted
 from rog import accounts, transfer
 from rog.client import ApiError, NetworkError, new_idempotency_key
 from rog.common import (
@@ -95,7 +96,7 @@ def store_uuid(value: str) -> str:
         return str(uuid.UUID(value))
     except ValueError:
         fail_usage(
-            f"--store takes a store's id, a UUID (`rog memories list` shows them); got {value!r}. "
+            f"--store takes a store's id, a UUID (`rog memories list` shows them); got {quoted(value, 80)}. "
             "Select a subject's store with --user, --project or --board."
         )
 

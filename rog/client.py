@@ -16,6 +16,8 @@ from typing import Any
 
 import httpx
 
+from config.text import quoted
+
 RETRY_STATUSES = (429, 503)
 RETRY_AFTER_CAP_S = 5.0
 TOKEN_MASK = "<your token>"  # noqa: S105 - a placeholder for the caller's token in any answer rog prints
@@ -83,7 +85,7 @@ def _error_body(response: httpx.Response, token: str | None = None) -> dict[str,
         if token and token in location:
             location = location.replace(token, TOKEN_MASK)
         message = (
-            f"HTTP {response.status_code}: the server redirects to {location[:200]!r}; rog does not follow "
+            f"HTTP {response.status_code}: the server redirects to {quoted(location, 200)}; rog does not follow "
             "redirects — is --api-url / ROG_API_URL the server's root (http or https, host and port)?"
         )
     return {

@@ -22,6 +22,7 @@ import httpx
 import jmespath
 from jmespath.exceptions import JMESPathError
 
+from config.text import quoted
 from rog.client import ApiError, Client, NetworkError
 
 EXIT_USAGE, EXIT_API_4XX, EXIT_API_5XX, EXIT_NETWORK = 2, 3, 4, 5
@@ -95,7 +96,7 @@ def emit(payload: Any, *, stream=None) -> None:
         try:
             payload = jmespath.search(expression, payload)
         except JMESPathError as exc:
-            fail_usage(f"--query {expression!r} is not a valid JMESPath expression: {exc}")
+            fail_usage(f"--query {quoted(expression, 200)} is not a valid JMESPath expression: {exc}")
         if isinstance(payload, str) and _plain(payload):
             _write(payload if payload.endswith("\n") else payload + "\n", sys.stdout)
             return
@@ -128,7 +129,7 @@ def path_part(value: str) -> str:
     `/`, or `.`/`..`, is a usage error; everything else is encoded.
     """
     if "/" in value or value in (".", "..") or not value:
-        fail_usage(f"{value!r} is not a name or id (no '/', '.' or '..').")
+        fail_usage(f"{quoted(value, 80)} is not a name or id (no '/', '.' or '..').")
     return quote(value, safe="")
 
 

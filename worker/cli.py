@@ -22,6 +22,7 @@ from pathlib import Path
 import anyio
 import click
 
+from config.text import quoted
 from worker import runner
 from worker.sync import set_delete_corroboration
 
@@ -71,7 +72,7 @@ class Seconds(click.FloatRange):
     def convert(self, value, param, ctx):
         seconds = super().convert(value, param, ctx)
         if not math.isfinite(seconds):
-            self.fail(f"{value!r} is not a finite number of seconds.", param, ctx)
+            self.fail(f"{quoted(value, 80)} is not a finite number of seconds.", param, ctx)
         return seconds
 
 

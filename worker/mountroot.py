@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from config.text import quoted
+
 log = logging.getLogger("memories_worker")
 
 LOCK_FILE = ".memories-worker.lock"
@@ -232,7 +234,7 @@ class MountRootLock:
         if foreign:
             more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
             raise MountRootError(
-                f"mount root {self.root} holds {foreign[0]!r}{more} and is no memories-worker's (it has no "
+                f"mount root {self.root} holds {quoted(foreign[0])}{more} and is no memories-worker's (it has no "
                 f"{ROOT_MARKER}); give the worker an empty directory of its own, or move those away"
             )
         try:  # created, never opened if there: nothing is written through a link planted at its path

@@ -386,6 +386,11 @@ def test_store_takes_only_a_uuid(rog, me):
         refused = rog("memories", *command, "--store", "apollo", expect=2)
         assert refused["error"]["type"] == "usage_error" and "UUID" in refused["error"]["message"]
     assert Entry.objects.count() == 0
+    # a value in a message is JSON, as the server writes it, never Python's repr ('it\'s' was written so)
+    quoted = rog("memories", "view", "--store", "it's", expect=2)["error"]["message"]
+    assert 'got "it\'s".' in quoted
+    named = rog("projects", "view", "a/b", expect=2)["error"]["message"]
+    assert named.startswith('"a/b" is not a name or id')
 
 
 def test_update_takes_its_fields_as_options_or_json(rog, me):

@@ -43,7 +43,7 @@ def test_create_token_says_when_another_spelling_of_the_handle_names_an_existing
     call_command("create_token", "--handle", "OWNER", "--create-user", "--expires-in-days", "2", stdout=out, stderr=err)
     token = ApiToken.objects.get(digest=services.token_digest(out.getvalue().strip()))
     assert token.user == owner and token.expires_at is not None
-    assert "existing user 'owner'" in err.getvalue()
+    assert 'existing user "owner"' in err.getvalue()
     same = io.StringIO()
     call_command("create_token", "--handle", "owner", stdout=io.StringIO(), stderr=same)
     assert same.getvalue() == ""
@@ -51,7 +51,7 @@ def test_create_token_says_when_another_spelling_of_the_handle_names_an_existing
 
 @pytest.mark.parametrize("handle", ["me", "00000000-0000-0000-0000-000000000000"])
 def test_ensure_demo_with_a_handle_no_user_may_have_is_a_clear_error(handle):
-    with pytest.raises(CommandError, match=f"--handle '{handle}': The handle"):
+    with pytest.raises(CommandError, match=f'--handle "{handle}": The handle'):
         call_command("ensure_demo", "--handle", handle, stdout=io.StringIO())
     assert not User.objects.filter(handle__iexact=handle).exists()
 
@@ -84,8 +84,9 @@ def test_create_token_takes_scopes_repeated_or_comma_separated(owner):
 
 
 def test_create_token_for_unknown_handle_fails_clearly():
-    with pytest.raises(CommandError, match="No user"):
-        call_command("create_token", "--handle", "ghost", stdout=io.StringIO())
+    with pytest.raises(CommandError) as refused:
+        call_command("create_token", "--handle", "it's", stdout=io.StringIO())
+    assert str(refused.value) == """No user with handle "it's" (use --create-user to create one)."""
 
 
 def test_ensure_demo_without_a_token_file_prints_new_tokens_and_revokes_none():
@@ -132,7 +133,7 @@ def test_ensure_demo_replaces_a_revoked_or_foreign_kept_token(tmp_path):
 def test_createsuperuser_with_a_taken_handle_fails_before_asking_for_a_password(monkeypatch, handle, interactive):
     UserFactory(handle="Alice")
     monkeypatch.setattr("getpass.getpass", lambda *a, **k: pytest.fail("asked for a password"))
-    with pytest.raises(CommandError, match="'Alice' already exists"):
+    with pytest.raises(CommandError, match='"Alice" already exists'):
         call_command("createsuperuser", "--handle", handle, interactive=interactive, stdout=io.StringIO())
     assert User.objects.count() == 1
 

@@ -235,7 +235,7 @@ def test_a_mount_root_holding_what_no_worker_left_stops_the_worker_and_keeps_it(
     (mounts / "lost+found").mkdir()  # a volume's own folder is never in the way
     done = start_without_a_server(mounts, tmp_path / "work")
     assert done.returncode == MOUNT_ROOT_EXIT, done.stderr
-    assert f"mount root {mounts} holds {planted!r} and is no memories-worker's" in done.stderr
+    assert f"mount root {mounts} holds {json.dumps(planted)} and is no memories-worker's" in done.stderr
     assert sorted(p.name for p in mounts.iterdir()) == sorted([planted, "lost+found"])  # untouched
 
 

@@ -12,6 +12,7 @@ from django.db import transaction
 
 from accounts import services
 from accounts.models import User
+from config.text import quoted
 
 
 class Command(BaseCommand):
@@ -51,13 +52,13 @@ class Command(BaseCommand):
         user = User.objects.filter(handle__iexact=handle).first()
         if user is None:
             if not options["create_user"]:
-                raise CommandError(f"No user with handle {handle!r} (use --create-user to create one).")
+                raise CommandError(f"No user with handle {quoted(handle, 80)} (use --create-user to create one).")
             try:
                 user, _ = services.ensure_user(handle=handle)
             except Exception as exc:  # ValidationError from full_clean: report, don't trace
-                raise CommandError(f"Cannot create user {handle!r}: {exc}") from None
+                raise CommandError(f"Cannot create user {quoted(handle, 80)}: {exc}") from None
         elif user.handle != handle:
-            self.stderr.write(f"Handles ignore case: this token is for the existing user {user.handle!r}.")
+            self.stderr.write(f"Handles ignore case: this token is for the existing user {quoted(user.handle)}.")
         given = options["scopes"] or [",".join(services.ALL_SCOPES)]
         scopes = list(dict.fromkeys(s.strip() for value in given for s in value.split(",") if s.strip()))
         try:

@@ -12,6 +12,7 @@ from django.contrib.auth.management.commands import createsuperuser
 from django.core.management.base import CommandError
 
 from accounts.models import User
+from config.text import quoted
 
 
 class Command(createsuperuser.Command):
@@ -29,7 +30,7 @@ class Command(createsuperuser.Command):
         if handle and User.objects.filter(handle__iexact=handle).exists():
             existing = User.objects.get(handle__iexact=handle)
             raise CommandError(
-                f"A user with handle {existing.handle!r} already exists (handles ignore case), so no password "
+                f"A user with handle {quoted(existing.handle)} already exists (handles ignore case), so no password "
                 "was asked for. Choose another --handle, or give that user staff rights in the back office."
             )
         return super().handle(*args, **options)

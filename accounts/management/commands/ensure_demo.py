@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from accounts import services
 from accounts.models import ApiToken
+from config.text import quoted
 
 
 class Command(BaseCommand):
@@ -32,7 +33,7 @@ class Command(BaseCommand):
         try:
             user, created = services.ensure_user(handle=options["handle"], display_name="Demo agent")
         except ValidationError as exc:  # a handle the model refuses (`me`, UUID-shaped, bad characters)
-            raise CommandError(f"--handle {options['handle']!r}: {' '.join(exc.messages)}") from None
+            raise CommandError(f"--handle {quoted(options['handle'], 80)}: {' '.join(exc.messages)}") from None
         path = Path(options["token_file"]) if options["token_file"] else None
         secret = _kept_secret(path, user)
         if secret is not None:

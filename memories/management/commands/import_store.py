@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from config.errors import DomainError
+from config.text import quoted
 from memories.exchange.services import import_file
 from stores.models import Store
 from stores.selectors import parse_store_id
@@ -97,7 +98,7 @@ class Command(BaseCommand):
         self.stdout.write(
             self.style.SUCCESS(
                 f"Imported {result.lines} lines ({summary}) into store {result.store.pk} "
-                f"({result.store.name!r}) in {elapsed:.2f} s."
+                f"({quoted(result.store.name)}) in {elapsed:.2f} s."
             )
         )
 
@@ -106,7 +107,7 @@ def parse_id(value: str):
     try:
         return parse_store_id(value)
     except DomainError:
-        raise CommandError(f"--into: {value!r} is not a store id.") from None
+        raise CommandError(f"--into: {quoted(value, 80)} is not a store id.") from None
 
 
 def open_file(path: str):

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from config import distribution
+from config.text import quoted
 
 
 class Command(BaseCommand):
@@ -31,7 +32,7 @@ class Command(BaseCommand):
             installed = distribution.citus_installed(cursor)
             if not installed and not dry_run:
                 raise CommandError(
-                    f"The citus extension is not installed in database {connection.settings_dict['NAME']!r}; "
+                    f"The citus extension is not installed in database {quoted(connection.settings_dict['NAME'])}; "
                     "nothing was changed. On the coordinator: CREATE EXTENSION citus; add the workers "
                     "(SELECT citus_add_node(…)); then run this again. `--dry-run` prints the plan without Citus."
                 )
