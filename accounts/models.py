@@ -12,6 +12,8 @@ from django.db import models
 from django.db.models.functions import Lower, Now
 from django.utils import timezone
 
+from config.text import quoted
+
 HANDLE_RE = r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_])?$"
 SLUG_RE = r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?$"
 handle_validator = RegexValidator(HANDLE_RE, "A handle is 1–64 ASCII letters, digits, '.', '_' or '-'.")
@@ -38,7 +40,7 @@ def addressable_handle(value: str) -> None:
     is created through `full_clean`: the back office, `create_user`, `manage.py` commands, imports)."""
     problem = unaddressable(value)
     if problem:
-        raise ValidationError(f"The handle {value!r} {problem}.")
+        raise ValidationError(f"The handle {quoted(value, 80)} {problem}.")
 
 
 slug_validator = RegexValidator(SLUG_RE, "A slug is 1–64 ASCII letters, digits, '_' or '-'.")

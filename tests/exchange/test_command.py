@@ -81,7 +81,7 @@ def test_a_handle_no_user_may_have_is_a_clear_error_not_a_traceback(tmp_path, sa
     path = tmp_path / "bad-handle.jsonl"
     path.write_bytes(assemble(sample))
     before = census()
-    with pytest.raises(CommandError, match=f"The handle '{handle}' .*Nothing was imported"):
+    with pytest.raises(CommandError, match=f'The handle "{handle}" .*Nothing was imported'):
         run(path, "--create-missing-users")
     assert census() == before and not User.objects.filter(handle__iexact=handle).exists()
 

@@ -7,6 +7,7 @@ import uuid
 from django.core.management.base import BaseCommand, CommandError
 
 from config.errors import DomainError
+from config.text import quoted
 from sessions.models import Environment
 from sessions.services import environments as services
 
@@ -25,7 +26,7 @@ class Command(BaseCommand):
         try:
             environment = Environment.objects.select_related("owner").get(pk=uuid.UUID(options["environment"]))
         except (ValueError, Environment.DoesNotExist):
-            raise CommandError(f"No environment with id {options['environment']!r}.") from None
+            raise CommandError(f"No environment with id {quoted(options['environment'], 80)}.") from None
         try:
             issued = services.issue_environment_key(environment=environment, name=options["name"])
         except DomainError as exc:
@@ -33,6 +34,6 @@ class Command(BaseCommand):
         self.stdout.write(issued.secret)
         if options["verbosity"] > 1:
             self.stderr.write(
-                f"key {issued.key.id} ({issued.key.prefix}…) for environment {environment.name!r} "
+                f"key {issued.key.id} ({issued.key.prefix}…) for environment {quoted(environment.name)} "
                 f"owned by {environment.owner.handle}"
             )
