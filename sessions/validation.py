@@ -14,7 +14,7 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 
 from config.errors import InvalidRequest, field_problems
-from config.fields import not_a, not_a_string
+from config.fields import canonical_uuid, is_blank, not_a, not_a_string
 from config.text import field_name, first_forbidden_char, quoted
 from sessions.models import (
     INSTRUCTIONS_MAX_CHARS,
@@ -39,8 +39,8 @@ _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:
 def _text(value: object, *, field: str, max_chars: int, allow_empty: bool = True) -> str:
     if not isinstance(value, str):
         raise InvalidRequest(f"{field}: {not_a_string(value)}")
-    if not allow_empty and not value:
-        raise InvalidRequest(f"{field}: must not be empty.")
+    if not allow_empty and is_blank(value):
+        raise InvalidRequest(f"{field}: must not be empty or only white space.")
     if len(value) > max_chars:
         raise InvalidRequest(f"{field}: must be at most {max_chars} characters (got {len(value)}).")
     problem = first_forbidden_char(value)
@@ -106,19 +106,17 @@ def clean_key_name(value: object, *, field: str = "name") -> str:
 
 
 def clean_id(value: object, *, field: str, what: str) -> uuid.UUID:
-    """An id in a request body: a JSON string spelling a UUID (or a `uuid.UUID`, from Python callers).
-    Anything else — a number (``5`` would be ``UUID(int=5)``), a boolean, an array, an object,
-    ``"env_01"`` — is 400 naming `field`."""
-    if isinstance(value, uuid.UUID):
-        return value
-    if isinstance(value, str):
-        try:
-            return uuid.UUID(value)
-        except ValueError:
-            pass
-    if not isinstance(value, str):
+    """An id in a request body: a JSON string spelling a UUID canonically — lowercase and hyphenated, as the
+    API returns ids and as every id in a URL must be (`config.fields.canonical_uuid`) — or a `uuid.UUID`
+    from Python callers. Anything else is 400 naming `field`: a number (``5`` would be ``UUID(int=5)``), a
+    boolean, an array, an object, ``"env_01"``, and the other spellings Python's `uuid.UUID` takes (upper
+    case, braces, ``urn:uuid:``, no hyphens), which a URL's id refuses as naming nothing."""
+    if not isinstance(value, str | uuid.UUID):
         raise InvalidRequest(f"{field}: {not_a_string(value)}")
-    raise InvalidRequest(f"{field}: must be {what} (a UUID string).")
+    parsed = canonical_uuid(value)
+    if parsed is None:
+        raise InvalidRequest(f"{field}: must be {what}: a UUID in lowercase with hyphens, as the API writes it.")
+    return parsed
 
 
 def clean_environment_id(value: object, *, field: str = "environment_id") -> uuid.UUID:
@@ -214,10 +212,23 @@ def clean_resources(value: object, *, field: str = "resources") -> list[dict[str
     return cleaned
 
 
-def reject_unsupported(value: object, *, field: str, why: str, empty: object = None) -> None:
-    """Refuse a field this service cannot honour (budget, initial events, vaults) unless it is null or
-    `empty` (``[]`` for the list fields `initial_events` and `vault_ids`; an object is not a list)."""
-    if value is None or (empty is not None and type(value) is type(empty) and value == empty):
+_NO_MODEL = "this service never runs a model"
+# Why each field this service cannot honour is refused, and the empty value it takes instead (null always
+# passes): one wording per field on create and update (`vault_ids` had two).
+UNSUPPORTED_FIELDS: dict[str, tuple[str, object]] = {
+    "agent": (f"{_NO_MODEL}; a session's agent is fixed when it is created.", {}),
+    "budget": (f"{_NO_MODEL}, so there is nothing to budget.", {}),
+    "initial_events": ("sessions here carry no event stream; the agent runs on your own worker.", []),
+    "vault_ids": ("this service keeps no credential vaults.", []),
+}
+
+
+def reject_unsupported(value: object, *, field: str) -> None:
+    """Refuse a session field this service cannot honour (`UNSUPPORTED_FIELDS`: agent on update, budget,
+    initial events, vaults) unless it is null or that field's empty value (``{}`` or ``[]``; an object is not
+    a list). Raises InvalidRequest ``<field>: not supported — <why>``. KeyError for another field."""
+    why, empty = UNSUPPORTED_FIELDS[field]
+    if value is None or (type(value) is type(empty) and value == empty):
         return
     raise InvalidRequest(f"{field}: not supported — {why}")
 

@@ -16,7 +16,14 @@ from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from config.api import StrictQuerySerializer, StrictSerializer
-from config.fields import NAME_OR_EMPTY_PATTERN, NAME_PATTERN, QueryBooleanField, SignedTokenField
+from config.fields import (
+    NAME_OR_EMPTY_PATTERN,
+    NAME_PATTERN,
+    NOT_BLANK_PATTERN,
+    UUID_PATTERN,
+    QueryBooleanField,
+    SignedTokenField,
+)
 from sessions.api.schema import ClosedSerializer
 from sessions.models import (
     INSTRUCTIONS_MAX_CHARS,
@@ -95,12 +102,18 @@ class RawKeyNameField(RawField):
 
 @_schema(
     oneOf=[
-        {"type": "string", "minLength": 1, "maxLength": 200, "description": "An agent id (no version pinned)."},
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200,
+            "pattern": NOT_BLANK_PATTERN,
+            "description": "An agent id (no version pinned).",
+        },
         {
             "type": "object",
             "properties": {
                 "type": {"type": "string", "enum": ["agent"]},
-                "id": {"type": "string", "minLength": 1, "maxLength": 200},
+                "id": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": NOT_BLANK_PATTERN},
                 "version": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1, "nullable": True},
             },
             "required": ["type", "id"],
@@ -116,7 +129,7 @@ MEMORY_STORE_RESOURCE_PARAM = {
     "type": "object",
     "properties": {
         "type": {"type": "string", "enum": ["memory_store"]},
-        "memory_store_id": {"type": "string", "format": "uuid"},
+        "memory_store_id": {"type": "string", "format": "uuid", "pattern": UUID_PATTERN},
         "access": {"type": "string", "enum": ["read_write", "read_only"], "nullable": True},
         "instructions": {"type": "string", "maxLength": INSTRUCTIONS_MAX_CHARS, "nullable": True},
     },
@@ -130,7 +143,7 @@ class RawResourcesField(RawField):
     pass
 
 
-@_schema(type="string", format="uuid")
+@_schema(type="string", format="uuid", pattern=UUID_PATTERN)
 class RawEnvironmentIdField(RawField):
     """Raw, so a JSON number is a 400 (DRF's UUIDField reads ``5`` as ``UUID(int=5)``, a 404)."""
 

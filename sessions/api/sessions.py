@@ -20,7 +20,6 @@ from stores import validation as store_validation
 from versions.errors import InvalidPage
 
 TAG = ["sessions"]
-NOT_HERE = "this service never runs a model"
 
 
 class SessionCollectionView(APIView):
@@ -74,12 +73,8 @@ class SessionCollectionView(APIView):
     def post(self, request):
         reject_query(request)
         incoming = validated(inputs.SessionCreateRequestSerializer, request.data)
-        for field, why, empty in (
-            ("budget", f"{NOT_HERE}, so there is nothing to budget.", {}),
-            ("initial_events", "sessions here carry no event stream; the agent runs on your own worker.", []),
-            ("vault_ids", "this service keeps no credential vaults.", []),
-        ):
-            validation.reject_unsupported(incoming.get(field), field=field, why=why, empty=empty)
+        for field in ("budget", "initial_events", "vault_ids"):
+            validation.reject_unsupported(incoming.get(field), field=field)
         agent = validation.clean_agent(incoming["agent"])
         resources = validation.clean_resources(incoming.get("resources"))
         metadata = store_validation.clean_metadata(incoming.get("metadata", {}))
@@ -128,8 +123,8 @@ class SessionDetailView(APIView):
         session = selectors.get_session_for(request.user, session_id)
         reject_query(request)
         incoming = validated(inputs.SessionUpdateRequestSerializer, request.data)
-        for field, empty in (("agent", {}), ("budget", {}), ("vault_ids", [])):
-            validation.reject_unsupported(incoming.get(field), field=field, why=f"{NOT_HERE}.", empty=empty)
+        for field in ("agent", "budget", "vault_ids"):
+            validation.reject_unsupported(incoming.get(field), field=field)
         services.update_session(
             session=session, title=incoming.get("title", UNSET), metadata_patch=incoming.get("metadata", UNSET)
         )

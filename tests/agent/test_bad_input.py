@@ -294,6 +294,64 @@ def test_an_environment_id_that_is_not_a_uuid_string_is_400_naming_it(owner_api,
     assert_error(response, 400, "invalid_request_error", mentions="environment_id")
 
 
+def _spellings(pk: uuid.UUID) -> list[str]:
+    text = str(pk)
+    return [text.upper(), "{" + text + "}", "urn:uuid:" + text, text.replace("-", ""), f" {text}", f"{text}\n"]
+
+
+@pytest.mark.usefixtures("nothing_created")
+def test_a_body_id_is_taken_only_in_the_canonical_spelling_a_url_takes(owner_api, environment, notes_store):
+    """Body ids took every spelling Python's UUID does (upper case, braces, `urn:uuid:`, no hyphens) where the
+    same id in a URL names nothing (helper-96): one spelling everywhere, `config.fields.canonical_uuid`."""
+    for other in _spellings(environment.pk):
+        response = owner_api.post("/api/v1/sessions", {**session_body(environment), "environment_id": other})
+        error = assert_error(response, 400, "invalid_request_error")["error"]
+        assert error["details"]["fields"] == {
+            "environment_id": "must be an environment id: a UUID in lowercase with hyphens, as the API writes it."
+        }, other
+    for other in _spellings(notes_store.pk):
+        item = {"type": "memory_store", "memory_store_id": other}
+        response = owner_api.post("/api/v1/sessions", session_body(environment, item))
+        fields = assert_error(response, 400, "invalid_request_error")["error"]["details"]["fields"]
+        assert list(fields) == ["resources[0].memory_store_id"], (other, fields)
+    assert owner_api.post("/api/v1/sessions", session_body(environment, resource(notes_store))).status_code == 200
+    Session.objects.all().delete()
+    Work.objects.all().delete()
+
+
+@pytest.mark.usefixtures("nothing_created")
+@pytest.mark.parametrize("blank", [" ", "   ", "\t", "\u3000", "\ufeff", " \u00a0 "])
+def test_an_agent_id_of_only_white_space_is_refused_like_an_empty_one(owner_api, environment, blank):
+    """`"   "` was a session's agent (only `""` was refused; helper-96). The set is JSON Schema's `\\s`, which
+    the document's `pattern` uses too (`config.fields.NOT_BLANK_PATTERN`)."""
+    for agent, field in ((blank, "agent"), ({"type": "agent", "id": blank}, "agent.id")):
+        response = owner_api.post("/api/v1/sessions", {**session_body(environment), "agent": agent})
+        error = assert_error(response, 400, "invalid_request_error")["error"]
+        assert error["details"]["fields"] == {field: "must not be empty or only white space."}, (agent, error)
+
+
+@pytest.mark.usefixtures("nothing_created")
+@pytest.mark.parametrize("agent", ["\u200b", "a b", "\x1c", "\u0085"])
+def test_an_agent_id_with_a_visible_or_non_schema_space_character_is_kept(owner_api, environment, agent):
+    """Only JSON Schema's white space makes an id blank: Python's `isspace` also takes U+001C and U+0085, which
+    the document's pattern does not, so the server must accept what the document accepts."""
+    response = owner_api.post("/api/v1/sessions", {**session_body(environment), "agent": agent})
+    assert response.status_code == 200, response.content
+    assert response.json()["agent"]["id"] == agent
+    Session.objects.all().delete()
+    Work.objects.all().delete()
+
+
+def test_vault_ids_are_refused_in_one_wording_on_create_and_update(owner_api, environment, make_session):
+    """Create said "this service keeps no credential vaults", update "this service never runs a model"."""
+    created = owner_api.post("/api/v1/sessions", {**session_body(environment), "vault_ids": ["vlt_1"]})
+    session = make_session()
+    updated = owner_api.post(f"/api/v1/sessions/{session.pk}", {"vault_ids": ["vlt_1"]})
+    said = {assert_error(r, 400, "invalid_request_error")["error"]["message"] for r in (created, updated)}
+    assert said == {"vault_ids: not supported — this service keeps no credential vaults."}
+    assert owner_api.post(f"/api/v1/sessions/{session.pk}", {"vault_ids": []}).status_code == 200
+
+
 @pytest.mark.parametrize("name", ["a\u0001b", "a\nb", "a\x7fb", "a\u0085b", "a\x00b", "x" * 101, 5])
 def test_environment_key_names_follow_the_one_name_rule(owner_api, environment, name):
     """Key names refuse control characters as environment names and session titles do (`clean_name`)."""
