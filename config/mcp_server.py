@@ -55,7 +55,7 @@ from config.errors import (
     is_database_fault,
     log_fault,
 )
-from config.parsers import duplicate_key
+from config.parsers import duplicate_key, find_forbidden, forbidden_refusal
 
 # Where the Django request travels inside the ASGI scope handed to the SDK (read back in `call_tool`).
 SCOPE_KEY = "memories.django_request"
@@ -272,11 +272,12 @@ def endpoint(request: HttpRequest) -> HttpResponse:
     batch = _batch_in(body)
     if batch is not None:
         return _serve_batch(request, batch)
-    problem = message_problem(_object_in(body))
+    message = _object_in(body)
+    problem = message_problem(message)
     if problem is not None:
         return _rpc_error(types.INVALID_REQUEST, f"Invalid Request: {problem}")
     status, headers, content = async_to_sync(serve_exchange)(request, body)
-    return _django_response(request, status, headers, content)
+    return _django_response(request, status, headers, content, message=message)
 
 
 def _too_large(request: HttpRequest) -> HttpResponse:
@@ -370,7 +371,10 @@ def _serve_batch(request: HttpRequest, batch: list) -> HttpResponse:
         if status not in (200, 202, 400) or (status == 400 and _json_rpc_error_of(content) is None):
             return _django_response(request, status, headers, content)
         if content:
-            replies.append(json.loads(_clean_envelope_error(status, content)))
+            reply = json.loads(_clean_envelope_error(status, content, message))
+            if isinstance(reply, dict) and reply.get("id") is None and rid is not None:
+                reply["id"] = rid  # the SDK read nothing of the member, not even its id; we did
+            replies.append(reply)
     if not replies:
         response = HttpResponse(status=202)
         del response["Content-Type"]
@@ -432,11 +436,27 @@ def _json_rpc_error_of(content: bytes) -> dict[str, Any] | None:
     return error if isinstance(error, dict) else None
 
 
-def _clean_envelope_error(status: int, content: bytes) -> bytes:
-    """The SDK refuses a body that is no JSON-RPC message with -32602 and pydantic's report (its internals,
-    documentation links, the input echoed): answer -32600 "Invalid Request", short, instead."""
+def _clean_envelope_error(status: int, content: bytes, message: Any = None) -> bytes:
+    """Two SDK refusals rewritten, short and naming what is wrong (`message`: the request as Python's `json`
+    parsed it, or None):
+
+    - a body that is no JSON-RPC message: -32602 with pydantic's report (its internals, documentation links,
+      the input echoed) becomes -32600 "Invalid Request";
+    - a lone surrogate escape, which the handshake-era revisions' parser (pydantic-core) refuses as
+      -32700 "Parse error: unexpected end of hex escape at line 1 column 167" although the JSON is valid:
+      the code stays, the message names the field as REST and 2026-07-28 do
+      (``Parse error: params.arguments.body_md: Contains a lone surrogate.``; helper-98).
+    """
     error = _json_rpc_error_of(content) if status == 400 else None
-    if error is None or error.get("code") != types.INVALID_PARAMS:
+    if error is None:
+        return content
+    if error.get("code") == types.PARSE_ERROR and message is not None:
+        found = find_forbidden(message)
+        if found is not None and "surrogate" in found[1]:
+            field, words = forbidden_refusal(found)
+            return _rpc_error(types.PARSE_ERROR, f"Parse error: {field}: {words}").content
+        return content
+    if error.get("code") != types.INVALID_PARAMS:
         return content
     if not str(error.get("message", "")).startswith("Validation error:"):
         return content
@@ -527,8 +547,11 @@ def _asgi_scope(request: HttpRequest) -> dict[str, Any]:
 _PASSED_HEADERS = frozenset({b"content-type", b"allow", b"mcp-session-id", b"cache-control"})
 
 
-def _django_response(request: HttpRequest, status: int, headers: list[tuple[bytes, bytes]], content: bytes):
-    """The SDK's answer as a Django response; a non-JSON error becomes the SPEC §2 error object."""
+def _django_response(
+    request: HttpRequest, status: int, headers: list[tuple[bytes, bytes]], content: bytes, *, message: Any = None
+):
+    """The SDK's answer as a Django response; a non-JSON error becomes the SPEC §2 error object, and a JSON-RPC
+    error is `_clean_envelope_error`'s (`message`: the request as parsed, or None)."""
     values = {name.lower(): value.decode("latin-1") for name, value in headers}
     content_type = values.get(b"content-type", "")
     if status >= 400 and not content_type.startswith("application/json"):
@@ -540,7 +563,9 @@ def _django_response(request: HttpRequest, status: int, headers: list[tuple[byte
             message=text,
             headers={"Allow": values[b"allow"]} if b"allow" in values else None,
         )
-    response = HttpResponse(_clean_envelope_error(status, content), status=status, content_type=content_type or None)
+    response = HttpResponse(
+        _clean_envelope_error(status, content, message), status=status, content_type=content_type or None
+    )
     if not content:
         del response["Content-Type"]
     for name in _PASSED_HEADERS - {b"content-type"}:

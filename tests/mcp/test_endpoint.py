@@ -180,6 +180,20 @@ def test_a_refused_batch_member_with_a_lone_surrogate_id_is_answered_not_a_500(c
     assert list(Entry.objects.values_list("body_md", flat=True)) == ["kept"]
 
 
+def test_a_batch_member_with_a_lone_surrogate_is_a_parse_error_naming_the_field_and_keeps_its_id(client, secret):
+    """The SDK could not read the member (pydantic-core refuses a lone surrogate escape), so its -32700 carried
+    id null and "unexpected end of hex escape"; we parsed it: the member's id and the field (helper-98)."""
+    store = StoreFactory(owner=UserFactory._meta.model.objects.get(handle="alice"))
+    batch = [note_message(1, store, "kept"), note_message(2, store, "bad \ud800")]
+    response = rpc(client, secret, json.dumps(batch), HTTP_MCP_PROTOCOL_VERSION="2025-03-26")
+    assert response.status_code == 200
+    noted, refused = response.json()
+    assert noted["id"] == 1 and noted["result"]["isError"] is False
+    message = "Parse error: params.arguments.body_md: Contains a lone surrogate."
+    assert refused == {"jsonrpc": "2.0", "id": 2, "error": {"code": -32700, "message": message}}
+    assert list(Entry.objects.values_list("body_md", flat=True)) == ["kept"]
+
+
 def test_a_batch_starts_no_member_it_could_not_answer_in_time(client, secret, settings, monkeypatch):
     """The front answers 503 at REQUEST_TIMEOUT whatever a batch has committed; so a batch starts no member
     later than DB_LOCK_TIMEOUT + 1 s before that: the rest are answered "not run" (retry_after), unstored."""

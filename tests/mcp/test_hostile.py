@@ -161,15 +161,40 @@ def test_lone_surrogates_are_tool_errors(live, alice, alice_store):
     assert snapshot() == before
 
 
-def test_lone_surrogates_on_handshake_revisions_are_the_sdks_parse_error(live, alice, alice_store):
+def test_lone_surrogates_on_handshake_revisions_are_a_parse_error_naming_the_field(live, alice, alice_store):
     """The handshake-era transport parses with pydantic-core, which refuses a lone surrogate escape as
-    invalid JSON: JSON-RPC -32700 with HTTP 400, before any tool runs."""
+    invalid JSON: JSON-RPC -32700 with HTTP 400, before any tool runs. Its words ("unexpected end of hex escape
+    at line 1 column 167") named no field and called valid JSON broken (helper-98): the message names the
+    field in the words of REST and of 2026-07-28's tool error."""
     before = snapshot()
-    for raw, _message in SURROGATES:
+    for raw, message in SURROGATES:
         response = _raw_call(live, alice.secret, raw.format(id=alice_store.pk), version="2025-06-18")
         assert response.status_code == 400, raw
-        assert response.json()["error"]["code"] == -32700 and response.headers["Request-Id"].startswith("req_")
+        assert response.headers["Request-Id"].startswith("req_")
+        error = response.json()["error"]
+        field = "params." if message.startswith("arguments:") else "params.arguments."
+        assert error == {"code": -32700, "message": f"Parse error: {field}{message}"}, (raw, error)
     assert snapshot() == before
+
+
+def test_other_parse_errors_keep_the_sdks_words(live, alice):
+    """Only a lone surrogate is renamed: JSON that no parser reads keeps the SDK's report."""
+    response = httpx.post(
+        live.mcp_url,
+        content=b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"',
+        headers={
+            "Authorization": f"Bearer {alice.secret}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-06-18",
+        },
+        timeout=30,
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (
+        error["code"] == -32700 and error["message"].startswith("Parse error: ") and "arguments" not in error["message"]
+    )
 
 
 def test_an_entry_over_1024_utf8_bytes_is_a_tool_error_exactly_1024_is_stored(mcp_client, alice, alice_store):
