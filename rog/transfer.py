@@ -56,6 +56,7 @@ def export_store(client: Client, store_id: str, out: BinaryIO) -> dict[str, Any]
     """Stream the export of `store_id` into `out`; returns the end line (parsed). TransferFailed if cut short."""
     last = b""
     lines = 0
+    started = False  # whether any byte of the export arrived: before that, nothing was cut short
     try:
         with client.stream(f"memories/{store_id}/export", accept=JSONL) as response:
             chunks = response.iter_bytes()
@@ -64,6 +65,7 @@ def export_store(client: Client, store_id: str, out: BinaryIO) -> dict[str, Any]
             update = None
             with contextlib.ExitStack() as stack:
                 for chunk in chunks:
+                    started = True
                     out.write(chunk)
                     if total is None:  # the header line tells how many lines follow
                         pending += chunk
@@ -80,6 +82,8 @@ def export_store(client: Client, store_id: str, out: BinaryIO) -> dict[str, Any]
     except ApiError as exc:
         raise TransferFailed(exc.body, exc.status) from None
     except NetworkError as exc:
+        if not started:  # a dead server or a refused connection ("cut short after 0 lines" said otherwise)
+            raise _failure(f"The export could not start: {exc}", kind="network_error") from None
         raise _failure(f"The export was cut short after {lines} lines: {exc}", kind="network_error") from None
     out.flush()
     tail = last.rstrip(b"\n").rpartition(b"\n")[2]
@@ -212,8 +216,8 @@ def import_store(
     label: the file as messages name it (default `path`; "stdin" for `rog memories import -`).
     Network failures and 5xx answers are retried (RETRIES times, asking the server where to resume); a
     refused chunk aborts the import on the server and raises TransferFailed with the server's error; so does
-    a file that ends before its end line (status 400: rog's exit 3), and Ctrl-C aborts it before the
-    KeyboardInterrupt goes on: an open import would hold the file's store id until it idles out
+    a file that ends before its end line or holds no line at all (status 400: rog's exit 3), and Ctrl-C aborts
+    it before the KeyboardInterrupt goes on: an open import would hold the file's store id until it idles out
     (`IMPORT_IDLE_SECONDS`). Only giving up on the network leaves it open, its id in the error, for `--resume`.
     """
     upload: dict[str, Any] | None = None
@@ -240,7 +244,9 @@ def import_store(
                         if upload["status"] == "committed":
                             break
                     else:
-                        if upload is None or upload["status"] != "committed":
+                        if upload is None:  # not one line: nothing was sent, so nothing to abort
+                            raise _failure(f"{label or path} is empty: there is no export to import.", status=400)
+                        if upload["status"] != "committed":
                             _abort(client, upload)  # else the open import holds the file's store id for a day
                             raise _failure("The file ended before its end line: nothing was imported.", status=400)
                 except ApiError as exc:

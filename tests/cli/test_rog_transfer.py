@@ -88,6 +88,8 @@ def test_import_dash_reads_the_export_from_stdin_and_leaves_no_spool_behind(rog,
     # an empty stdin is a file without its header: refused, nothing written
     empty = subprocess.run([ROG, "memories", "import", "-"], input=b"", env=env, capture_output=True, timeout=60)
     assert empty.returncode == 3, empty.stderr[-2000:]
+    said = json.loads(empty.stderr)["error"]["message"]  # was "The file ended before its end line"
+    assert said == "stdin is empty: there is no export to import.", said
     assert Store.objects.count() == 1 and not StoreImport.objects.filter(status="open").exists()
     assert not list(tmp_path.glob("rog-import-*"))
 
@@ -161,6 +163,35 @@ def test_a_failed_export_leaves_the_previous_output_file_as_it_was(rog, store, t
     assert (tmp_path / "stdout").is_symlink()
     missing = rog("memories", "export", "--store", str(store.pk), "-o", "no/such/dir.jsonl", expect=6)
     assert missing["error"]["message"] == "Could not write the answer to no/such/dir.jsonl: No such file or directory."
+
+
+def test_an_export_from_a_server_that_does_not_answer_says_it_could_not_start(rog, tmp_path):
+    """A dead server's export said "The export was cut short after 0 lines" (helper-96): nothing had started."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROG_")}
+    env.update(ROG_API_URL=f"http://127.0.0.1:{port}", ROG_TOKEN=rog.token)
+    done = subprocess.run(
+        [ROG, "memories", "export", "--store", "00000000-0000-4000-8000-000000000000", "-o", "out.jsonl"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 5, done.stderr[-2000:]
+    error = json.loads(done.stderr)["error"]
+    assert error["type"] == "network_error" and error["message"].startswith("The export could not start: "), error
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_an_empty_file_is_refused_as_empty(rog, tmp_path):
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    error = rog("memories", "import", "empty.jsonl", expect=3)
+    assert error["error"]["message"] == "empty.jsonl is empty: there is no export to import."
+    assert not StoreImport.objects.exists()
 
 
 def test_a_tampered_file_is_refused_with_its_line_and_leaves_nothing_behind(rog, store, tmp_path):
