@@ -39,6 +39,26 @@ def quoted(value: object, limit: int | None = None) -> str:
     return text + "…" if cut else text
 
 
+# What must not reach a log line raw: every C0 control (newline and tab included), DEL, C1, the line and
+# paragraph separators and lone surrogates (a file name that is no UTF-8, decoded with surrogateescape).
+_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match) -> str:
+    char = match.group()
+    code = ord(char)
+    return _SHORT_ESCAPES.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def one_line(text: str) -> str:
+    r"""`text` with every control character (C0 — newline and tab too —, DEL, C1), U+2028/U+2029 and lone
+    surrogate written as an escape (``\n``, ``\x1b``, ``\u2028``, ``\udc80``), so a log line that carries
+    text someone else chose (an agent's file name) stays one line, forges no other line and sends the
+    terminal nothing. Everything else, backslashes included, is kept as it is."""
+    return _ONE_LINE.sub(_escape, text)
+
+
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 

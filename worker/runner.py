@@ -44,6 +44,7 @@ from anthropic.lib.environments._worker import (
 )
 from anthropic.lib.tools._memories import SessionMemoryError
 
+from config.text import one_line, quoted
 from worker.context import CONTEXT_FILE, system_context
 from worker.mountroot import (
     EXIT_MOUNT_ROOT,
@@ -558,7 +559,7 @@ async def _teardown(opts, item, summary: ItemSummary, stores: WorkerMemoryStores
     summary.deletes_not_sent = stores.deletes_not_sent()
     summary.not_mounted = stores.not_mounted()
     for pending in summary.deletes_not_sent:
-        log.warning("delete not sent: %s/%s stays on the server", pending["slug"], pending["path"])
+        log.warning("delete not sent: %s stays on the server", quoted(f"{pending['slug']}/{pending['path']}"))
     await stores.dispose()
     summary.conflicts = [asdict(k) for k in stores.conflicts]
     summary.unsynced = [asdict(k) for k in stores.unsynced]
@@ -571,10 +572,21 @@ async def _teardown(opts, item, summary: ItemSummary, stores: WorkerMemoryStores
     )
 
 
+class OneLineFormatter(logging.Formatter):
+    """Each record is one line: its text goes through `config.text.one_line`, so a value someone else chose
+    — an agent's file name in our messages or in the SDK's ("the server rejected this memory file … path=")
+    — cannot end the line and forge the next (``item ended work_id=FAKE outcome=completed``, helper-97) or
+    send the terminal an escape sequence. A traceback (`exc_info`) keeps its own lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return one_line(super().formatMessage(record))
+
+
 def configure_logging(verbose: bool) -> None:
-    """Log lines on stderr: the worker's own at INFO (DEBUG with `verbose`), the SDK's at WARNING."""
+    """Log lines on stderr, one per record (`OneLineFormatter`): the worker's own at INFO (DEBUG with
+    `verbose`), the SDK's at WARNING."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.WARNING)

@@ -41,6 +41,8 @@ from pathlib import Path, PurePosixPath
 from anthropic.lib.tools import _memories
 from anthropic.lib.tools._memories import MARKER_PATH, SessionMemoryStores
 
+from config.text import quoted
+
 log = logging.getLogger("memories_worker")
 
 CONFLICTS_DIR = ".memory-conflicts"
@@ -117,11 +119,10 @@ class WorkerMemoryStores(SessionMemoryStores):
             if (memory_store_id, item.path) not in self._not_mounted:
                 self._not_mounted.add((memory_store_id, item.path))
                 log.warning(
-                    "not mounted: %s/%s has no file of its own on disk (a backslash is a folder separator "
+                    "not mounted: %s has no file of its own on disk (a backslash is a folder separator "
                     "there, a name is at most 255 bytes, the marker's name is the engine's); it stays on "
                     "the server untouched",
-                    self._slugs.get(memory_store_id, memory_store_id),
-                    item.path.lstrip("/"),
+                    quoted(f"{self._slugs.get(memory_store_id, memory_store_id)}/{item.path.lstrip('/')}"),
                 )
         self.listed.add(memory_store_id)
 
@@ -141,14 +142,14 @@ class WorkerMemoryStores(SessionMemoryStores):
                 try:
                     _write_copy(target, data)
                 except OSError as e:
-                    log.error("conflict: could not keep the local text of %s/%s (%s); not overwriting it", slug, rel, e)
+                    shown = quoted(f"{slug}/{rel}")
+                    log.error("conflict: could not keep the local text of %s (%s); not overwriting it", shown, e)
                     return False
                 self.conflicts.append(KeptFile(slug=slug, path=rel, kept_at=str(target)))
                 log.warning(
-                    "conflict: %s/%s changed on both sides; the remote version wins, the local text is kept at %s",
-                    slug,
-                    rel,
-                    target,
+                    "conflict: %s changed on both sides; the remote version wins, the local text is kept at %s",
+                    quoted(f"{slug}/{rel}"),
+                    quoted(str(target)),
                 )
         return await super()._write(store, rel, content)
 
@@ -230,10 +231,11 @@ class WorkerMemoryStores(SessionMemoryStores):
                             continue
                         target = _keep_unsynced(self._work_path / UNSYNCED_DIR / slug, rel, data)
                     except Exception as e:  # one file's failure must not cost the others their copies
-                        log.error("unsynced: could not keep %s/%s: %s", slug, rel, e)
+                        log.error("unsynced: could not keep %s: %s", quoted(f"{slug}/{rel}"), e)
                         continue
                     kept.append(KeptFile(slug=slug, path=rel, kept_at=str(target)))
-                    log.warning("unsynced: %s/%s did not reach the server; kept at %s", slug, rel, target)
+                    shown = quoted(f"{slug}/{rel}"), quoted(str(target))
+                    log.warning("unsynced: %s did not reach the server; kept at %s", *shown)
         self.unsynced.extend(kept)
         return kept
 

@@ -473,6 +473,23 @@ def test_a_quoted_value_escapes_every_control_and_separator_character():
     assert quoted("x" * 10, 4) == '"xxxx"…' and quoted(True) == "true"
 
 
+def test_one_line_escapes_what_would_break_a_log_line_and_keeps_the_rest():
+    """`config.text.one_line` (the worker's log formatter): every C0 control, DEL, C1, U+2028/U+2029 and lone
+    surrogate escaped; backslashes, quotes and other text kept."""
+    from config.text import one_line
+
+    assert one_line("a\nb\rc\td") == "a\\nb\\rc\\td"
+    assert one_line("\x00\x1b[2K\x7f\x85\x9b") == "\\x00\\x1b[2K\\x7f\\x85\\x9b"
+    assert one_line("\u2028\u2029\udc80") == "\\u2028\\u2029\\udc80"
+    assert one_line('é "x" \\n 日本') == 'é "x" \\n 日本'
+    for code in range(0x110000):
+        char = chr(code)
+        escaped = one_line(char)
+        assert "\n" not in escaped and "\r" not in escaped and "\x1b" not in escaped
+        breaks = code < 0x20 or 0x7F <= code <= 0x9F or code in (0x2028, 0x2029) or 0xD800 <= code <= 0xDFFF
+        assert (escaped != char) == breaks, code
+
+
 def test_a_path_conflict_quotes_the_paths_as_json(owner_client):
     """`A memory already exists at '/it\\'s'.` was Python's spelling (helper-92)."""
     store = owner_client.post("/api/v1/memory_stores", {"name": "files"}, format="json").json()

@@ -146,7 +146,7 @@ def test_a_concurrent_remote_edit_wins_and_the_local_text_is_kept_in_the_conflic
     assert [(c["slug"], c["path"], c["kept_at"]) for c in summary["conflicts"]] == [
         ("team-notes", "plan.md", str(kept[0]))
     ]
-    assert "conflict: team-notes/plan.md" in run.log()
+    assert 'conflict: "team-notes/plan.md" changed on both sides' in run.log()
 
 
 def test_sigterm_to_the_worker_flushes_the_agents_file_within_the_bound(worker, notes_store, make_session):
@@ -536,10 +536,31 @@ def test_a_delete_the_engine_never_sent_is_reported(worker, owner_token, notes_s
     summary = run.finish()
     assert summary["outcome"] == "completed" and summary["agent_exit"] == 0
     assert summary["deletes_not_sent"] == [{"slug": "team-notes", "path": "e/f.md"}]
-    assert "delete not sent: team-notes/e/f.md" in run.log()
+    assert 'delete not sent: "team-notes/e/f.md"' in run.log()
     assert "e" in [kept["path"] for kept in summary["conflicts"] + summary["unsynced"]]
     assert contents(notes_store) == {"/e/f.md": "inside the folder", "/keep.md": "kept"}
     assert session_versions(session) == []
+
+
+def test_a_file_name_cannot_forge_a_line_of_the_workers_log(worker, notes_store, make_session):
+    """The agent chooses its file names; the worker's log wrote them raw, so a name holding a newline and a
+    made-up "item ended … outcome=completed" read as the worker's own line, and an escape sequence reached
+    the terminal (helper-97). Every record is one line (`OneLineFormatter`), names are JSON strings."""
+    make_session(notes_store)
+    forged = "2026-12-07 18:45:09,650 INFO memories_worker: item ended work_id=FAKE outcome=completed"
+    name = "x.md\n" + forged + "\x1b[2K"
+    run = worker(
+        f"""
+        (MOUNTS / "team-notes" / {name!r}).write_text("hi")
+        """,
+    )
+    summary = run.finish()
+    log = run.log()
+    assert [kept["path"] for kept in summary["unsynced"]] == [name]
+    assert "\x1b" not in log and "work_id=FAKE" in log
+    for line in log.splitlines():
+        assert not line.startswith(forged), line
+    assert '"team-notes/x.md\\n2026-12-07 18:45:09,650 INFO' in log  # the name, escaped, inside its own line
 
 
 @pytest.mark.parametrize("damage", ["marker", "folder"])
