@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from config.errors import AuthenticationError, Conflict, DomainError, InvalidRequest, NotFound
+from sessions.models import WorkState
 
 
 class EnvironmentNotFound(NotFound):
@@ -78,10 +79,23 @@ class WorkAlreadyAcknowledged(Conflict):
 
 
 class LeaseExpired(Conflict):
-    """A per-work credential whose claim ended (reclaimed, lapsed, stopped, archived): nothing changed."""
+    """A per-work credential without a live lease — its claim ended (reclaimed, lapsed, stopped, archived)
+    or its lease has not begun (polled, not yet acknowledged): nothing changed."""
 
     reason = "lease_expired"
     message = "This work item's lease is not live for this credential (it lapsed, was reclaimed or stopped)."
+    not_acknowledged = (
+        "This work item's lease has not begun: the item was claimed but not acknowledged yet; acknowledge it "
+        "(POST /api/v1/environments/{environment_id}/work/{work_id}/ack) before using its credential."
+    )
+
+    @classmethod
+    def of(cls, claim_id: Any, work: Any) -> LeaseExpired:
+        """The refusal for the claim `claim_id` of `work` (a Work row, or None when it is gone): said as not
+        acknowledged yet while that claim still holds the queued item, as ended otherwise."""
+        if work is not None and work.claim_id == claim_id and work.state == WorkState.QUEUED:
+            return cls(cls.not_acknowledged)
+        return cls()
 
 
 class HeartbeatPreconditionFailed(DomainError):

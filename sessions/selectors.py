@@ -250,7 +250,7 @@ def session_for_request(request: Any, session_id: object) -> Session:
     auth = request.auth
     if isinstance(auth, WorkClaim):
         if not auth.live:
-            raise LeaseExpired()
+            raise LeaseExpired.of(auth.pk, auth.work)
         pk = parse_id(session_id, SessionNotFound)
         found = _sessions().filter(pk=pk).first() if pk == auth.work.session_id else None
         if found is None:
@@ -321,7 +321,7 @@ def attached_store_for(claim: WorkClaim, store_id: object, *, need: Need = "read
     update, archive and delete, which a per-work credential never may. Two queries; checked every request.
     """
     if not claim.live:
-        raise LeaseExpired()
+        raise LeaseExpired.of(claim.pk, claim.work)
     pk = parse_store_id(store_id)
     attachment = _ATTACHMENT.first(session_id=claim.work.session_id, store_id=pk)
     if attachment is None:

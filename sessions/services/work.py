@@ -453,7 +453,7 @@ def stop_work(*, work: Work, claim: WorkClaim | None = None, force: bool = False
         if locked.state == WorkState.STOPPED:
             error = WorkStopped()
         elif claim is not None and (locked.claim_id != claim.pk or locked.state not in LEASED_STATES):
-            error = LeaseExpired()
+            error = LeaseExpired.of(claim.pk, locked)
         elif force or locked.state == WorkState.QUEUED:
             stop_for_good(locked, now)
         elif locked.state in (WorkState.STARTING, WorkState.ACTIVE):
@@ -502,7 +502,7 @@ def lease_fence(claim: WorkClaim) -> Fence:
         work = _LOCK_WORK.first(pk=claim.work_id)
         now = db_now()  # a statement of its own: one that started before the lock wait would read an older time
         if work is None or work.claim_id != claim.pk or work.state not in LEASED_STATES or work.lease_expires_at <= now:
-            raise LeaseExpired()
+            raise LeaseExpired.of(claim.pk, work)
         return now
 
     return fence

@@ -20,6 +20,7 @@ from django.db.models.functions import Now
 
 from sessions.models import WORKERS_POLLING_WINDOW, Environment, Poller, Work, WorkClaim
 from tests.agent.conftest import sessions_token
+from versions.models import Memory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -456,6 +457,35 @@ def test_an_unacknowledged_claim_is_reclaimed_after_reclaim_older_than_ms_and_it
         old.beta.sessions.retrieve(str(session.pk))
     assert caught.value.body["error"]["details"]["reason"] == "lease_expired"
     assert key_sdk.beta.environments.work.poll(env_id, reclaim_older_than_ms=0).id == first.id
+
+
+def test_a_credential_used_before_its_ack_is_told_to_acknowledge_not_that_its_lease_ended(
+    key_sdk, client_for, env_id, session, notes_store, claim
+):
+    """A claim's credential before the ack heard "it lapsed, was reclaimed or stopped" — none of which had
+    happened (helper-97). Same 409 `lease_expired` (nothing changes for the SDK), words that say what to do;
+    once reclaimed, the old credential hears the ended words again."""
+    claimed = claim(ack=False, heartbeat=False)
+    early = client_for(claimed.token)
+    calls = [
+        lambda: early.beta.sessions.retrieve(claimed.session_id),
+        lambda: early.beta.memory_stores.memories.create(str(notes_store.pk), path="/early.md", content="x"),
+        lambda: early.beta.memory_stores.memories.list(str(notes_store.pk)),
+        lambda: early.beta.environments.work.stop(claimed.work_id, environment_id=env_id),
+    ]
+    for call in calls:
+        with pytest.raises(anthropic.ConflictError) as caught:
+            call()
+        error = caught.value.body["error"]
+        assert error["details"]["reason"] == "lease_expired"
+        assert error["message"].startswith("This work item's lease has not begun: the item was claimed but not"), error
+    assert not Memory.objects.filter(store=notes_store).exists()
+    assert Work.objects.get(pk=claimed.work_id).state == "queued"
+    Work.objects.filter(pk=claimed.work_id).update(polled_at=Now() - timedelta(seconds=6))
+    assert key_sdk.beta.environments.work.poll(env_id).id == claimed.work_id  # reclaimed: the first claim ended
+    with pytest.raises(anthropic.ConflictError) as caught:
+        early.beta.sessions.retrieve(claimed.session_id)
+    assert caught.value.body["error"]["message"].endswith("(it lapsed, was reclaimed or stopped).")
 
 
 def test_a_lapsed_lease_requeues_the_item_for_a_new_claim_and_kills_the_old_credential(
