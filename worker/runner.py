@@ -91,8 +91,10 @@ class ItemSummary:
     """What happened to one work item; printed as one JSON line on stdout when the item ends.
 
     outcome: `completed` (agent exited 0), `agent_failed` (non-zero or killed), `interrupted` (the worker got
-    SIGTERM/SIGINT), `lease_lost`, `work_stopped` (stopped or archived from outside), `session_terminated`,
-    `download_failed`, `skipped` (not a session item), `failed` (anything else; `error` says what).
+    SIGTERM/SIGINT), `lease_lost`, `work_stopped` (stopped or archived from outside), `session_deleted` (the
+    session and its work item were deleted while the item ran: nothing could be synced or stopped),
+    `session_terminated`, `download_failed`, `skipped` (not a session item), `failed` (anything else; `error`
+    says what). `work_stopped`: whether the item is stopped now (false after `session_deleted`: it is gone).
     leftovers: where what was in the mount root before this item's download went (`set_aside_leftovers`):
     a dead run's mounts — with any edits it never pushed — and folders an earlier agent left there.
     """
@@ -362,31 +364,45 @@ async def handle_item(opts: Options, item, stop: Stop, mount_lock: MountRootLock
         summary.refused_lease_expired = late.count
         if lease.lost:
             log.info("lease lost; released work_id=%s without stopping it (it belongs to the queue)", item.id)
-        else:
-            await _stop_work(client, item, summary)
+        # A credential refused (401) is gone: its session was deleted (claims go with it), or something else
+        # ended it. The environment key tells which: a stop of an item that no longer exists is 404.
+        elif (
+            await _stop_work(client, item, summary, quiet=(401,)) == 401
+            and await _stop_with_key(opts, item, summary, quiet=(404,)) == 404
+        ):
+            summary.outcome = "session_deleted"
+            log.info("the work item is gone with its deleted session work_id=%s", item.id)
         await client.close()
         _running.value = False
     return summary
 
 
-async def _stop_with_key(opts: Options, item, summary: ItemSummary) -> None:
+async def _stop_with_key(opts: Options, item, summary: ItemSummary, *, quiet: tuple[int, ...] = ()) -> int | None:
+    """`_stop_work` with the environment key instead of the item's credential."""
     client = _client(opts, opts.environment_key)
     try:
-        await _stop_work(client, item, summary)
+        return await _stop_work(client, item, summary, quiet=quiet)
     finally:
         await client.close()
 
 
-async def _stop_work(client: AsyncAnthropic, item, summary: ItemSummary) -> None:
+async def _stop_work(client: AsyncAnthropic, item, summary: ItemSummary, *, quiet: tuple[int, ...] = ()) -> int | None:
+    """Stop `item` for good (`force`); `summary.work_stopped` says whether it is stopped now (409: it already
+    was). Returns None then, else the refusal's HTTP status (0 without one: a network failure), logged as an
+    error unless it is one of `quiet` (the caller's to handle)."""
     with anyio.CancelScope(shield=True):
         try:
             await client.beta.environments.work.stop(item.id, environment_id=item.environment_id, force=True)
-            summary.work_stopped = True
         except Exception as e:
             status = getattr(e, "status_code", None)
             summary.work_stopped = status == 409  # already stopped
-            if status != 409:
+            if status == 409:
+                return None
+            if status not in quiet:
                 log.error("stopping the work item failed work_id=%s: %s", item.id, e)
+            return status or 0
+        summary.work_stopped = True
+        return None
 
 
 async def _serve(opts, item, client, summary, stop, lease, beats, mount_lock: MountRootLock) -> None:

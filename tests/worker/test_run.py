@@ -512,7 +512,11 @@ def test_a_session_deleted_while_its_agent_runs_is_not_a_final_sync(
     client_for(owner_token.secret).beta.sessions.delete(str(session.pk))
     run.tell("deleted")
     summary = run.finish(timeout=60)
-    assert summary["outcome"] == "completed" and summary["agent_exit"] == 0
+    # was `outcome: completed` (or `work_stopped` beside `work_stopped: false`) and an ERROR line for the
+    # refused stop (helper-97): the item is gone, and the summary says so
+    assert summary["outcome"] == "session_deleted" and summary["agent_exit"] == 0
+    assert summary["work_stopped"] is False and "stopping the work item failed" not in run.log()
+    assert "the work item is gone with its deleted session" in run.log()
     assert summary["final_sync"] is False and "final sync did not reach team-notes" in run.log()
     assert [kept["path"] for kept in summary["unsynced"]] == ["late.md"]
     assert (run.workdir / ".memory-unsynced" / "team-notes" / "late.md").read_text().startswith("written after")
