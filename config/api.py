@@ -29,7 +29,7 @@ from config.fields import (  # noqa: F401
     json_type_of,
     not_a,
 )
-from config.text import field_name
+from config.text import field_name, query_name
 
 # The `{id}` of every /api/v1/memories/{id}… route. Declared as a UUID (`format: uuid`), as the memory-store,
 # session and environment ids are, so that clients and MCP tool schemas know the shape; any other spelling
@@ -80,13 +80,16 @@ def reject_body(request) -> None:
     raise unknown_fields(sorted(data))
 
 
-def unknown_fields(names: list[str]) -> ValidationError:
+def unknown_fields(names: list[str], *, query: bool = False) -> ValidationError:
     """The 400 for body fields (or MCP arguments) no one declared: "Unknown field." under each name. A name
     that is not plain letters, digits, `_` and `-` is written as a JSON string (``""``, ``"a\\"b"``), so that an
     empty key is still named and a key spelled ``""`` is not the empty one. A name is cut at 60 characters
     (a 400 names each field in at most 100, `config.errors.MAX_FIELD_CHARS`): two long names that begin
-    alike are then listed once, plain or not (`config.text.field_name`)."""
-    return ValidationError({field_name(name): ["Unknown field."] for name in names})
+    alike are then listed once, plain or not (`config.text.field_name`). `query`: the names are query
+    parameters, and the bracket style of the API's own (``created_at[gt]``) is named as it is
+    (`config.text.query_name`)."""
+    name_of = query_name if query else field_name
+    return ValidationError({name_of(name): ["Unknown field."] for name in names})
 
 
 def envelope(data: Any, meta: dict[str, Any] | None = None, *, status: int = 200, headers=None) -> Response:
@@ -130,6 +133,7 @@ class StrictSerializer(serializers.Serializer):
 
     # JSON types are checked on bodies; a query serializer's values are all strings (StrictQuerySerializer).
     json_typed = True
+    query_parameters = False  # the fields are a body's (a query serializer's are query parameters)
     # (name, JSON types it takes, their words, its error code) per declared field of a plain type or a raw
     # field's documented type: found once per class, not per request (the note's validation runs through here)
     _json_types: tuple[tuple[str, frozenset[str], str, str | None], ...] = ()
@@ -155,7 +159,7 @@ class StrictSerializer(serializers.Serializer):
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:
-                raise unknown_fields(unknown)
+                raise unknown_fields(unknown, query=self.query_parameters)
             wrong = {
                 name: [not_a(words, data[name])]
                 for name, kinds, words, _ in self._json_types
@@ -265,6 +269,7 @@ class StrictQuerySerializer(StrictSerializer):
     """
 
     json_typed = False  # every value is a string
+    query_parameters = True
 
     def __init__(self, *args, data=None, **kwargs):
         super().__init__(*args, data=query_data(data), **kwargs)

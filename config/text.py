@@ -74,6 +74,20 @@ def field_name(key: str, within: str = "") -> str:
     return f"{within}[{quoted(key, 60)}]" if within else quoted(key, 60)
 
 
+# A query parameter's name in the bracket style the API's own parameters use: `created_at[gte]`, `statuses[]`.
+_QUERY_NAME = re.compile(r"[A-Za-z0-9_-]+(?:\[[A-Za-z0-9_-]*\])*")
+
+
+def query_name(name: str) -> str:
+    """A query parameter as a refusal names it: a plain name or one in the API's bracket style
+    (``created_at[gt]``, ``statuses[]``; at most 60 characters) as itself — a query has no nesting for the
+    brackets to be mistaken for, and the API's own ``created_at[gte]`` is named so —, any other as
+    `field_name` writes a body key (a JSON string cut at 60 characters)."""
+    if len(name) <= 60 and _QUERY_NAME.fullmatch(name):
+        return name
+    return field_name(name)
+
+
 def entries(count: int) -> str:
     """``"1 entry"``, ``"0 entries"``, ``"12 entries"``."""
     return f"{count} entry" if count == 1 else f"{count} entries"

@@ -452,6 +452,22 @@ def test_unknown_keys_that_are_not_plain_names_are_quoted_and_never_merge(owner_
     assert not private_store.entries.exists()
 
 
+def test_an_unknown_query_parameter_in_the_apis_bracket_style_is_named_as_it_is(owner_client, private_store):
+    """`created_at[gt]` was named `"created_at[gt]"` beside the API's own `created_at[gte]`, named bare (and
+    bare again when given twice; helper-98). A query has no nesting for brackets to be mistaken for."""
+    url = f"/api/v1/memory_stores/{private_store.pk}/memory_versions"
+    query = "created_at[gt]=2026-01-01T00:00:00Z&statuses[]=x&a[b][]=1&a%20b=1"
+    fields = assert_error(owner_client.get(f"{url}?{query}"), 400, "invalid_request_error")["error"]["details"]
+    assert set(fields["fields"]) == {"created_at[gt]", "statuses[]", "a[b][]", '"a b"'}, fields
+    repeated = owner_client.get(f"{url}?created_at[gte]=2026-01-01T00:00:00Z&created_at[gte]=2026-01-02T00:00:00Z")
+    assert set(assert_error(repeated, 400, "invalid_request_error")["error"]["details"]["fields"]) == {
+        "created_at[gte]"
+    }
+    body = {"body_md": "x", "a[0]": 1}  # in a body, brackets are an index: such a key stays a JSON string
+    response = owner_client.post(f"/api/v1/memories/{private_store.pk}/note", body, format="json")
+    assert set(assert_error(response, 400, "invalid_request_error")["error"]["details"]["fields"]) == {'"a[0]"'}
+
+
 def test_long_plain_unknown_names_that_begin_alike_are_listed_once(owner_client, private_store):
     """Two plain 150-character names that differ at the end were both cut at 100 characters into one field
     and its problems joined: "Unknown field.; Unknown field." (helper-93). A name over 60 characters is
