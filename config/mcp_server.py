@@ -55,6 +55,7 @@ from config.errors import (
     is_database_fault,
     log_fault,
 )
+from config.fields import not_a
 from config.parsers import duplicate_key, find_forbidden, forbidden_refusal
 
 # Where the Django request travels inside the ASGI scope handed to the SDK (read back in `call_tool`).
@@ -339,6 +340,26 @@ def message_problem(message: Any, *, in_batch: bool = False) -> str | None:
     return None
 
 
+def tool_call_problem(message: Any) -> str | None:
+    """What is wrong with the `params` of the ``tools/call`` `message` (parsed JSON) that the SDK refuses as
+    -32602 "Invalid request parameters" with empty data — ``params.name: Must be a string, not an integer.``,
+    ``params.arguments: Must be an object or null, not a string.`` — or None (another message, or params
+    the SDK takes). The arguments' own contents are `config.mcp_tools.check_arguments`'s (a tool error)."""
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return None
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return None  # -32600 "Invalid Request" before the SDK's params check (`_clean_envelope_error`)
+    if "name" not in params:
+        return "params.name: This field is required."
+    if not isinstance(params["name"], str):
+        return f"params.name: {not_a('a string', params['name'])}"
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        return f"params.arguments: {not_a('an object or null', arguments)}"
+    return None
+
+
 def _serve_batch(request: HttpRequest, batch: list) -> HttpResponse:
     """A 2025-03-26 batch: each message is its own exchange with the SDK, in order; the answer is the array
     of their replies (200), or 202 when none has one (notifications, responses). Other revisions, an empty
@@ -445,10 +466,21 @@ def _clean_envelope_error(status: int, content: bytes, message: Any = None) -> b
     - a lone surrogate escape, which the handshake-era revisions' parser (pydantic-core) refuses as
       -32700 "Parse error: unexpected end of hex escape at line 1 column 167" although the JSON is valid:
       the code stays, the message names the field as REST and 2026-07-28 do
-      (``Parse error: params.arguments.body_md: Contains a lone surrogate.``; helper-98).
+      (``Parse error: params.arguments.body_md: Contains a lone surrogate.``; helper-98);
+    - a ``tools/call`` whose `name` is no string or whose `arguments` are no object: the SDK's -32602
+      "Invalid request parameters" with empty data names the parameter (`tool_call_problem`; helper-97).
     """
-    error = _json_rpc_error_of(content) if status == 400 else None
+    error = _json_rpc_error_of(content) if status in (200, 400) else None
     if error is None:
+        return content
+    if error.get("code") == types.INVALID_PARAMS and error.get("message") == "Invalid request parameters":
+        problem = tool_call_problem(message)  # the handshake-era SDK names nothing ("data": "")
+        if problem is None:
+            return content
+        reply = json.loads(content)
+        reply["error"] = {"code": types.INVALID_PARAMS, "message": f"Invalid params: {problem}"}
+        return json.dumps(reply).encode()
+    if status != 400:
         return content
     if error.get("code") == types.PARSE_ERROR and message is not None:
         found = find_forbidden(message)

@@ -98,7 +98,30 @@ def test_json_rpc_errors_stay_json_rpc_and_carry_a_request_id(client, secret):
     not_an_object = rpc(
         client, secret, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "x", "arguments": [1]}}
     )
-    assert not_an_object.json()["error"]["code"] == -32602
+    assert not_an_object.json()["error"] == {
+        "code": -32602,
+        "message": "Invalid params: params.arguments: Must be an object or null, not an array.",
+    }
+
+
+@pytest.mark.parametrize("version", ["2025-03-26", "2025-06-18", "2025-11-25"])
+@pytest.mark.parametrize(
+    ("params", "problem"),
+    [
+        ({"name": 5, "arguments": {}}, "params.name: Must be a string, not an integer."),
+        ({"arguments": {}}, "params.name: This field is required."),
+        ({"name": "wake_memories", "arguments": "x"}, "params.arguments: Must be an object or null, not a string."),
+        ({"name": None}, "params.name: Must be a string, not null."),
+    ],
+)
+def test_tool_call_params_of_the_wrong_type_are_named(client, secret, version, params, problem):
+    """The handshake-era SDK answered -32602 "Invalid request parameters" with `"data": ""` for all of these
+    (helper-97): the code and id stay, the message names the parameter."""
+    message = {"jsonrpc": "2.0", "id": "call-1", "method": "tools/call", "params": params}
+    response = rpc(client, secret, message, HTTP_MCP_PROTOCOL_VERSION=version)
+    assert response.status_code == 200 and response["Request-Id"].startswith("req_")
+    expected = {"code": -32602, "message": f"Invalid params: {problem}"}
+    assert response.json() == {"jsonrpc": "2.0", "id": "call-1", "error": expected}
 
 
 def invalid_request(response) -> str:
