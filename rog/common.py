@@ -11,7 +11,9 @@ import errno
 import json
 import os
 import re
+import stat
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, NoReturn
@@ -357,34 +359,101 @@ class RogGroup(click.Group):
 
 
 class OpenedOnFirstWrite:
-    """A binary file at `path` opened — created or truncated — by its first write, not before: `-o backup.jsonl`
-    with a wrong store id or a refused export emptied the previous backup (it was opened before the request).
-    Once the export's first bytes arrive the file is written as `open(path, "wb")` writes it: through a
-    symlink, in place (its mode, owner and hard links kept), `/dev/stdout` and FIFOs alike (a first version
-    wrote a temporary file and renamed it over `path`: it replaced the `/dev/stdout` link itself, reset modes,
-    split hard links; helper-95). An export cut short after its first bytes leaves a file without its end line,
-    which every import refuses (rog exits 5). Used by `rog memories export -o` and `manage.py export_store -o`.
+    """A binary file at `path` written by an export (`rog memories export -o`, `manage.py export_store -o`):
+    opened by its first write, not before, and — where it is a plain file — replaced only when the export is
+    complete, so a failed export never costs the previous file.
+
+    - Nothing happens before the first bytes: a wrong store id or a refused export leaves FILE as it was (it
+      was truncated before the request).
+    - A plain file — missing, or a regular file with one link that the caller owns (or any, as root) — is
+      written to a temporary sibling (``.<name>.<random>.part``, mode, owner and group of the file it
+      replaces, or what `open` would give a new file) that is synced and renamed over `path` when the `with`
+      block ends without an exception, and removed when it ends with one: an export cut after its first bytes
+      (rog exits 5) leaves yesterday's backup whole, not a file without its end line (2026-12-07).
+    - Anything else is written in place, as `open(path, "wb")` writes it, from the first bytes on: through a
+      symlink (`/dev/stdout`, `/proc/self/fd/1`), a FIFO or device, a file with hard links (a rename would
+      split them) or another user's file the caller may write but not own (a rename would take it over).
+      A first version renamed over every `path`: it replaced the `/dev/stdout` link itself, reset a 0600
+      file's mode and split hard links (helper-95). Such a file cut short has no end line, which every
+      import refuses.
+
+    Raises OSError from `write` (the file or its folder cannot be written) and from leaving the block (the
+    sync or the rename failed; the temporary file is then removed).
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
-        self.path = path
+        self.path = os.fspath(path)
         self._file: BinaryIO | None = None
+        self._temporary: str | None = None
+
+    def _replaceable(self) -> tuple[int, int, int] | None:
+        """``(mode, uid, gid)`` for a temporary file that may be renamed over `path`, or None: write in place."""
+        try:
+            found = os.lstat(self.path)
+        except FileNotFoundError:
+            umask = os.umask(0)  # read it: `open` creates 0666 less the umask
+            os.umask(umask)
+            return 0o666 & ~umask, os.geteuid(), os.getegid()
+        except OSError:
+            return None
+        owned = found.st_uid == os.geteuid() or os.geteuid() == 0
+        if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1 or not owned:
+            return None
+        return stat.S_IMODE(found.st_mode), found.st_uid, found.st_gid
+
+    def _open(self) -> BinaryIO:
+        like = self._replaceable()
+        if like is not None:
+            folder, name = os.path.split(os.path.abspath(self.path))
+            try:
+                descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".part")
+            except OSError:  # no folder, or one the caller cannot create files in: `open` says what is wrong
+                like = None
+            else:
+                try:
+                    mode, uid, gid = like
+                    os.fchmod(descriptor, mode)
+                    if (uid, gid) != (os.geteuid(), os.getegid()):
+                        os.fchown(descriptor, uid, gid)
+                except OSError:
+                    os.close(descriptor)
+                    os.unlink(temporary)
+                else:
+                    self._temporary = temporary
+                    return os.fdopen(descriptor, "wb")
+        return open(self.path, "wb")
 
     def write(self, data: bytes) -> int:
         if self._file is None:
-            self._file = open(self.path, "wb")  # noqa: SIM115 - closed by close()
+            self._file = self._open()
         return self._file.write(data)
 
     def flush(self) -> None:
         if self._file is not None:
             self._file.flush()
 
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
+    def close(self, *, complete: bool = True) -> None:
+        """Close the file; a temporary one is renamed over `path` when `complete`, else removed."""
+        if self._file is None:
+            return
+        out, temporary, self._file, self._temporary = self._file, self._temporary, None, None
+        try:
+            if temporary is not None and complete:
+                out.flush()
+                os.fsync(out.fileno())  # the backup is on disk before it replaces the previous one
+            out.close()
+            if temporary is not None and complete:
+                os.replace(temporary, self.path)
+                temporary = None
+        finally:
+            if not out.closed:
+                out.close()
+            if temporary is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temporary)
 
     def __enter__(self) -> OpenedOnFirstWrite:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
+        self.close(complete=exc_type is None)

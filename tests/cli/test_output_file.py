@@ -1,0 +1,135 @@
+"""`rog.common.OpenedOnFirstWrite`: where `rog memories export -o FILE` and `manage.py export_store -o FILE` write.
+
+A plain FILE is replaced only by a complete export; a link, a special file or a file with hard links is
+written in place (docs/export-import.md)."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import stat
+import subprocess
+import threading
+
+import pytest
+
+from rog.common import OpenedOnFirstWrite
+from tests.cli.test_rog import ROG
+
+
+class Cut(Exception):
+    pass
+
+
+def write_cut(path, data: bytes) -> None:
+    with pytest.raises(Cut), OpenedOnFirstWrite(path) as out:
+        out.write(data)
+        raise Cut  # what a stream cut short raises inside the block (TransferFailed, a network error)
+
+
+def test_a_plain_file_keeps_its_previous_content_until_the_export_is_complete(tmp_path):
+    """An export cut after its first bytes truncated yesterday's backup and left a file without its end line."""
+    backup = tmp_path / "backup.jsonl"
+    backup.write_bytes(b"yesterday's export\n")
+    backup.chmod(0o640)
+    before = backup.stat().st_ino
+    write_cut(backup, b'{"type":"memories-export"}\n')
+    assert backup.read_bytes() == b"yesterday's export\n" and backup.stat().st_ino == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl"]  # no temporary file left
+    with OpenedOnFirstWrite(backup) as out:
+        out.write(b"today's ")
+        assert backup.read_bytes() == b"yesterday's export\n"  # not before the block ends
+        out.write(b"export\n")
+    assert backup.read_bytes() == b"today's export\n"
+    assert stat.S_IMODE(backup.stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl"]
+
+
+def test_a_new_file_appears_only_complete_with_the_mode_open_gives(tmp_path):
+    target = tmp_path / "new.jsonl"
+    write_cut(target, b"partial")
+    assert list(tmp_path.iterdir()) == []
+    umask = os.umask(0o027)
+    try:
+        with OpenedOnFirstWrite(target) as out:
+            out.write(b"whole\n")
+    finally:
+        os.umask(umask)
+    assert target.read_bytes() == b"whole\n" and stat.S_IMODE(target.stat().st_mode) == 0o640
+
+
+def test_a_file_with_hard_links_a_symlink_and_a_fifo_are_written_in_place(tmp_path):
+    """A rename would split the links, replace the symlink itself or never reach the FIFO's reader."""
+    original = tmp_path / "original.jsonl"
+    original.write_bytes(b"old\n")
+    (tmp_path / "other-name.jsonl").hardlink_to(original)
+    with OpenedOnFirstWrite(tmp_path / "other-name.jsonl") as out:
+        out.write(b"new\n")
+    assert original.read_bytes() == b"new\n" and original.stat().st_nlink == 2
+    write_cut(tmp_path / "other-name.jsonl", b"cut")  # in place: cut is cut (exit 5, no end line)
+    assert original.read_bytes() == b"cut"
+    (tmp_path / "link.jsonl").symlink_to(original)
+    with OpenedOnFirstWrite(tmp_path / "link.jsonl") as out:
+        out.write(b"through the link\n")
+    assert (tmp_path / "link.jsonl").is_symlink() and original.read_bytes() == b"through the link\n"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    with OpenedOnFirstWrite(fifo) as out:
+        out.write(b"streamed\n")
+    reader.join(10)
+    assert received == [b"streamed\n"] and stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
+def test_as_root_a_replaced_file_keeps_its_owner_and_group(tmp_path):
+    backup = tmp_path / "backup.jsonl"
+    backup.write_bytes(b"old\n")
+    os.chown(backup, 4321, 4322)
+    with OpenedOnFirstWrite(backup) as out:
+        out.write(b"new\n")
+    found = backup.stat()
+    assert (found.st_uid, found.st_gid) == (4321, 4322) and backup.read_bytes() == b"new\n"
+
+
+class _CutExport(http.server.BaseHTTPRequestHandler):
+    """Answers every export with its header line, then closes the connection: a stream cut short."""
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/jsonl")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(b'{"type":"memories-export","version":1,"counts":{"entries":3}}\n')
+        self.wfile.flush()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_rog_export_cut_short_leaves_the_previous_backup_whole(tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _CutExport)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        backup = tmp_path / "backup.jsonl"
+        backup.write_bytes(b"yesterday's export\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ROG_")}
+        env.update(ROG_API_URL=f"http://127.0.0.1:{server.server_address[1]}", ROG_TOKEN="mem_x")
+        store = "00000000-0000-4000-8000-000000000001"
+        done = subprocess.run(
+            [ROG, "memories", "export", "--store", store, "-o", "backup.jsonl"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 5, done.stderr
+    assert b"without its end line" in done.stderr
+    assert backup.read_bytes() == b"yesterday's export\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl"]
