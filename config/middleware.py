@@ -160,8 +160,8 @@ class ScreenedRequest(WSGIRequest):
 
 class HostileInputMiddleware:
     """Reject oversized bodies (413), a Content-Type Django cannot take (`content_type_problem`), a body in a
-    content or transfer coding we do not decode (415 / 400, `_coding_refusal`) and NUL / lone surrogates /
-    bad UTF-8 in the path or query (400).
+    content or transfer coding we do not decode (415 / 400, `_coding_refusal`), a GET or HEAD with a body
+    (400: nothing would read it) and NUL / lone surrogates / bad UTF-8 in the path or query (400).
 
     JSON bodies are screened by `config.parsers.StrictJSONParser`, which names the offending field.
     """
@@ -198,6 +198,15 @@ class HostileInputMiddleware:
             too_large = self._buffer_chunked_body(request)
             if too_large:
                 return too_large
+        if request.method in ("GET", "HEAD") and request.META.get("CONTENT_LENGTH") not in (None, "", "0"):
+            # Read by nobody, so a parameter sent there (`{"block_ms": 900}` on a poll) was silently ignored
+            # where every body field and query parameter nobody takes is a 400 (helper-97).
+            return error_response(
+                request,
+                status=400,
+                type="invalid_request_error",
+                message=f"A {request.method} request takes no body; send its parameters in the query string.",
+            )
         problem = _path_problem(request)
         if problem:
             return error_response(request, status=400, type="invalid_request_error", message=f"URL path {problem}.")

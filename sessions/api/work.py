@@ -146,14 +146,15 @@ class WorkDetailView(APIView):
         parameters=[ENVIRONMENT_ID, WORK_ID],
         request=inputs.WorkUpdateRequestSerializer,
         responses={200: objects.WorkSerializer},
-        description="Merge a metadata patch (a string upserts a key, null deletes it) — the owner's API token.",
+        description="Merge a metadata patch (a string upserts a key, null deletes it; without `metadata` nothing "
+        "changes) — the owner's API token.",
     )
     def post(self, request, environment_id, work_id):
         environment = selectors.environment_for_request(request, environment_id)
         work = selectors.work_for_request(request, environment, work_id)
         reject_query(request)
         incoming = validated(inputs.WorkUpdateRequestSerializer, request.data)
-        work = services.update_work_metadata(work=work, metadata_patch=incoming["metadata"])
+        work = services.update_work_metadata(work=work, metadata_patch=incoming.get("metadata", {}))
         return objects.body(objects.WorkSerializer, work)
 
 

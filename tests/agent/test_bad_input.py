@@ -242,9 +242,16 @@ def test_stop_force_must_be_a_json_boolean(run_session, notes_store):
 
 
 def test_work_update_needs_a_valid_metadata_patch(owner_api, run_session, notes_store):
+    """Without `metadata` the item is returned unchanged — the SDK: "Omit the field to preserve existing
+    metadata" (it was 400 "metadata: This field is required.", without `invalid_metadata`; helper-94)."""
     running = run_session(notes_store)
     url = f"/api/v1/environments/{running.work.environment_id}/work/{running.work.pk}"
-    assert_error(owner_api.post(url, {}), 400, "invalid_request_error", mentions="metadata")
+    assert owner_api.post(url, {"metadata": {"kept": "yes"}}, format="json").status_code == 200
+    for empty in ({}, None):  # a `{}` body, and no body at all
+        kept = owner_api.post(url, empty, format="json") if empty is not None else owner_api.post(url)
+        assert kept.status_code == 200, kept.content
+        assert kept.json()["metadata"] == {"kept": "yes"} and kept.json()["id"] == str(running.work.pk)
+    Work.objects.filter(pk=running.work.pk).update(metadata={})
     too_many = owner_api.post(url, {"metadata": {str(i): "v" for i in range(17)}}, format="json")
     assert assert_error(too_many, 400, "invalid_request_error")["error"]["details"]["error_code"] == "invalid_metadata"
     assert running.refresh().metadata == {}

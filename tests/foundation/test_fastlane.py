@@ -700,6 +700,27 @@ def test_every_refused_read_is_the_views_answer(settings, logged, django_calls, 
     assert h1 == h2 and without_request_id(b1, r1) == without_request_id(b2, r2)
 
 
+def test_a_get_or_head_with_a_body_is_refused_before_any_view(settings, logged, django_calls):
+    """A GET's body was read by nobody: `{"block_ms": 900}` on a poll was ignored where an unknown parameter is
+    a 400 (helper-97). The screening refuses it, lanes on and off, sent whole or chunked; an empty body passes."""
+    path, auth = f"/api/v1/memories/{logged['store'].pk}/wake", bearer(logged["secret"])
+    for status, _headers, body, _rid in get_both(settings, path, b"", auth, body=b'{"budget": 64}'):
+        assert status == 400, body
+        message = json.loads(body)["error"]["message"]
+        assert message == "A GET request takes no body; send its parameters in the query string."
+    assert get(path, b"", auth, body=b"")[0] == 200
+    chunked = [(b"host", b"testserver"), (b"transfer-encoding", b"chunked")]
+    chunked += [(k.lower().encode(), v.encode()) for k, v in auth.items()]
+    for body, status in ((b"{}", 400), (b"", 200)):
+        start, _message = run_asgi(http_scope("GET", path, chunked), [{"type": "http.request", "body": body}])
+        assert start["status"] == status, body
+    head = [(b"host", b"testserver"), (b"content-length", b"2"), *chunked[2:]]
+    start, _message = run_asgi(http_scope("HEAD", path, head), [{"type": "http.request", "body": b"{}"}])
+    assert start["status"] == 400
+    poll = f"/api/v1/environments/{uuid.uuid4()}/work/poll"  # before any lookup: nothing to find or claim
+    assert get(poll, b"", auth, body=b'{"block_ms": 900}')[0] == 400
+
+
 def test_a_get_with_a_body_or_without_a_credential_is_the_views(settings, logged, django_calls):
     path, auth = f"/api/v1/memories/{logged['store'].pk}/wake", bearer(logged["secret"])
     with_body = get_both(settings, path, b"", auth, body=b"{}")
