@@ -591,7 +591,8 @@ def export(state: State, user, project, board, store, output) -> None:
         fail_output(None)
     try:
         if output:
-            with OpenedOnFirstWrite(output) as out:
+            # SIGTERM/SIGHUP as Ctrl-C: the temporary file of a cut export is removed (helper-99)
+            with transfer.termination_as_interrupt(), OpenedOnFirstWrite(output) as out:
                 transfer.export_store(state.client, sid, out)
         else:
             transfer.export_store(state.client, sid, sys.stdout.buffer)

@@ -365,14 +365,17 @@ class OpenedOnFirstWrite:
 
     - Nothing happens before the first bytes: a wrong store id or a refused export leaves FILE as it was (it
       was truncated before the request).
-    - A plain file — missing, or a regular file with one link that the caller owns (or any, as root) — is
-      written to a temporary sibling (``.<name>.<random>.part``, mode, owner and group of the file it
-      replaces, or what `open` would give a new file) that is synced and renamed over `path` when the `with`
-      block ends without an exception, and removed when it ends with one: an export cut after its first bytes
-      (rog exits 5) leaves yesterday's backup whole, not a file without its end line (2026-12-07).
+    - A plain file — missing, or a writable regular file with one link that the caller owns, in one of the
+      caller's groups (any, as root) — is written to a temporary file in the folder `path` really lies in
+      (``.<name>.<random>.part``, with the mode, owner and group of the file it replaces, or what `open` would
+      give a new file) that is synced and renamed over `path` when the `with` block ends without an
+      exception, and removed when it ends with one: an export cut after its first bytes (rog exits 5) leaves
+      yesterday's backup whole, not a file without its end line (2026-12-07). When no temporary file can be
+      made there (a read-only folder), `write` raises and `path` is left as it was — never written in place.
     - Anything else is written in place, as `open(path, "wb")` writes it, from the first bytes on: through a
       symlink (`/dev/stdout`, `/proc/self/fd/1`), a FIFO or device, a file with hard links (a rename would
-      split them) or another user's file the caller may write but not own (a rename would take it over).
+      split them), another user's file the caller may write but not own (a rename would take it over), one
+      whose group the caller cannot give, and a read-only one (which `open` refuses).
       A first version renamed over every `path`: it replaced the `/dev/stdout` link itself, reset a 0600
       file's mode and split hard links (helper-95). Such a file cut short has no end line, which every
       import refuses.
@@ -385,6 +388,7 @@ class OpenedOnFirstWrite:
         self.path = os.fspath(path)
         self._file: BinaryIO | None = None
         self._temporary: str | None = None
+        self._final = self.path  # where the temporary file is renamed to: `path` in its real folder
 
     def _replaceable(self) -> tuple[int, int, int] | None:
         """``(mode, uid, gid)`` for a temporary file that may be renamed over `path`, or None: write in place."""
@@ -396,32 +400,42 @@ class OpenedOnFirstWrite:
             return 0o666 & ~umask, os.geteuid(), os.getegid()
         except OSError:
             return None
-        owned = found.st_uid == os.geteuid() or os.geteuid() == 0
+        root = os.geteuid() == 0
+        # A new file must get FILE's owner and group: a group the caller is not in could not be given (and the
+        # caller's own might let others read it), so such a file is written in place.
+        owned = root or (found.st_uid == os.geteuid() and found.st_gid in {os.getegid(), *os.getgroups()})
         if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1 or not owned:
+            return None
+        if not os.access(self.path, os.W_OK):  # a read-only FILE stays refused: `open` says so (helper-99)
             return None
         return stat.S_IMODE(found.st_mode), found.st_uid, found.st_gid
 
     def _open(self) -> BinaryIO:
         like = self._replaceable()
-        if like is not None:
-            folder, name = os.path.split(os.path.abspath(self.path))
-            try:
-                descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".part")
-            except OSError:  # no folder, or one the caller cannot create files in: `open` says what is wrong
-                like = None
-            else:
-                try:
-                    mode, uid, gid = like
-                    os.fchmod(descriptor, mode)
-                    if (uid, gid) != (os.geteuid(), os.getegid()):
-                        os.fchown(descriptor, uid, gid)
-                except OSError:
-                    os.close(descriptor)
-                    os.unlink(temporary)
-                else:
-                    self._temporary = temporary
-                    return os.fdopen(descriptor, "wb")
-        return open(self.path, "wb")
+        if like is None:
+            return open(self.path, "wb")
+        head, name = os.path.split(self.path)
+        if not os.path.isdir(head or "."):  # as the kernel sees it: `missing/..` is no folder (ENOENT, as `open`)
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), self.path)
+        # The folder `path` really lies in: `a/link/..` is the parent of the link's target, not `a` (helper-99).
+        folder = os.path.realpath(head or ".")
+        prefix = "." + os.fsdecode(os.fsencode(name)[:200]) + "."  # a 255-byte name leaves room for the rest
+        try:
+            descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".part")
+        except OSError as exc:  # never fall back to writing in place: a cut export would cost the old FILE
+            reason = f"no temporary file could be made beside it ({exc.strerror}); it is left as it was"
+            raise OSError(exc.errno, reason, self.path) from None
+        try:
+            mode, uid, gid = like
+            os.fchmod(descriptor, mode)
+            if (uid, gid) != (os.geteuid(), os.getegid()):
+                os.fchown(descriptor, uid, gid)
+        except OSError:
+            os.close(descriptor)
+            os.unlink(temporary)
+            raise
+        self._temporary, self._final = temporary, os.path.join(folder, name)
+        return os.fdopen(descriptor, "wb")
 
     def write(self, data: bytes) -> int:
         if self._file is None:
@@ -443,7 +457,7 @@ class OpenedOnFirstWrite:
                 os.fsync(out.fileno())  # the backup is on disk before it replaces the previous one
             out.close()
             if temporary is not None and complete:
-                os.replace(temporary, self.path)
+                os.replace(temporary, self._final)
                 temporary = None
         finally:
             if not out.closed:

@@ -185,10 +185,11 @@ def _interrupt_after_answer() -> Iterator[None]:
 
 @contextlib.contextmanager
 def termination_as_interrupt() -> Iterator[None]:
-    """Take SIGTERM and SIGHUP (a timeout of cron or systemd, a closed terminal) during an import as Ctrl-C:
-    whatever SIGINT does at that moment runs (`_interrupt_after_answer` holds it while a chunk is in flight),
-    so the open import is abandoned on the server and `rog memories import -`'s copy of stdin is removed;
-    both were left behind (helper-95). Outside the main thread (no signal handlers there) it changes nothing."""
+    """Take SIGTERM and SIGHUP (a timeout of cron or systemd, a closed terminal) during an import or an `-o`
+    export as Ctrl-C: whatever SIGINT does at that moment runs (`_interrupt_after_answer` holds it while a
+    chunk is in flight), so the open import is abandoned on the server, `rog memories import -`'s copy of
+    stdin is removed and an export's temporary file too; all were left behind (helper-95, helper-99).
+    Outside the main thread (no signal handlers there) it changes nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -84,18 +84,24 @@ class LeaseExpired(Conflict):
 
     reason = "lease_expired"
     message = "This work item's lease is not live for this credential (it lapsed, was reclaimed or stopped)."
-    not_acknowledged = (
-        "This work item's lease has not begun: the item was claimed but not acknowledged yet; acknowledge it "
-        "(POST /api/v1/environments/{environment_id}/work/{work_id}/ack) before using its credential."
-    )
 
     @classmethod
     def of(cls, claim_id: Any, work: Any) -> LeaseExpired:
         """The refusal for the claim `claim_id` of `work` (a Work row, or None when it is gone): said as not
         acknowledged yet while that claim still holds the queued item, as ended otherwise."""
         if work is not None and work.claim_id == claim_id and work.state == WorkState.QUEUED:
-            return cls(cls.not_acknowledged)
+            return cls(f"This work item's lease has not begun: {not_acknowledged(work)}")
         return cls()
+
+
+def not_acknowledged(work: Any) -> str:
+    """What a claimed, queued `work` item (polled, not acknowledged) needs, with its ids filled in: the words
+    of a credential's 409 `lease_expired` and of a heartbeat's 412 before the ack (helper-97, helper-99)."""
+    return (
+        "the item was claimed but not acknowledged yet; acknowledge it "
+        f"(POST /api/v1/environments/{work.environment_id}/work/{work.pk}/ack) before using its credential "
+        "or sending heartbeats."
+    )
 
 
 class HeartbeatPreconditionFailed(DomainError):

@@ -114,6 +114,32 @@ class ItemSummary:
     error: str | None = None
 
 
+def _without_lone_surrogates(value):
+    """`value` (a summary's JSON data) with every string that holds a file name's undecodable bytes (Python
+    keeps them as lone surrogates, `surrogateescape`) written with those bytes as ``\\xff`` escapes."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            try:
+                return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            except UnicodeEncodeError:  # a surrogate that stands for no byte: written as its escape
+                return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {key: _without_lone_surrogates(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    return value
+
+
+def summary_line(summary: ItemSummary) -> str:
+    """The item's summary as one line of JSON (stdout). A file name that is no UTF-8 (``bad\\xff.md`` on
+    disk) is written with its bytes escaped — ``"bad\\\\xff.md"`` — not as a lone surrogate escape
+    (``"bad\\udcff.md"``), which strict JSON parsers refuse, costing the whole line (helper-99)."""
+    return json.dumps(_without_lone_surrogates(asdict(summary)))
+
+
 class _HeartbeatWork:
     """The work resource as `_heartbeat_loop` calls it, asking for `ttl` seconds on every heartbeat.
 
@@ -269,7 +295,7 @@ async def _poll(opts: Options, mount_lock: MountRootLock) -> int:
                 async with contextlib.aclosing(items):
                     async for item in items:
                         summary = await handle_item(opts, item, stop, mount_lock)
-                        print(json.dumps(asdict(summary)), flush=True)
+                        print(summary_line(summary), flush=True)
                         if opts.once or stop.signal_name:
                             break
                 tg.cancel_scope.cancel()
@@ -374,6 +400,14 @@ async def handle_item(opts: Options, item, stop: Stop, mount_lock: MountRootLock
             log.info("the work item is gone with its deleted session work_id=%s", item.id)
         await client.close()
         _running.value = False
+        # Once the stop has settled the outcome (`session_deleted` is known only then; helper-99)
+        log.info(
+            "item ended work_id=%s outcome=%s conflicts=%d unsynced=%d",
+            item.id,
+            summary.outcome,
+            len(summary.conflicts),
+            len(summary.unsynced),
+        )
     return summary
 
 
@@ -579,13 +613,6 @@ async def _teardown(opts, item, summary: ItemSummary, stores: WorkerMemoryStores
     await stores.dispose()
     summary.conflicts = [asdict(k) for k in stores.conflicts]
     summary.unsynced = [asdict(k) for k in stores.unsynced]
-    log.info(
-        "item ended work_id=%s outcome=%s conflicts=%d unsynced=%d",
-        item.id,
-        summary.outcome,
-        len(stores.conflicts),
-        len(stores.unsynced),
-    )
 
 
 class OneLineFormatter(logging.Formatter):

@@ -47,6 +47,7 @@ from sessions.errors import (
     WorkNotClaimed,
     WorkNotFound,
     WorkStopped,
+    not_acknowledged,
 )
 from sessions.models import (
     LEASE_DEFAULT_TTL_SECONDS,
@@ -375,6 +376,8 @@ def heartbeat_work(
                 state=locked.state,
                 ttl_seconds=locked.lease_ttl_seconds,
             )
+        elif locked.state == WorkState.QUEUED and locked.claim_id is not None:  # polled, not acknowledged
+            rejected = f"This work item holds no lease yet: {not_acknowledged(locked)}"
         elif locked.state not in (WorkState.STARTING, WorkState.ACTIVE):
             rejected = "This work item holds no lease (it is queued): claim it again with a poll."
         elif stale and not _a_retry(locked, claim, expected_last_heartbeat):

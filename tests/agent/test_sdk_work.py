@@ -479,6 +479,12 @@ def test_a_credential_used_before_its_ack_is_told_to_acknowledge_not_that_its_le
         error = caught.value.body["error"]
         assert error["details"]["reason"] == "lease_expired"
         assert error["message"].startswith("This work item's lease has not begun: the item was claimed but not"), error
+        assert f"(POST /api/v1/environments/{env_id}/work/{claimed.work_id}/ack)" in error["message"]
+    with pytest.raises(BetaHeartbeatPreconditionFailedError) as caught:  # was "claim it again with a poll"
+        early.beta.environments.work.heartbeat(
+            claimed.work_id, environment_id=env_id, expected_last_heartbeat="NO_HEARTBEAT"
+        )
+    assert caught.value.body["error"]["message"].startswith("This work item holds no lease yet: the item was claimed")
     assert not Memory.objects.filter(store=notes_store).exists()
     assert Work.objects.get(pk=claimed.work_id).state == "queued"
     Work.objects.filter(pk=claimed.work_id).update(polled_at=Now() - timedelta(seconds=6))

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import http.server
 import os
+import signal
 import stat
 import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
@@ -131,5 +134,125 @@ def test_rog_export_cut_short_leaves_the_previous_backup_whole(tmp_path):
         server.server_close()
     assert done.returncode == 5, done.stderr
     assert b"without its end line" in done.stderr
+    assert backup.read_bytes() == b"yesterday's export\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl"]
+
+
+def test_a_name_of_250_bytes_still_gets_a_temporary_file(tmp_path):
+    """`.NAME.xxxxxxxx.part` passed 255 bytes: mkstemp failed and the file was written in place (helper-99)."""
+    backup = tmp_path / ("é" * 122 + ".jsonl")  # 250 bytes
+    backup.write_bytes(b"old\n")
+    write_cut(backup, b"partial")
+    assert backup.read_bytes() == b"old\n" and sorted(tmp_path.iterdir()) == [backup]
+    with OpenedOnFirstWrite(backup) as out:
+        out.write(b"new\n")
+    assert backup.read_bytes() == b"new\n" and sorted(tmp_path.iterdir()) == [backup]
+
+
+def test_no_temporary_file_means_a_refusal_never_a_write_in_place(tmp_path, monkeypatch):
+    """A folder the caller cannot create files in (a read-only one) fell back to writing FILE in place, so a
+    cut export cost the backup (helper-99): the write is refused and FILE left as it was."""
+    import tempfile
+
+    backup = tmp_path / "backup.jsonl"
+    backup.write_bytes(b"old\n")
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    with pytest.raises(OSError) as caught, OpenedOnFirstWrite(backup) as out:
+        out.write(b"new\n")
+    assert caught.value.filename == str(backup)
+    assert (
+        caught.value.strerror == "no temporary file could be made beside it (Permission denied); it is left as it was"
+    )
+    assert backup.read_bytes() == b"old\n"
+
+
+def test_the_temporary_file_lies_in_the_folder_the_path_really_names(tmp_path):
+    """`a/link/../out.jsonl` is `b/out.jsonl` when `a/link` points at `b/c`: the temporary file went to `a/`,
+    where a kill left it and a rename across file systems would fail (helper-99)."""
+    (tmp_path / "b" / "c").mkdir(parents=True)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "link").symlink_to("../b/c")
+    (tmp_path / "b" / "out.jsonl").write_bytes(b"old\n")
+    path = tmp_path / "a" / "link" / ".." / "out.jsonl"
+    with OpenedOnFirstWrite(str(path)) as out:
+        out.write(b"new\n")
+        assert [p.name for p in (tmp_path / "b").iterdir() if p.name.endswith(".part")]
+    assert (tmp_path / "b" / "out.jsonl").read_bytes() == b"new\n"
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["link"]
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["c", "out.jsonl"]
+    with pytest.raises(FileNotFoundError), OpenedOnFirstWrite(str(tmp_path / "missing" / ".." / "x.jsonl")) as out:
+        out.write(b"x")  # the kernel finds no `missing`, so neither do we: refused at the first bytes
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_a_read_only_file_stays_refused(tmp_path):
+    """A 0444 backup one owns was replaced by the rename, where `open` refuses it (helper-99). As root the test
+    drops every capability (`setpriv`), so the permission checks are an ordinary user's."""
+    backup = tmp_path / "backup.jsonl"
+    backup.write_bytes(b"protected\n")
+    backup.chmod(0o444)
+    script = (
+        "import sys\n"
+        "from rog.common import OpenedOnFirstWrite\n"
+        "try:\n"
+        "    with OpenedOnFirstWrite(sys.argv[1]) as out:\n"
+        "        out.write(b'new')\n"
+        "except PermissionError:\n"
+        "    sys.exit(3)\n"
+    )
+    drop = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"] if os.geteuid() == 0 else []
+    done = subprocess.run([*drop, sys.executable, "-c", script, str(backup)], capture_output=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert backup.read_bytes() == b"protected\n" and sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl"]
+
+
+class _StalledExport(http.server.BaseHTTPRequestHandler):
+    """Answers an export with its header line, then waits: a slow export to stop from outside."""
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/jsonl")
+        self.end_headers()
+        self.wfile.write(b'{"type":"memories-export","version":1,"counts":{"entries":3}}\n')
+        self.wfile.flush()
+        time.sleep(20)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_an_export_stopped_by_a_signal_leaves_no_temporary_file(tmp_path, signum):
+    """SIGTERM or SIGHUP (a cron or systemd timeout, a closed terminal) left `.FILE.*.part` (helper-99); they
+    are taken as Ctrl-C, as during an import."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StalledExport)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        backup = tmp_path / "backup.jsonl"
+        backup.write_bytes(b"yesterday's export\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ROG_")}
+        env.update(ROG_API_URL=f"http://127.0.0.1:{server.server_address[1]}", ROG_TOKEN="mem_x")
+        process = subprocess.Popen(
+            [ROG, "memories", "export", "--store", "00000000-0000-4000-8000-000000000001", "-o", "backup.jsonl"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 30
+        while not any(p.name.endswith(".part") for p in tmp_path.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any(p.name.endswith(".part") for p in tmp_path.iterdir()), "the export never started"
+        process.send_signal(signum)
+        process.communicate(timeout=30)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert process.returncode != 0
     assert backup.read_bytes() == b"yesterday's export\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl"]

@@ -719,6 +719,9 @@ def test_a_get_or_head_with_a_body_is_refused_before_any_view(settings, logged, 
     assert start["status"] == 400
     poll = f"/api/v1/environments/{uuid.uuid4()}/work/poll"  # before any lookup: nothing to find or claim
     assert get(poll, b"", auth, body=b'{"block_ms": 900}')[0] == 400
+    # a route that takes no GET keeps its 405 (schemathesis), an unknown path its 404
+    assert get(note_path(logged["store"]), b"", auth, body=b'{"body_md": "x"}')[0] == 405
+    assert get("/api/v1/no-such-route", b"", auth, body=b"{}")[0] == 404
 
 
 def test_a_get_with_a_body_or_without_a_credential_is_the_views(settings, logged, django_calls):

@@ -112,7 +112,10 @@ class WorkerRun:
         assert self.process.returncode == 0, self.log()
         lines = [line for line in self.stdout.read_text().splitlines() if line.strip()]
         assert len(lines) == 1, (lines, self.log())
-        return json.loads(lines[0])
+        summary = json.loads(lines[0])
+        # strict JSON: no lone surrogate escape, which strict parsers refuse (an undecodable file name; helper-99)
+        json.dumps(summary, ensure_ascii=False).encode("utf-8")
+        return summary
 
 
 @pytest.fixture

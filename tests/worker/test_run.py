@@ -517,6 +517,7 @@ def test_a_session_deleted_while_its_agent_runs_is_not_a_final_sync(
     assert summary["outcome"] == "session_deleted" and summary["agent_exit"] == 0
     assert summary["work_stopped"] is False and "stopping the work item failed" not in run.log()
     assert "the work item is gone with its deleted session" in run.log()
+    assert f"item ended work_id={summary['work_id']} outcome=session_deleted " in run.log()  # was outcome=completed
     assert summary["final_sync"] is False and "final sync did not reach team-notes" in run.log()
     assert [kept["path"] for kept in summary["unsynced"]] == ["late.md"]
     assert (run.workdir / ".memory-unsynced" / "team-notes" / "late.md").read_text().startswith("written after")
@@ -556,11 +557,13 @@ def test_a_file_name_cannot_forge_a_line_of_the_workers_log(worker, notes_store,
     run = worker(
         f"""
         (MOUNTS / "team-notes" / {name!r}).write_text("hi")
+        with open(os.path.join(os.fsencode(MOUNTS / "team-notes"), b"bad\\xff.md"), "w") as f:
+            f.write("not UTF-8 in its name")
         """,
     )
-    summary = run.finish()
+    summary = run.finish()  # strict JSON: the undecodable name is `bad\\xff.md`, not a lone surrogate
     log = run.log()
-    assert [kept["path"] for kept in summary["unsynced"]] == [name]
+    assert sorted(kept["path"] for kept in summary["unsynced"]) == ["bad\\xff.md", name]
     assert "\x1b" not in log and "work_id=FAKE" in log
     for line in log.splitlines():
         assert not line.startswith(forged), line

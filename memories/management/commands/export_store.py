@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from config.errors import DomainError
 from memories.exchange.export import export_lines
 from rog.common import OpenedOnFirstWrite  # the rule `rog memories export -o` follows
+from rog.transfer import termination_as_interrupt
 from stores.models import Store
 from stores.selectors import parse_store_id
 
@@ -37,7 +38,11 @@ class Command(BaseCommand):
         started = time.monotonic()
         # FILE is opened by the first line, once the snapshot is read (`rog memories export -o` does the same)
         try:
-            with OpenedOnFirstWrite(output) if output else contextlib.nullcontext(sys.stdout.buffer) as out:
+            # SIGTERM/SIGHUP as Ctrl-C, so a cut export's temporary file is removed (helper-99)
+            with (
+                termination_as_interrupt(),
+                OpenedOnFirstWrite(output) if output else contextlib.nullcontext(sys.stdout.buffer) as out,
+            ):
                 for line in export_lines(store):
                     out.write(line)
                     lines += 1
