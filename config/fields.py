@@ -118,18 +118,6 @@ def canonical_uuid(value: object) -> uuid.UUID | None:
     return None
 
 
-# Text with at least one character that is not white space, the same set in JSON Schema's (ECMA-262) `\s` and
-# here: unanchored, as a schema's `pattern` is searched, not matched. Python's `str.isspace` differs (it takes
-# U+001C–U+001F and U+0085, not U+FEFF), so both sides use this class.
-NOT_BLANK_PATTERN = r"[^\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
-_NOT_BLANK_RE = re.compile(NOT_BLANK_PATTERN)
-
-
-def is_blank(text: str) -> bool:
-    """Whether `text` is empty or only white space (`NOT_BLANK_PATTERN`'s set)."""
-    return _NOT_BLANK_RE.search(text) is None
-
-
 # Text without control characters (Unicode Cc: U+0000–U+001F, U+007F–U+009F) or line separators (U+2028,
 # U+2029), as metadata values are.
 NO_CONTROL_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f\u2028\u2029]*$"

@@ -14,7 +14,7 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 
 from config.errors import InvalidRequest, field_problems
-from config.fields import canonical_uuid, is_blank, not_a, not_a_string
+from config.fields import canonical_uuid, not_a, not_a_string
 from config.text import field_name, first_forbidden_char, quoted
 from sessions.models import (
     INSTRUCTIONS_MAX_CHARS,
@@ -36,11 +36,9 @@ _WORKER_ID = re.compile(r"[\x21-\x7e]+")
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:[Zz]|[+-]\d{2}:\d{2})")
 
 
-def _text(value: object, *, field: str, max_chars: int, allow_empty: bool = True) -> str:
+def _text(value: object, *, field: str, max_chars: int) -> str:
     if not isinstance(value, str):
         raise InvalidRequest(f"{field}: {not_a_string(value)}")
-    if not allow_empty and is_blank(value):
-        raise InvalidRequest(f"{field}: must not be empty or only white space.")
     if len(value) > max_chars:
         raise InvalidRequest(f"{field}: must be at most {max_chars} characters (got {len(value)}).")
     problem = first_forbidden_char(value)
@@ -123,6 +121,14 @@ def clean_environment_id(value: object, *, field: str = "environment_id") -> uui
     return clean_id(value, field=field, what="an environment id")
 
 
+def clean_agent_id(value: object, *, field: str) -> str:
+    """An agent id: 1–200 characters under the one name rule (`stores.validation.clean_name`: no control
+    characters or line separators, no invisible formatting characters, a visible character). It was any text
+    but NUL and lone surrogates: `"a\n…"`, ESC sequences, U+2028, `"\u200b"` and `"   "` were stored
+    (helper-96, helper-99). Raises InvalidRequest naming `field`."""
+    return store_validation.clean_name(value, field=field, max_chars=AGENT_ID_MAX_CHARS)
+
+
 def clean_agent(value: object, *, field: str = "agent") -> dict[str, Any]:
     """The session's `agent` input: an agent id string, or ``{"type": "agent", "id", "version"?}``.
 
@@ -130,7 +136,7 @@ def clean_agent(value: object, *, field: str = "agent") -> dict[str, Any]:
     agent is kept as given; ``agent_with_overrides`` (model, tools, system prompt) is refused.
     """
     if isinstance(value, str):
-        return {"id": _text(value, field=field, max_chars=AGENT_ID_MAX_CHARS, allow_empty=False), "version": None}
+        return {"id": clean_agent_id(value, field=field), "version": None}
     if not isinstance(value, dict):
         raise InvalidRequest(f'{field}: must be an agent id string or an object {{"type": "agent", "id", "version"}}.')
     kind = value.get("type")
@@ -142,7 +148,7 @@ def clean_agent(value: object, *, field: str = "agent") -> dict[str, Any]:
     if kind != "agent":
         raise InvalidRequest(f'{field}.type: must be "agent".')
     _refuse_unknown(value, {"type", "id", "version"}, field)
-    agent_id = _text(value.get("id"), field=f"{field}.id", max_chars=AGENT_ID_MAX_CHARS, allow_empty=False)
+    agent_id = clean_agent_id(value.get("id"), field=f"{field}.id")
     version = value.get("version")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
         raise InvalidRequest(f"{field}.version: {not_a('an integer or null', version)}")

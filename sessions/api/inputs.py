@@ -19,7 +19,6 @@ from config.api import StrictQuerySerializer, StrictSerializer
 from config.fields import (
     NAME_OR_EMPTY_PATTERN,
     NAME_PATTERN,
-    NOT_BLANK_PATTERN,
     UUID_PATTERN,
     QueryBooleanField,
     SignedTokenField,
@@ -106,14 +105,15 @@ class RawKeyNameField(RawField):
             "type": "string",
             "minLength": 1,
             "maxLength": 200,
-            "pattern": NOT_BLANK_PATTERN,
-            "description": "An agent id (no version pinned).",
+            "pattern": NAME_PATTERN,
+            "description": "An agent id (no version pinned): the name rule — no control characters, line "
+            "separators or invisible formatting characters, a visible character.",
         },
         {
             "type": "object",
             "properties": {
                 "type": {"type": "string", "enum": ["agent"]},
-                "id": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": NOT_BLANK_PATTERN},
+                "id": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": NAME_PATTERN},
                 "version": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1, "nullable": True},
             },
             "required": ["type", "id"],
