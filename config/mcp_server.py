@@ -393,6 +393,8 @@ def _serve_batch(request: HttpRequest, batch: list) -> HttpResponse:
             return _django_response(request, status, headers, content)
         if content:
             reply = json.loads(_clean_envelope_error(status, content, message))
+            if isinstance(message, dict) and "method" in message and "id" not in message:
+                continue  # a notification gets no reply, even one the SDK could not read (helper-99)
             if isinstance(reply, dict) and reply.get("id") is None and rid is not None:
                 reply["id"] = rid  # the SDK read nothing of the member, not even its id; we did
             replies.append(reply)
@@ -486,7 +488,10 @@ def _clean_envelope_error(status: int, content: bytes, message: Any = None) -> b
         found = find_forbidden(message)
         if found is not None and "surrogate" in found[1]:
             field, words = forbidden_refusal(found)
-            return _rpc_error(types.PARSE_ERROR, f"Parse error: {field}: {words}").content
+            rid = message.get("id") if isinstance(message, dict) and _valid_id(message.get("id")) else None
+            payload = {"jsonrpc": "2.0", "id": rid, "error": {"code": types.PARSE_ERROR}}
+            payload["error"]["message"] = f"Parse error: {field}: {words}"
+            return json.dumps(payload).encode()  # ASCII escapes: the id may hold a lone surrogate itself
         return content
     if error.get("code") != types.INVALID_PARAMS:
         return content

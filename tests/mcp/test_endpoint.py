@@ -215,6 +215,9 @@ def test_a_batch_member_with_a_lone_surrogate_is_a_parse_error_naming_the_field_
     message = "Parse error: params.arguments.body_md: Contains a lone surrogate."
     assert refused == {"jsonrpc": "2.0", "id": 2, "error": {"code": -32700, "message": message}}
     assert list(Entry.objects.values_list("body_md", flat=True)) == ["kept"]
+    notification = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"reason": "x \ud800"}}
+    alone = rpc(client, secret, json.dumps([notification]), HTTP_MCP_PROTOCOL_VERSION="2025-03-26")
+    assert alone.status_code == 202 and not alone.content  # a notification gets no reply (it got a -32700)
 
 
 def test_a_batch_starts_no_member_it_could_not_answer_in_time(client, secret, settings, monkeypatch):

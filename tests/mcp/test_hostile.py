@@ -172,6 +172,7 @@ def test_lone_surrogates_on_handshake_revisions_are_a_parse_error_naming_the_fie
         assert response.status_code == 400, raw
         assert response.headers["Request-Id"].startswith("req_")
         error = response.json()["error"]
+        assert response.json()["id"] == 1  # parsed by us, so answered with it (was null; helper-99)
         field = "params." if message.startswith("arguments:") else "params.arguments."
         assert error == {"code": -32700, "message": f"Parse error: {field}{message}"}, (raw, error)
     assert snapshot() == before
