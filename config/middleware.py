@@ -144,9 +144,10 @@ def _coding_refusal(request):
 
 def _read_with_a_body(request) -> bool:
     """Whether `request` is a GET or HEAD with a body (not empty; a chunked one is buffered by now) to a route
-    that answers GET. A route that does not — a class-based view without `get`, such as every write — is left
-    to answer its own 405 (schemathesis: a GET to a POST route is 405 whatever it carries), an unknown path
-    its 404. Resolves the path only for such a request."""
+    whose class-based view answers GET (DRF's and Django's: the API, /openapi.yaml, the docs). Any other route
+    answers for itself: a view without `get`, such as every write, its 405 (schemathesis: a GET to a POST route
+    is 405 whatever it carries), a function view its own answer (/mcp its 405, a retired route its 410, the
+    probes their 200; helper-100), an unknown path its 404. Resolves the path only for such a request."""
     if request.method not in ("GET", "HEAD") or request.META.get("CONTENT_LENGTH") in (None, "", "0"):
         return False
     try:
@@ -154,7 +155,9 @@ def _read_with_a_body(request) -> bool:
     except Resolver404:
         return False
     view_class = getattr(match.func, "view_class", None) or getattr(match.func, "cls", None)
-    return view_class is None or hasattr(view_class, "get")
+    if view_class is None or getattr(view_class, "answers_every_request", False):  # a retired route's 410
+        return False
+    return hasattr(view_class, "get")
 
 
 class ScreenedRequest(WSGIRequest):

@@ -20,6 +20,7 @@ class RetiredEndpointView(APIView):
     authentication_classes = ()
     permission_classes = ()
     schema = RetiredEndpointSchema()
+    answers_every_request = True  # the 410 even for a GET with a body (config.middleware._read_with_a_body)
 
     def initial(self, request, *args, **kwargs):
         url = guide_url(request)

@@ -722,6 +722,8 @@ def test_a_get_or_head_with_a_body_is_refused_before_any_view(settings, logged, 
     # a route that takes no GET keeps its 405 (schemathesis), an unknown path its 404
     assert get(note_path(logged["store"]), b"", auth, body=b'{"body_md": "x"}')[0] == 405
     assert get("/api/v1/no-such-route", b"", auth, body=b"{}")[0] == 404
+    assert get("/mcp", b"", auth, body=b"x")[0] == 405  # a function view answers for itself (helper-100)
+    assert get("/api/v1/records", b"", auth, body=b"x")[0] == 410
 
 
 def test_a_get_with_a_body_or_without_a_credential_is_the_views(settings, logged, django_calls):
