@@ -348,6 +348,8 @@ def tool_call_problem(message: Any) -> str | None:
     if not isinstance(message, dict) or message.get("method") != "tools/call":
         return None
     params = message.get("params")
+    if params is None:  # absent or null (helper-100)
+        return "params: This field is required: an object with the tool's name and its arguments."
     if not isinstance(params, dict):
         return None  # -32600 "Invalid Request" before the SDK's params check (`_clean_envelope_error`)
     if "name" not in params:
@@ -460,6 +462,24 @@ def _json_rpc_error_of(content: bytes) -> dict[str, Any] | None:
 
 
 def _clean_envelope_error(status: int, content: bytes, message: Any = None) -> bytes:
+    """`_rewritten_error`, then — for any JSON-RPC error the SDK answered with ``id: null`` to a `message` whose
+    id we could read (an object with a string or integer id) — that id, as JSON-RPC asks whenever the id can
+    be determined (helper-100: it was null on some revisions and not on others)."""
+    content = _rewritten_error(status, content, message)
+    rid = message.get("id") if isinstance(message, dict) and _valid_id(message.get("id")) else None
+    if rid is None or status not in (200, 400):
+        return content
+    try:
+        reply = json.loads(content)
+    except ValueError:
+        return content
+    if not isinstance(reply, dict) or "error" not in reply or reply.get("id") is not None:
+        return content
+    reply["id"] = rid
+    return json.dumps(reply).encode()  # ASCII escapes: the id may hold a lone surrogate
+
+
+def _rewritten_error(status: int, content: bytes, message: Any = None) -> bytes:
     """Two SDK refusals rewritten, short and naming what is wrong (`message`: the request as Python's `json`
     parsed it, or None):
 
@@ -488,10 +508,7 @@ def _clean_envelope_error(status: int, content: bytes, message: Any = None) -> b
         found = find_forbidden(message)
         if found is not None and "surrogate" in found[1]:
             field, words = forbidden_refusal(found)
-            rid = message.get("id") if isinstance(message, dict) and _valid_id(message.get("id")) else None
-            payload = {"jsonrpc": "2.0", "id": rid, "error": {"code": types.PARSE_ERROR}}
-            payload["error"]["message"] = f"Parse error: {field}: {words}"
-            return json.dumps(payload).encode()  # ASCII escapes: the id may hold a lone surrogate itself
+            return _rpc_error(types.PARSE_ERROR, f"Parse error: {field}: {words}").content
         return content
     if error.get("code") != types.INVALID_PARAMS:
         return content

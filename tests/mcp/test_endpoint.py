@@ -108,6 +108,7 @@ def test_json_rpc_errors_stay_json_rpc_and_carry_a_request_id(client, secret):
 @pytest.mark.parametrize(
     ("params", "problem"),
     [
+        (None, "params: This field is required: an object with the tool's name and its arguments."),
         ({"name": 5, "arguments": {}}, "params.name: Must be a string, not an integer."),
         ({"arguments": {}}, "params.name: This field is required."),
         ({"name": "wake_memories", "arguments": "x"}, "params.arguments: Must be an object or null, not a string."),
@@ -124,12 +125,13 @@ def test_tool_call_params_of_the_wrong_type_are_named(client, secret, version, p
     assert response.json() == {"jsonrpc": "2.0", "id": "call-1", "error": expected}
 
 
-def invalid_request(response) -> str:
-    """The message of a clean JSON-RPC -32600 answer (HTTP 400, id null, a Request-Id, no library internals)."""
+def invalid_request(response, rid=None) -> str:
+    """The message of a clean JSON-RPC -32600 answer (HTTP 400, id `rid` — null unless the message is an object
+    whose id could be read —, a Request-Id, no library internals)."""
     assert response.status_code == 400 and response["Request-Id"].startswith("req_"), response.content
     assert "pydantic" not in response.content.decode() and "input_value" not in response.content.decode()
     payload = response.json()
-    assert payload["id"] is None and payload["error"]["code"] == -32600, payload
+    assert payload["id"] == rid and payload["error"]["code"] == -32600, payload
     assert len(payload["error"]["message"]) < 120
     return payload["error"]["message"]
 
@@ -153,7 +155,9 @@ NOT_MESSAGES = [
 def test_a_body_that_is_no_json_rpc_message_is_a_short_invalid_request(client, secret, version, body):
     """JSON that is no JSON-RPC message (a scalar, no or another `jsonrpc`, no method, bad params) is
     -32600 "Invalid Request" on every revision — not -32602 with pydantic's report echoing the input."""
-    invalid_request(rpc(client, secret, body, HTTP_MCP_PROTOCOL_VERSION=version))
+    parsed = json.loads(body)
+    readable = isinstance(parsed, dict) and isinstance(parsed.get("id"), int)  # its id answers (helper-100)
+    invalid_request(rpc(client, secret, body, HTTP_MCP_PROTOCOL_VERSION=version), parsed["id"] if readable else None)
 
 
 @pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25", "2026-07-28"])
