@@ -44,6 +44,7 @@ from django.views.decorators.csrf import csrf_exempt
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from rest_framework import exceptions as drf
 
 from accounts.authentication import BearerTokenAuthentication
@@ -270,6 +271,9 @@ def endpoint(request: HttpRequest) -> HttpResponse:
     if twice is not None:  # as REST: a key given twice is an error, never "the last one wins" (SPEC §2)
         return _rpc_error(types.PARSE_ERROR, f"Parse error: {twice}.")
     request.mcp_credentials = credentials  # (user, token): the caller of every tool in this request
+    unsupported = _unsupported_version(request, body)
+    if unsupported is not None:
+        return unsupported
     batch = _batch_in(body)
     if batch is not None:
         return _serve_batch(request, batch)
@@ -279,6 +283,28 @@ def endpoint(request: HttpRequest) -> HttpResponse:
         return _rpc_error(types.INVALID_REQUEST, f"Invalid Request: {problem}")
     status, headers, content = async_to_sync(serve_exchange)(request, body)
     return _django_response(request, status, headers, content, message=message)
+
+
+# Every revision the SDK serves: the handshake era's and the per-request envelope's.
+SERVED_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
+
+
+def _unsupported_version(request: HttpRequest, body: bytes) -> HttpResponse | None:
+    """The answer to an ``MCP-Protocol-Version`` header naming no revision this server speaks, or None.
+
+    The SDK hands such a request to the 2026-07-28 envelope's checks, which refuse its missing ``_meta`` keys
+    ("params._meta must be an object carrying …", helper-97 and helper-100) — true, but not what is wrong.
+    MCP asks for HTTP 400 here; the answer is the SDK's own UNSUPPORTED_PROTOCOL_VERSION error (-32022,
+    "Unsupported protocol version", ``data: {supported, requested}``), with the request's id when readable."""
+    requested = request.headers.get("MCP-Protocol-Version")
+    if requested is None or requested in SERVED_VERSIONS:
+        return None
+    message = _object_in(body)
+    rid = message.get("id") if isinstance(message, dict) and _valid_id(message.get("id")) else None
+    data = {"supported": list(SERVED_VERSIONS), "requested": requested}
+    error = {"code": types.UNSUPPORTED_PROTOCOL_VERSION, "message": "Unsupported protocol version", "data": data}
+    payload = {"jsonrpc": "2.0", "id": rid, "error": error}
+    return HttpResponse(json.dumps(payload), status=400, content_type="application/json")
 
 
 def _too_large(request: HttpRequest) -> HttpResponse:

@@ -439,3 +439,21 @@ def test_every_schema_matches_the_serializer_limits_it_came_from():
     assert catalogue["list_memories"].input_schema["properties"]["limit"]["maximum"] == MAX_LIMIT
     zoom = catalogue["zoom_memories"].input_schema["properties"]["range"]
     assert (zoom["pattern"], zoom["maxLength"]) == (f"^{tree.RANGE_SYNTAX}$", log.RANGE_MAX_CHARS)
+
+
+@pytest.mark.parametrize("version", ["2099-01-01", "garbage", "2026-07-28 "])
+def test_an_unknown_protocol_version_is_named_as_such(client, secret, version):
+    """The SDK answered an unknown MCP-Protocol-Version with the 2026 envelope's "params._meta must be an
+    object carrying …" (helper-97, helper-100): HTTP 400 with the SDK's UNSUPPORTED_PROTOCOL_VERSION error."""
+    response = rpc(client, secret, {"jsonrpc": "2.0", "id": 9, "method": "ping"}, HTTP_MCP_PROTOCOL_VERSION=version)
+    assert response.status_code == 400 and response["Request-Id"].startswith("req_")
+    supported = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"]
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "error": {
+            "code": -32022,
+            "message": "Unsupported protocol version",
+            "data": {"supported": supported, "requested": version},
+        },
+    }
