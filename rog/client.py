@@ -223,13 +223,37 @@ class Client:
 
     @contextlib.contextmanager
     def stream(self, path: str, *, params: dict | None = None, accept: str = "*/*") -> Iterator[httpx.Response]:
-        """GET `path` as a stream; yields the response once its status is 2xx (ApiError / NetworkError else)."""
+        """GET `path` as a stream; yields the response once its status is 2xx and its media type is `accept`
+        (when not ``*/*``). Raises ApiError for an error status, ApiError 502 for a 2xx answer of another media
+        type (a proxy's HTML page: rog's exit 4, as for a 2xx answer that is not JSON; helper-100), NetworkError
+        when the connection fails."""
         params = {k: v for k, v in (params or {}).items() if v is not None}
         try:
             with self._http.stream("GET", path.lstrip("/"), params=params, headers={"Accept": accept}) as response:
                 if not response.is_success:
                     response.read()
                     raise ApiError(response.status_code, _error_body(response, self.token))
+                media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                if accept != "*/*" and media_type != accept:  # a proxy's page: exit 4, as for `_result`
+                    head = b""
+                    for chunk in response.iter_bytes():  # a bounded look at what came instead
+                        head += chunk
+                        if len(head) >= 4096:
+                            break
+                    text = head[:4096].decode("utf-8", "replace")
+                    text = (text.replace(self.token, TOKEN_MASK) if self.token else text)[:200]
+                    raise ApiError(
+                        502,
+                        {
+                            "type": "error",
+                            "error": {
+                                "type": "api_error",
+                                "message": f"HTTP {response.status_code} with a body that is not {accept} but "
+                                f"{media_type or 'untyped'} (a proxy, or another server at --api-url?): {text}",
+                            },
+                            "request_id": _masked(response.headers.get("request-id"), self.token),
+                        },
+                    )
                 yield response
         except httpx.TransportError as exc:
             raise NetworkError(f"{type(exc).__name__}: {exc}") from None

@@ -6,6 +6,7 @@ written in place (docs/export-import.md)."""
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import signal
 import stat
@@ -254,5 +255,48 @@ def test_an_export_stopped_by_a_signal_leaves_no_temporary_file(tmp_path, signum
         server.shutdown()
         server.server_close()
     assert process.returncode != 0
+    assert backup.read_bytes() == b"yesterday's export\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl"]
+
+
+class _ProxyPage(http.server.BaseHTTPRequestHandler):
+    """A proxy's page, answered 200 to everything."""
+
+    def do_GET(self):
+        page = b"<html>proxy login " + self.headers.get("Authorization", "").encode() + b"</html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_an_export_answered_by_a_proxy_page_is_exit_4_and_keeps_the_file(tmp_path):
+    """A 200 HTML page was "The export ended after 0 lines without its end line", exit 5, where every other
+    2xx answer that is not what rog asked for is exit 4 naming it (helper-100). The token is masked."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ProxyPage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        backup = tmp_path / "backup.jsonl"
+        backup.write_bytes(b"yesterday's export\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ROG_")}
+        env.update(ROG_API_URL=f"http://127.0.0.1:{server.server_address[1]}", ROG_TOKEN="mem_secret_value")
+        done = subprocess.run(
+            [ROG, "memories", "export", "--store", "00000000-0000-4000-8000-000000000001", "-o", "backup.jsonl"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 4, done.stderr
+    message = json.loads(done.stderr)["error"]["message"]
+    assert message.startswith("HTTP 200 with a body that is not application/jsonl but text/html"), message
+    assert "mem_secret_value" not in done.stderr.decode()
     assert backup.read_bytes() == b"yesterday's export\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl"]
