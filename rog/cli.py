@@ -628,7 +628,7 @@ def import_(state: State, file, user, project, board, resume) -> None:
         params["scope"], params["subject"] = sel.scope_subject()
     try:
         with transfer.termination_as_interrupt(), _import_file(file) as path:
-            label = "stdin" if file == "-" else file
+            label = "stdin" if file == "-" else quoted(file)  # a file name in a message is JSON (helper-100)
             result = transfer.import_store(state.client, path, params=params, resume=resume, label=label)
     except transfer.TransferFailed as exc:
         fail_transfer(exc)

@@ -38,7 +38,7 @@ def fail_output(exc: OSError | None, *, to: str | None = None) -> NoReturn:
     (`| head`) is not a failure: click exits quietly, as for any command line tool. `to`: the file named by
     the user (`-o FILE`), named in the message."""
     reason = exc.strerror if exc is not None and exc.strerror else "standard output is closed"
-    where = f" to {to}" if to else ""
+    where = f" to {quoted(to)}" if to else ""  # a file name as JSON, as every value in a message
     error = {"type": "output_error", "message": f"Could not write the answer{where}: {reason}."}
     with contextlib.suppress(Exception):
         if sys.stderr is not None:

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 import click
 
+from config.text import quoted
 from memories.exchange.format import Chain
 from rog.client import ApiError, Client, NetworkError, new_idempotency_key
 
@@ -214,7 +215,7 @@ def import_store(
     """Send `path` to the import endpoints; returns the committed import (with its `store`).
 
     params: scope/subject for the new store (empty: the file's). resume: an open import's id to continue.
-    label: the file as messages name it (default `path`; "stdin" for `rog memories import -`).
+    label: the file as messages name it (default `path` as a JSON string; "stdin" for `rog memories import -`).
     Network failures and 5xx answers are retried (RETRIES times, asking the server where to resume); a
     refused chunk aborts the import on the server and raises TransferFailed with the server's error; so does
     a file that ends before its end line or holds no line at all (status 400: rog's exit 3), and Ctrl-C aborts
@@ -225,7 +226,7 @@ def import_store(
     start_key = new_idempotency_key()
     if resume:
         upload = client.request("GET", f"memories/imports/{resume}")["data"]
-        _check_same_file(path, upload, label or str(path))
+        _check_same_file(path, upload, label or quoted(str(path)))
     total = path.stat().st_size
     failures = 0
     try:
@@ -246,7 +247,8 @@ def import_store(
                             break
                     else:
                         if upload is None:  # not one line: nothing was sent, so nothing to abort
-                            raise _failure(f"{label or path} is empty: there is no export to import.", status=400)
+                            named = label or quoted(str(path))
+                            raise _failure(f"{named} is empty: there is no export to import.", status=400)
                         if upload["status"] != "committed":
                             _abort(client, upload)  # else the open import holds the file's store id for a day
                             raise _failure("The file ended before its end line: nothing was imported.", status=400)

@@ -162,7 +162,9 @@ def test_a_failed_export_leaves_the_previous_output_file_as_it_was(rog, store, t
     assert without_export_time(through) == without_export_time(backup.read_bytes())
     assert (tmp_path / "stdout").is_symlink()
     missing = rog("memories", "export", "--store", str(store.pk), "-o", "no/such/dir.jsonl", expect=6)
-    assert missing["error"]["message"] == "Could not write the answer to no/such/dir.jsonl: No such file or directory."
+    assert (
+        missing["error"]["message"] == 'Could not write the answer to "no/such/dir.jsonl": No such file or directory.'
+    )
 
 
 def test_an_export_from_a_server_that_does_not_answer_says_it_could_not_start(rog, tmp_path):
@@ -190,7 +192,7 @@ def test_an_export_from_a_server_that_does_not_answer_says_it_could_not_start(ro
 def test_an_empty_file_is_refused_as_empty(rog, tmp_path):
     (tmp_path / "empty.jsonl").write_bytes(b"")
     error = rog("memories", "import", "empty.jsonl", expect=3)
-    assert error["error"]["message"] == "empty.jsonl is empty: there is no export to import."
+    assert error["error"]["message"] == '"empty.jsonl" is empty: there is no export to import.'
     assert not StoreImport.objects.exists()
 
 
