@@ -44,7 +44,7 @@ from anthropic.lib.environments._worker import (
 )
 from anthropic.lib.tools._memories import SessionMemoryError
 
-from config.text import one_line, quoted
+from config.text import one_line
 from worker.context import CONTEXT_FILE, system_context
 from worker.mountroot import (
     EXIT_MOUNT_ROOT,
@@ -55,7 +55,15 @@ from worker.mountroot import (
     set_aside_copies,
     set_aside_leftovers,
 )
-from worker.sync import CONFLICTS_DIR, UNSYNCED_DIR, WorkerMemoryStores, make_read_only, utc_stamp
+from worker.sync import (
+    CONFLICTS_DIR,
+    UNSYNCED_DIR,
+    WorkerMemoryStores,
+    file_name_text,
+    make_read_only,
+    shown,
+    utc_stamp,
+)
 
 log = logging.getLogger("memories_worker")
 
@@ -115,17 +123,9 @@ class ItemSummary:
 
 
 def _without_lone_surrogates(value):
-    """`value` (a summary's JSON data) with every string that holds a file name's undecodable bytes (Python
-    keeps them as lone surrogates, `surrogateescape`) written with those bytes as ``\\xff`` escapes."""
+    """`value` (a summary's JSON data) with every string in `file_name_text`'s spelling."""
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            try:
-                return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-            except UnicodeEncodeError:  # a surrogate that stands for no byte: written as its escape
-                return value.encode("utf-8", "backslashreplace").decode("utf-8")
-        return value
+        return file_name_text(value)
     if isinstance(value, dict):
         return {key: _without_lone_surrogates(item) for key, item in value.items()}
     if isinstance(value, list):
@@ -609,7 +609,7 @@ async def _teardown(opts, item, summary: ItemSummary, stores: WorkerMemoryStores
     summary.deletes_not_sent = stores.deletes_not_sent()
     summary.not_mounted = stores.not_mounted()
     for pending in summary.deletes_not_sent:
-        log.warning("delete not sent: %s stays on the server", quoted(f"{pending['slug']}/{pending['path']}"))
+        log.warning("delete not sent: %s stays on the server", shown(f"{pending['slug']}/{pending['path']}"))
     await stores.dispose()
     summary.conflicts = [asdict(k) for k in stores.conflicts]
     summary.unsynced = [asdict(k) for k in stores.unsynced]

@@ -45,6 +45,26 @@ from config.text import quoted
 
 log = logging.getLogger("memories_worker")
 
+
+def file_name_text(name: str) -> str:
+    """`name` as text that any encoder takes: a file name's undecodable bytes (Python holds them as lone
+    surrogates, `surrogateescape`) written as ``\\xff`` escapes, another lone surrogate as its ``\\udXXX``
+    escape; any other name as it is. The spelling of the summary's paths and of the log's (helper-99/100)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate that stands for no byte
+            return name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return name
+
+
+def shown(name: str) -> str:
+    """A file name the agent chose as a log message shows it: `file_name_text` as a JSON string."""
+    return quoted(file_name_text(name))
+
+
 CONFLICTS_DIR = ".memory-conflicts"
 UNSYNCED_DIR = ".memory-unsynced"
 
@@ -122,7 +142,7 @@ class WorkerMemoryStores(SessionMemoryStores):
                     "not mounted: %s has no file of its own on disk (a backslash is a folder separator "
                     "there, a name is at most 255 bytes, the marker's name is the engine's); it stays on "
                     "the server untouched",
-                    quoted(f"{self._slugs.get(memory_store_id, memory_store_id)}/{item.path.lstrip('/')}"),
+                    shown(f"{self._slugs.get(memory_store_id, memory_store_id)}/{item.path.lstrip('/')}"),
                 )
         self.listed.add(memory_store_id)
 
@@ -142,14 +162,14 @@ class WorkerMemoryStores(SessionMemoryStores):
                 try:
                     _write_copy(target, data)
                 except OSError as e:
-                    shown = quoted(f"{slug}/{rel}")
-                    log.error("conflict: could not keep the local text of %s (%s); not overwriting it", shown, e)
+                    shown_name = shown(f"{slug}/{rel}")
+                    log.error("conflict: could not keep the local text of %s (%s); not overwriting it", shown_name, e)
                     return False
                 self.conflicts.append(KeptFile(slug=slug, path=rel, kept_at=str(target)))
                 log.warning(
                     "conflict: %s changed on both sides; the remote version wins, the local text is kept at %s",
-                    quoted(f"{slug}/{rel}"),
-                    quoted(str(target)),
+                    shown(f"{slug}/{rel}"),
+                    shown(str(target)),
                 )
         return await super()._write(store, rel, content)
 
@@ -231,11 +251,12 @@ class WorkerMemoryStores(SessionMemoryStores):
                             continue
                         target = _keep_unsynced(self._work_path / UNSYNCED_DIR / slug, rel, data)
                     except Exception as e:  # one file's failure must not cost the others their copies
-                        log.error("unsynced: could not keep %s: %s", quoted(f"{slug}/{rel}"), e)
+                        log.error("unsynced: could not keep %s: %s", shown(f"{slug}/{rel}"), e)
                         continue
                     kept.append(KeptFile(slug=slug, path=rel, kept_at=str(target)))
-                    shown = quoted(f"{slug}/{rel}"), quoted(str(target))
-                    log.warning("unsynced: %s did not reach the server; kept at %s", *shown)
+                    log.warning(
+                        "unsynced: %s did not reach the server; kept at %s", shown(f"{slug}/{rel}"), shown(str(target))
+                    )
         self.unsynced.extend(kept)
         return kept
 

@@ -568,6 +568,8 @@ def test_a_file_name_cannot_forge_a_line_of_the_workers_log(worker, notes_store,
     for line in log.splitlines():
         assert not line.startswith(forged), line
     assert '"team-notes/x.md\\n2026-12-07 18:45:09,650 INFO' in log  # the name, escaped, inside its own line
+    # our lines spell the undecodable name as the summary does (`bad\\xff.md`, JSON-quoted), not `bad\\udcff.md`
+    assert 'unsynced: "team-notes/bad\\\\xff.md" did not reach the server' in log
 
 
 @pytest.mark.parametrize("damage", ["marker", "folder"])
