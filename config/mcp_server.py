@@ -423,9 +423,7 @@ def _serve_batch(request: HttpRequest, batch: list) -> HttpResponse:
             reply = json.loads(_clean_envelope_error(status, content, message))
             if isinstance(message, dict) and "method" in message and "id" not in message:
                 continue  # a notification gets no reply, even one the SDK could not read (helper-99)
-            if isinstance(reply, dict) and reply.get("id") is None and rid is not None:
-                reply["id"] = rid  # the SDK read nothing of the member, not even its id; we did
-            replies.append(reply)
+            replies.append(reply)  # with the member's id where the SDK could not read it (`_clean_envelope_error`)
     if not replies:
         response = HttpResponse(status=202)
         del response["Content-Type"]
@@ -506,7 +504,7 @@ def _clean_envelope_error(status: int, content: bytes, message: Any = None) -> b
 
 
 def _rewritten_error(status: int, content: bytes, message: Any = None) -> bytes:
-    """Two SDK refusals rewritten, short and naming what is wrong (`message`: the request as Python's `json`
+    """Three SDK refusals rewritten, short and naming what is wrong (`message`: the request as Python's `json`
     parsed it, or None):
 
     - a body that is no JSON-RPC message: -32602 with pydantic's report (its internals, documentation links,
