@@ -300,7 +300,7 @@ def _unsupported_version(request: HttpRequest, body: bytes) -> HttpResponse | No
     if requested is None or requested in SERVED_VERSIONS:
         return None
     message = _object_in(body)
-    rid = message.get("id") if isinstance(message, dict) and _valid_id(message.get("id")) else None
+    rid = _readable_id(message)
     data = {"supported": list(SERVED_VERSIONS), "requested": requested}
     error = {"code": types.UNSUPPORTED_PROTOCOL_VERSION, "message": "Unsupported protocol version", "data": data}
     payload = {"jsonrpc": "2.0", "id": rid, "error": error}
@@ -346,6 +346,11 @@ _JSON_KINDS = {type(None): "null", bool: "a boolean", float: "a float", list: "a
 
 def _valid_id(rid: Any) -> bool:
     return isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
+
+
+def _readable_id(message: Any) -> str | int | None:
+    """The id of the JSON-RPC `message` (parsed JSON) when it is an object with a string or integer id."""
+    return message.get("id") if isinstance(message, dict) and _valid_id(message.get("id")) else None
 
 
 def message_problem(message: Any, *, in_batch: bool = False) -> str | None:
@@ -406,7 +411,7 @@ def _serve_batch(request: HttpRequest, batch: list) -> HttpResponse:
     answers = iter(async_to_sync(serve_batch)(request, runnable, start_by=_start_by(request)))
     replies: list[Any] = []
     for message, problem in zip(batch, problems, strict=True):
-        rid = message.get("id") if isinstance(message, dict) and _valid_id(message.get("id")) else None
+        rid = _readable_id(message)
         if problem is not None:  # answered in its place, as JSON-RPC answers an invalid member of a batch
             error = {"code": types.INVALID_REQUEST, "message": f"Invalid Request: {problem}"}
             replies.append({"jsonrpc": "2.0", "id": rid, "error": error})
@@ -490,7 +495,7 @@ def _clean_envelope_error(status: int, content: bytes, message: Any = None) -> b
     id we could read (an object with a string or integer id) — that id, as JSON-RPC asks whenever the id can
     be determined (helper-100: it was null on some revisions and not on others)."""
     content = _rewritten_error(status, content, message)
-    rid = message.get("id") if isinstance(message, dict) and _valid_id(message.get("id")) else None
+    rid = _readable_id(message)
     if rid is None or status not in (200, 400):
         return content
     try:
