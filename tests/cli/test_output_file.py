@@ -5,6 +5,7 @@ written in place (docs/export-import.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -98,6 +99,32 @@ def test_as_root_a_replaced_file_keeps_its_owner_and_group(tmp_path):
     assert (found.st_uid, found.st_gid) == (4321, 4322) and backup.read_bytes() == b"new\n"
 
 
+@contextlib.contextmanager
+def fake_server(handler: type[http.server.BaseHTTPRequestHandler], tmp_path, token: str = "mem_x"):
+    """A loopback HTTP server answering with `handler`; yields `(rog export command, its env)` writing
+    `backup.jsonl` (which holds "yesterday's export") in `tmp_path`."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    (tmp_path / "backup.jsonl").write_bytes(YESTERDAY)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROG_")}
+    env.update(ROG_API_URL=f"http://127.0.0.1:{server.server_address[1]}", ROG_TOKEN=token)
+    command = [ROG, "memories", "export", "--store", "00000000-0000-4000-8000-000000000001", "-o", "backup.jsonl"]
+    try:
+        yield command, env
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def assert_backup_kept(tmp_path) -> None:
+    assert (tmp_path / "backup.jsonl").read_bytes() == YESTERDAY
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl"]  # no temporary file left
+
+
+YESTERDAY = b"yesterday's export\n"
+
+
 class _CutExport(http.server.BaseHTTPRequestHandler):
     """Answers every export with its header line, then closes the connection: a stream cut short."""
 
@@ -114,29 +141,11 @@ class _CutExport(http.server.BaseHTTPRequestHandler):
 
 
 def test_rog_export_cut_short_leaves_the_previous_backup_whole(tmp_path):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _CutExport)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        backup = tmp_path / "backup.jsonl"
-        backup.write_bytes(b"yesterday's export\n")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ROG_")}
-        env.update(ROG_API_URL=f"http://127.0.0.1:{server.server_address[1]}", ROG_TOKEN="mem_x")
-        store = "00000000-0000-4000-8000-000000000001"
-        done = subprocess.run(
-            [ROG, "memories", "export", "--store", store, "-o", "backup.jsonl"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            timeout=60,
-        )
-    finally:
-        server.shutdown()
-        server.server_close()
+    with fake_server(_CutExport, tmp_path) as (command, env):
+        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, timeout=60)
     assert done.returncode == 5, done.stderr
     assert b"without its end line" in done.stderr
-    assert backup.read_bytes() == b"yesterday's export\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl"]
+    assert_backup_kept(tmp_path)
 
 
 def test_a_name_of_250_bytes_still_gets_a_temporary_file(tmp_path):
@@ -230,33 +239,16 @@ class _StalledExport(http.server.BaseHTTPRequestHandler):
 def test_an_export_stopped_by_a_signal_leaves_no_temporary_file(tmp_path, signum):
     """SIGTERM or SIGHUP (a cron or systemd timeout, a closed terminal) left `.FILE.*.part` (helper-99); they
     are taken as Ctrl-C, as during an import."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StalledExport)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        backup = tmp_path / "backup.jsonl"
-        backup.write_bytes(b"yesterday's export\n")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ROG_")}
-        env.update(ROG_API_URL=f"http://127.0.0.1:{server.server_address[1]}", ROG_TOKEN="mem_x")
-        process = subprocess.Popen(
-            [ROG, "memories", "export", "--store", "00000000-0000-4000-8000-000000000001", "-o", "backup.jsonl"],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+    with fake_server(_StalledExport, tmp_path) as (command, env):
+        process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 30
         while not any(p.name.endswith(".part") for p in tmp_path.iterdir()) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert any(p.name.endswith(".part") for p in tmp_path.iterdir()), "the export never started"
         process.send_signal(signum)
         process.communicate(timeout=30)
-    finally:
-        server.shutdown()
-        server.server_close()
     assert process.returncode != 0
-    assert backup.read_bytes() == b"yesterday's export\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl"]
+    assert_backup_kept(tmp_path)
 
 
 class _ProxyPage(http.server.BaseHTTPRequestHandler):
@@ -277,26 +269,10 @@ class _ProxyPage(http.server.BaseHTTPRequestHandler):
 def test_an_export_answered_by_a_proxy_page_is_exit_4_and_keeps_the_file(tmp_path):
     """A 200 HTML page was "The export ended after 0 lines without its end line", exit 5, where every other
     2xx answer that is not what rog asked for is exit 4 naming it (helper-100). The token is masked."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ProxyPage)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        backup = tmp_path / "backup.jsonl"
-        backup.write_bytes(b"yesterday's export\n")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ROG_")}
-        env.update(ROG_API_URL=f"http://127.0.0.1:{server.server_address[1]}", ROG_TOKEN="mem_secret_value")
-        done = subprocess.run(
-            [ROG, "memories", "export", "--store", "00000000-0000-4000-8000-000000000001", "-o", "backup.jsonl"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            timeout=60,
-        )
-    finally:
-        server.shutdown()
-        server.server_close()
+    with fake_server(_ProxyPage, tmp_path, token="mem_secret_value") as (command, env):
+        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, timeout=60)
     assert done.returncode == 4, done.stderr
     message = json.loads(done.stderr)["error"]["message"]
     assert message.startswith("HTTP 200 with a body that is not application/jsonl but text/html"), message
     assert "mem_secret_value" not in done.stderr.decode()
-    assert backup.read_bytes() == b"yesterday's export\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl"]
+    assert_backup_kept(tmp_path)
