@@ -47,6 +47,27 @@ def fail_output(exc: OSError | None, *, to: str | None = None) -> NoReturn:
     sys.exit(EXIT_OUTPUT)
 
 
+class Interrupted(KeyboardInterrupt):
+    """A Ctrl-C (or a SIGTERM/SIGHUP taken as one) that a command has answered for: `outcome` says what became
+    of its work ("The import was abandoned; nothing was imported.")."""
+
+    def __init__(self, outcome: str) -> None:
+        super().__init__(outcome)
+        self.outcome = outcome
+
+
+def fail_interrupted(outcome: str | None) -> NoReturn:
+    """Say on stderr, as an error object like every other (`{"type": "interrupted", "message": …}`), that the
+    command was interrupted and what became of its work (`outcome`; it printed a bare "Interrupted." and,
+    for an import, its outcome as plain text before it: helper-100), and exit 130."""
+    message = f"Interrupted. {outcome}" if outcome else "Interrupted."
+    with contextlib.suppress(Exception):
+        if sys.stderr is not None:
+            sys.stderr.write(_json({"type": "error", "error": {"type": "interrupted", "message": message}}))
+            sys.stderr.flush()
+    sys.exit(EXIT_INTERRUPTED)
+
+
 def _write(text: str, stream) -> None:
     if stream is None:  # started with stdout closed (`>&-`)
         fail_output(None)
@@ -340,17 +361,16 @@ class RogGroup(click.Group):
     def invoke(self, ctx: click.Context):
         """Run the command; an argument or variable holding bytes that are not UTF-8 (which the shell passes
         through as lone surrogates) is a usage error, not a traceback (found by a breaker); so is any of
-        click's usage errors (`fail_click_usage`); Ctrl-C exits 130 (128 + SIGINT, as shells report it), not
-        click's "Aborted!" with 1."""
+        click's usage errors (`fail_click_usage`); Ctrl-C exits 130 (128 + SIGINT, as shells report it) with an
+        error object (`fail_interrupted`), not click's "Aborted!" with 1."""
         try:
             return super().invoke(ctx)
         except click.UsageError as exc:  # an unknown subcommand (the subcommands' own options: parse_args_of)
             fail_click_usage(exc, path=ctx.command_path)
         except UnicodeEncodeError:
             fail_usage("An argument, option or variable holds bytes that are not valid UTF-8.")
-        except KeyboardInterrupt:
-            click.echo("Interrupted.", err=True)
-            sys.exit(EXIT_INTERRUPTED)
+        except KeyboardInterrupt as exc:  # Ctrl-C, and SIGTERM/SIGHUP where a command takes them so
+            fail_interrupted(getattr(exc, "outcome", None))
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         if not isinstance(cmd, click.Group) and not any(p.name == "query" for p in cmd.params):

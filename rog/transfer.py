@@ -24,6 +24,7 @@ import click
 from config.text import quoted
 from memories.exchange.format import Chain
 from rog.client import ApiError, Client, NetworkError, new_idempotency_key
+from rog.common import Interrupted
 
 CHUNK_BYTES = 768 * 1024  # under the server's default 1 MiB body ceiling
 RETRIES = 5
@@ -274,8 +275,7 @@ def import_store(
                     upload = _refresh(client, upload)
             update(max(total - shown, 0))
     except KeyboardInterrupt:  # Ctrl-C: an open import would hold the file's store id until it idles out
-        click.echo(_interrupted(client, upload), err=True)
-        raise
+        raise Interrupted(_interrupted(client, upload)) from None
     return upload
 
 

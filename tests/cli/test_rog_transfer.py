@@ -244,7 +244,12 @@ def test_ctrl_c_abandons_the_open_import(live_server, token, store, tmp_path, mo
 
     monkeypatch.setattr(transfer, "_send", interrupted)
     result = runner.invoke(rog_main, ["memories", "import", str(tmp_path / "s.jsonl")], env=env)
-    assert result.exit_code == 130 and "The import was abandoned" in result.stderr
+    assert result.exit_code == 130
+    # one error object, as every other failure (it was the outcome, then "Interrupted.", as plain text)
+    assert json.loads(result.stderr) == {
+        "type": "error",
+        "error": {"type": "interrupted", "message": "Interrupted. The import was abandoned; nothing was imported."},
+    }
     assert not Store.objects.filter(importing=True).exists() and not StoreImport.objects.exists()
 
 
