@@ -659,7 +659,8 @@ def _import_file(file: str) -> Iterator[Path]:
                 shutil.copyfileobj(stdin, spool, 1 << 20)
         except OSError as exc:  # TMPDIR full (was a traceback, helper-95)
             message = (
-                f"Could not copy stdin to {path}: {exc.strerror}. Set TMPDIR to a folder with room for the export."
+                f"Could not copy stdin to {quoted(str(path))}: {exc.strerror}. Set TMPDIR to a folder with room for "
+                "the export."
             )
             emit({"type": "error", "error": {"type": "output_error", "message": message}}, stream=sys.stderr)
             sys.exit(EXIT_OUTPUT)

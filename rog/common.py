@@ -39,12 +39,16 @@ def fail_output(exc: OSError | None, *, to: str | None = None) -> NoReturn:
     the user (`-o FILE`), named in the message."""
     reason = exc.strerror if exc is not None and exc.strerror else "standard output is closed"
     where = f" to {quoted(to)}" if to else ""  # a file name as JSON, as every value in a message
-    error = {"type": "output_error", "message": f"Could not write the answer{where}: {reason}."}
+    _say_error({"type": "output_error", "message": f"Could not write the answer{where}: {reason}."})
+    sys.exit(EXIT_OUTPUT)
+
+
+def _say_error(error: dict[str, Any]) -> None:
+    """Write ``{"type": "error", "error": error}`` on stderr, when there is one that takes it (never raises)."""
     with contextlib.suppress(Exception):
         if sys.stderr is not None:
             sys.stderr.write(_json({"type": "error", "error": error}))
             sys.stderr.flush()
-    sys.exit(EXIT_OUTPUT)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -60,11 +64,7 @@ def fail_interrupted(outcome: str | None) -> NoReturn:
     """Say on stderr, as an error object like every other (`{"type": "interrupted", "message": …}`), that the
     command was interrupted and what became of its work (`outcome`; it printed a bare "Interrupted." and,
     for an import, its outcome as plain text before it: helper-100), and exit 130."""
-    message = f"Interrupted. {outcome}" if outcome else "Interrupted."
-    with contextlib.suppress(Exception):
-        if sys.stderr is not None:
-            sys.stderr.write(_json({"type": "error", "error": {"type": "interrupted", "message": message}}))
-            sys.stderr.flush()
+    _say_error({"type": "interrupted", "message": f"Interrupted. {outcome}" if outcome else "Interrupted."})
     sys.exit(EXIT_INTERRUPTED)
 
 

@@ -323,7 +323,6 @@ class WorkStopRequestSerializer(StrictBody):
 @extend_schema_serializer(component_name="WorkUpdate")
 class WorkUpdateRequestSerializer(StrictBody):
     """Body of POST /environments/{id}/work/{work_id} (SDK `work.update`): a `metadata` patch (null deletes);
-    absent, the metadata is kept as it is ("Omit the field to preserve existing metadata", the SDK's own words;
-    it was 400 "metadata: This field is required.")."""
+    without `metadata` the item's metadata is kept as it is."""
 
     metadata = RawMetadataPatchField(required=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -105,6 +106,29 @@ def test_export_store_writes_the_same_lines_as_the_api(tmp_path, owner_client, p
         call_command("export_store", "nope")
     with pytest.raises(CommandError) as refused:  # was a traceback
         call_command("export_store", str(private_store.pk), "-o", str(tmp_path / "no" / "x.jsonl"), stdout=out)
-    assert (
-        str(refused.value) == f"Could not write the export to {tmp_path / 'no' / 'x.jsonl'}: No such file or directory."
-    )
+    missing = json.dumps(str(tmp_path / "no" / "x.jsonl"))  # a file name in a message is JSON
+    assert str(refused.value) == f"Could not write the export to {missing}: No such file or directory."
+
+
+def test_export_store_stopped_by_sigterm_keeps_the_previous_file(tmp_path, private_store, monkeypatch):
+    """SIGTERM (a cron or systemd timeout) during `export_store -o` left `.FILE.*.part` (helper-99), and once
+    taken as Ctrl-C, a KeyboardInterrupt traceback: the temporary file is removed, FILE kept, exit 130."""
+    import os
+    import signal
+
+    from memories.management.commands import export_store
+
+    def lines(store):
+        yield b'{"type":"memories-export"}\n'
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives while the export runs
+        yield b'{"type":"entry"}\n'
+
+    monkeypatch.setattr(export_store, "export_lines", lines)
+    backup = tmp_path / "backup.jsonl"
+    backup.write_bytes(b"yesterday's export\n")
+    err, before = io.StringIO(), signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as stopped:
+        call_command("export_store", str(private_store.pk), "-o", str(backup), stderr=err)
+    assert stopped.value.code == 130 and "Interrupted: the export was abandoned" in err.getvalue()
+    assert backup.read_bytes() == b"yesterday's export\n" and sorted(tmp_path.iterdir()) == [backup]
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler in place before is back

@@ -13,6 +13,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from config.errors import DomainError
+from config.text import quoted
 from memories.exchange.export import export_lines
 from rog.common import OpenedOnFirstWrite  # the rule `rog memories export -o` follows
 from rog.transfer import termination_as_interrupt
@@ -47,9 +48,11 @@ class Command(BaseCommand):
                     out.write(line)
                     lines += 1
         except OSError as exc:  # the file could not be opened or written (a missing folder, a full disk)
-            raise CommandError(
-                f"Could not write the export to {output or 'standard output'}: {exc.strerror}."
-            ) from None
+            where = quoted(output) if output else "standard output"
+            raise CommandError(f"Could not write the export to {where}: {exc.strerror}.") from None
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP: a message and 130, not a traceback
+            self.stderr.write("Interrupted: the export was abandoned (a plain FILE is left as it was).")
+            sys.exit(130)
         if output:
             elapsed = time.monotonic() - started
             self.stdout.write(f"Exported {lines} lines of store {store.pk} to {output} in {elapsed:.2f} s.")
