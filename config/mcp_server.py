@@ -301,7 +301,7 @@ def _unsupported_version(request: HttpRequest, body: bytes) -> HttpResponse | No
         return None
     message = _object_in(body)
     rid = _readable_id(message)
-    data = {"supported": list(SERVED_VERSIONS), "requested": requested}
+    data = {"supported": list(SERVED_VERSIONS), "requested": requested[:100]}  # not a 5 KB header echoed back
     error = {"code": types.UNSUPPORTED_PROTOCOL_VERSION, "message": "Unsupported protocol version", "data": data}
     payload = {"jsonrpc": "2.0", "id": rid, "error": error}
     return HttpResponse(json.dumps(payload), status=400, content_type="application/json")

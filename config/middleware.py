@@ -144,10 +144,11 @@ def _coding_refusal(request):
 
 def _read_with_a_body(request) -> bool:
     """Whether `request` is a GET or HEAD with a body (not empty; a chunked one is buffered by now) to a route
-    whose class-based view answers GET (DRF's and Django's: the API, /openapi.yaml, the docs). Any other route
-    answers for itself: a view without `get`, such as every write, its 405 (schemathesis: a GET to a POST route
-    is 405 whatever it carries), a function view its own answer (/mcp its 405, a retired route its 410, the
-    probes their 200; helper-100), an unknown path its 404. Resolves the path only for such a request."""
+    whose class-based view answers GET (DRF's and Django's: the API, /openapi.yaml). Any other route answers
+    for itself: a view without `get`, such as every write, its 405 (schemathesis: a GET to a POST route is
+    405 whatever it carries), a function view its own answer (/mcp its 405, the probes and /docs/memories
+    their 200; helper-100), a retired route its 410, an unknown path its 404. Resolves the path only for
+    such a request."""
     if request.method not in ("GET", "HEAD") or request.META.get("CONTENT_LENGTH") in (None, "", "0"):
         return False
     try:

@@ -33,6 +33,7 @@ from rog.common import (
     EXIT_API_5XX,
     EXIT_NETWORK,
     EXIT_OUTPUT,
+    Interrupted,
     OpenedOnFirstWrite,
     RogGroup,
     State,
@@ -587,13 +588,16 @@ def export(state: State, user, project, board, store, output) -> None:
     if state.query:
         fail_usage("export writes the store's file as it comes; -q/--query does not apply to it.")
     sid = store_id(state, selection(user, project, board, store))
-    if not output and sys.stdout is None:
+    if output is None and sys.stdout is None:
         fail_output(None)
     try:
-        if output:
+        if output is not None:  # `-o ""` (an unset $BACKUP) is a file `open` cannot make, not stdout (helper-101)
             # SIGTERM/SIGHUP as Ctrl-C: the temporary file of a cut export is removed (helper-99)
             with transfer.termination_as_interrupt(), OpenedOnFirstWrite(output) as out:
-                transfer.export_store(state.client, sid, out)
+                try:
+                    transfer.export_store(state.client, sid, out)
+                except KeyboardInterrupt:
+                    raise Interrupted("The export was abandoned; a plain FILE is left as it was.") from None
         else:
             transfer.export_store(state.client, sid, sys.stdout.buffer)
     except transfer.TransferFailed as exc:

@@ -38,7 +38,7 @@ def fail_output(exc: OSError | None, *, to: str | None = None) -> NoReturn:
     (`| head`) is not a failure: click exits quietly, as for any command line tool. `to`: the file named by
     the user (`-o FILE`), named in the message."""
     reason = exc.strerror if exc is not None and exc.strerror else "standard output is closed"
-    where = f" to {quoted(to)}" if to else ""  # a file name as JSON, as every value in a message
+    where = f" to {quoted(to)}" if to is not None else ""  # a file name as JSON, as every value in a message
     _say_error({"type": "output_error", "message": f"Could not write the answer{where}: {reason}."})
     sys.exit(EXIT_OUTPUT)
 
@@ -435,6 +435,8 @@ class OpenedOnFirstWrite:
         if like is None:
             return open(self.path, "wb")
         head, name = os.path.split(self.path)
+        if not name:  # "" or "folder/": no file name, so `open` says what is wrong (helper-101)
+            return open(self.path, "wb")
         if not os.path.isdir(head or "."):  # as the kernel sees it: `missing/..` is no folder (ENOENT, as `open`)
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), self.path)
         # The folder `path` really lies in: `a/link/..` is the parent of the link's target, not `a` (helper-99).

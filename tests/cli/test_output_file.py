@@ -248,8 +248,13 @@ def test_an_export_stopped_by_a_signal_leaves_no_temporary_file(tmp_path, signum
             time.sleep(0.05)
         assert any(p.name.endswith(".part") for p in tmp_path.iterdir()), "the export never started"
         process.send_signal(signum)
-        process.communicate(timeout=30)
-    assert process.returncode != 0
+        process.wait(timeout=30)
+    assert process.returncode == 130
+    error = json.loads(process.stderr.read())["error"]  # what became of the work (helper-101: only "Interrupted.")
+    assert error == {
+        "type": "interrupted",
+        "message": "Interrupted. The export was abandoned; a plain FILE is left as it was.",
+    }
     assert_backup_kept(tmp_path)
 
 
@@ -277,4 +282,14 @@ def test_an_export_answered_by_a_proxy_page_is_exit_4_and_keeps_the_file(tmp_pat
     message = json.loads(done.stderr)["error"]["message"]
     assert message.startswith("HTTP 200 with a body that is not application/jsonl but text/html"), message
     assert "mem_secret_value" not in done.stderr.decode()
+    assert_backup_kept(tmp_path)
+
+
+def test_an_empty_output_name_is_refused_not_taken_for_stdout(tmp_path):
+    """`-o ""` (an unset `$BACKUP` in a cron line) wrote the whole export to stdout and exited 0 (helper-101):
+    it is a file name `open` refuses, exit 6, before anything is written anywhere."""
+    with fake_server(_StalledExport, tmp_path) as (command, env):
+        done = subprocess.run([*command[:-1], ""], cwd=tmp_path, env=env, capture_output=True, timeout=60)
+    assert done.returncode == 6 and done.stdout == b"", done.stderr
+    assert json.loads(done.stderr)["error"]["message"] == 'Could not write the answer to "": No such file or directory.'
     assert_backup_kept(tmp_path)

@@ -106,6 +106,9 @@ def test_export_store_writes_the_same_lines_as_the_api(tmp_path, owner_client, p
         call_command("export_store", "nope")
     with pytest.raises(CommandError) as refused:  # was a traceback
         call_command("export_store", str(private_store.pk), "-o", str(tmp_path / "no" / "x.jsonl"), stdout=out)
+    with pytest.raises(CommandError) as empty:  # `-o ""` wrote the export to stdout (helper-101)
+        call_command("export_store", str(private_store.pk), "-o", "", stdout=out)
+    assert str(empty.value) == 'Could not write the export to "": No such file or directory.'
     missing = json.dumps(str(tmp_path / "no" / "x.jsonl"))  # a file name in a message is JSON
     assert str(refused.value) == f"Could not write the export to {missing}: No such file or directory."
 

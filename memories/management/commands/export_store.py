@@ -34,7 +34,7 @@ class Command(BaseCommand):
         except DomainError:
             store = None
         if store is None:
-            raise CommandError(f"No store {store_id}.")
+            raise CommandError(f"No store {quoted(store_id, 80)}.")
         lines = 0
         started = time.monotonic()
         # FILE is opened by the first line, once the snapshot is read (`rog memories export -o` does the same)
@@ -42,17 +42,17 @@ class Command(BaseCommand):
             # SIGTERM/SIGHUP as Ctrl-C, so a cut export's temporary file is removed (helper-99)
             with (
                 termination_as_interrupt(),
-                OpenedOnFirstWrite(output) if output else contextlib.nullcontext(sys.stdout.buffer) as out,
+                contextlib.nullcontext(sys.stdout.buffer) if output is None else OpenedOnFirstWrite(output) as out,
             ):
                 for line in export_lines(store):
                     out.write(line)
                     lines += 1
         except OSError as exc:  # the file could not be opened or written (a missing folder, a full disk)
-            where = quoted(output) if output else "standard output"
+            where = quoted(output) if output is not None else "standard output"
             raise CommandError(f"Could not write the export to {where}: {exc.strerror}.") from None
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP: a message and 130, not a traceback
             self.stderr.write("Interrupted: the export was abandoned (a plain FILE is left as it was).")
             sys.exit(130)
-        if output:
+        if output is not None:
             elapsed = time.monotonic() - started
-            self.stdout.write(f"Exported {lines} lines of store {store.pk} to {output} in {elapsed:.2f} s.")
+            self.stdout.write(f"Exported {lines} lines of store {store.pk} to {quoted(output)} in {elapsed:.2f} s.")
