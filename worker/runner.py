@@ -45,6 +45,7 @@ from anthropic.lib.environments._worker import (
 from anthropic.lib.tools._memories import SessionMemoryError
 
 from config.text import one_line
+from worker.agent_output import AgentOutput
 from worker.context import CONTEXT_FILE, system_context
 from worker.mountroot import (
     EXIT_MOUNT_ROOT,
@@ -169,6 +170,9 @@ class _HeartbeatWork:
 
 # Kept back from the lease for the flush's last requests to arrive before the server's expiry.
 FLUSH_MARGIN_SECONDS = 1.0
+# How long the agent's output is still read once its process group is gone: a process that left the group
+# may hold the pipes open; what it writes after this is not logged (`AgentOutput.close`).
+OUTPUT_DRAIN_SECONDS = 1.0
 
 
 def stop_grace(opts: Options, beats: _HeartbeatWork) -> float:
@@ -489,17 +493,32 @@ def _agent_env(opts, item, session, context: str, stores: WorkerMemoryStores) ->
         MEMORIES_TOOL_ROOTS=os.pathsep.join(str(p) for p in stores.roots),
         MEMORIES_TOOL_READ_ONLY_ROOTS=os.pathsep.join(str(p) for p in stores.read_only_roots),
     )
+    # Its output is a pipe now (`AgentOutput`): a Python agent would hold its stdout back in blocks until it
+    # exits; unbuffered, each line reaches the log as it is printed. An explicit setting is kept.
+    env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 
 
 async def _run_agent(opts, summary, stores, env, workdir, stop, lease, beats, mount_lock: MountRootLock) -> None:
     # Its own process group: a terminal's Ctrl-C reaches the worker, which then stops the agent itself.
-    # Its output goes to the worker's stderr: stdout carries only the summary lines. Started from the event
+    # Its stdout and stderr are logged line by line as the worker's records (`AgentOutput`): stdout carries
+    # only the summary lines, and no line the agent prints can pass for the worker's. Started from the event
     # loop's thread, through the PR_SET_PDEATHSIG helper: it dies with the worker (`agent_command`), and its
     # group is recorded for the next worker on this mount root in case the worker is killed (SIGKILL).
-    process = subprocess.Popen(  # noqa: S603
-        agent_command(opts.agent_cmd), cwd=workdir, env=env, start_new_session=True, stdout=sys.stderr.fileno()
-    )
+    output = AgentOutput()
+    try:
+        process = subprocess.Popen(  # noqa: S603
+            agent_command(opts.agent_cmd),
+            cwd=workdir,
+            env=env,
+            start_new_session=True,
+            stdout=output.stdout,
+            stderr=output.stderr,
+        )
+    except BaseException:
+        output.close(0)
+        raise
+    output.started()
     log.info("agent started pid=%d", process.pid)
     passes = 0
     try:
@@ -521,6 +540,8 @@ async def _run_agent(opts, summary, stores, env, workdir, stop, lease, beats, mo
         else:  # the agent exited (or was killed from outside): what it left running in its group goes too
             await _end_group(process.pid, grace)
         mount_lock.forget_agent(process.pid)
+        with anyio.CancelScope(shield=True):  # its last lines are logged before the worker's next ones
+            await anyio.to_thread.run_sync(output.close, OUTPUT_DRAIN_SECONDS)
     summary.agent_exit = process.returncode
     if lease.lost:
         summary.outcome = "lease_lost"
@@ -530,7 +551,8 @@ async def _run_agent(opts, summary, stores, env, workdir, stop, lease, beats, mo
         summary.outcome = "work_stopped"  # stopped or archived from outside: the heartbeat said stop
     elif process.returncode != 0:
         summary.outcome = "agent_failed"
-    log.info("agent ended exit=%s outcome=%s", process.returncode, summary.outcome)
+    # the outcome is the `item ended` line's: the teardown may still change it (a session deleted meanwhile)
+    log.info("agent ended exit=%s", process.returncode)
 
 
 async def _terminate(process: subprocess.Popen, grace: float) -> None:

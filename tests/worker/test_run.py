@@ -3,6 +3,7 @@ process and pytest-django's live server on PostgreSQL; no mock of our API or of 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -518,6 +519,7 @@ def test_a_session_deleted_while_its_agent_runs_is_not_a_final_sync(
     assert summary["work_stopped"] is False and "stopping the work item failed" not in run.log()
     assert "the work item is gone with its deleted session" in run.log()
     assert f"item ended work_id={summary['work_id']} outcome=session_deleted " in run.log()  # was outcome=completed
+    assert "outcome=completed" not in run.log()  # the `agent ended` line named one before the teardown knew
     assert summary["final_sync"] is False and "final sync did not reach team-notes" in run.log()
     assert [kept["path"] for kept in summary["unsynced"]] == ["late.md"]
     assert (run.workdir / ".memory-unsynced" / "team-notes" / "late.md").read_text().startswith("written after")
@@ -570,6 +572,78 @@ def test_a_file_name_cannot_forge_a_line_of_the_workers_log(worker, notes_store,
     assert '"team-notes/x.md\\n2026-12-07 18:45:09,650 INFO' in log  # the name, escaped, inside its own line
     # our lines spell the undecodable name as the summary does (`bad\\xff.md`, JSON-quoted), not `bad\\udcff.md`
     assert 'unsynced: "team-notes/bad\\\\xff.md" did not reach the server' in log
+
+
+def test_the_agents_output_is_logged_as_its_own_lines_and_cannot_forge_the_workers(worker, notes_store, make_session):
+    """The agent's stdout and stderr reached the worker's stderr raw: a printed "item ended … outcome=completed"
+    read as the worker's own line, and escapes reached the terminal (helper-100). Every line is now a record of
+    `memories_worker.agent`, one line each; the worker's stdout still holds only the summary."""
+    make_session(notes_store)
+    forged = "2026-12-07 18:45:09,650 INFO memories_worker: item ended work_id=FAKE outcome=completed"
+    run = worker(
+        f"""
+        import sys
+        print({forged!r})
+        print("line one\\r\\n" + {forged!r} + "\\x1b[2K", file=sys.stderr, end="")
+        sys.stdout.flush()
+        sys.stdout.buffer.write(b"caf\\xc3")  # a character split over two writes is kept whole
+        sys.stdout.flush()
+        time.sleep(0.3)
+        sys.stdout.buffer.write(b"\\xa9 bad \\xff byte\\n" + b"x" * 20000 + b"\\nunfinished")
+        """,
+    )
+    summary = run.finish()
+    assert summary["outcome"] == "completed", run.log()
+    log = run.log()
+    assert "\x1b" not in log
+    agent = [line for line in log.splitlines() if " memories_worker.agent: " in line]
+    for line in log.splitlines():
+        # the forged text appears only inside the agent's own records, never at the start of a line
+        assert not line.startswith(forged), line
+        if "work_id=FAKE" in line:
+            assert line in agent and line.split(" memories_worker.agent: ", 1)[1].startswith(("stdout: ", "stderr: "))
+    texts = [line.split(" memories_worker.agent: ", 1)[1] for line in agent]
+    assert f"stdout: {forged}" in texts
+    assert "stderr: line one" in texts
+    assert f"stderr: {forged}\\x1b[2K" in texts  # the unfinished last line, escaped, when the pipe ended
+    assert "stdout: café bad \\xff byte" in texts  # UTF-8 kept whole across reads, other bytes escaped
+    assert texts.count("stdout: " + "x" * 8192) == 2 and "stdout: " + "x" * (20000 - 2 * 8192) in texts
+    assert "stdout: unfinished" in texts
+    # its lines come before the worker's verdict, which follows the agent's end
+    assert log.index("stdout: unfinished") < log.index("agent ended exit=0")
+
+
+def test_a_process_that_left_the_agents_group_cannot_hold_the_worker_by_its_output(worker, notes_store, make_session):
+    """The worker reads the agent's output until every writer has closed the pipes: a process the agent
+    started in a session of its own (out of the group the worker stops) keeps them open. The worker reads it
+    for `OUTPUT_DRAIN_SECONDS` more and ends the item; that process's next write fails (EPIPE) and it ends."""
+    make_session(notes_store)
+    run = worker(
+        """
+        import subprocess
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time\\nwhile True:\\n    print('tick', flush=True)\\n    time.sleep(0.05)"],
+            start_new_session=True,
+        )
+        say("child", str(child.pid))
+        time.sleep(0.3)
+        """,
+    )
+    child = int(run.wait_for("child"))
+    try:
+        summary = run.finish(timeout=30)
+        assert summary["outcome"] == "completed" and summary["agent_exit"] == 0
+        assert "memories_worker.agent: stdout: tick" in run.log()
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # (a zombie of the agent's, reaped when the agent's init adopts it)
+        state = (
+            Path(f"/proc/{child}/stat").read_text().split(") ")[-1][:1] if Path(f"/proc/{child}").exists() else "gone"
+        )
+        assert state in ("gone", "Z"), state
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("damage", ["marker", "folder"])

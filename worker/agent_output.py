@@ -1,0 +1,115 @@
+"""The agent's stdout and stderr, logged by the worker as its own records (SPEC §5, docs/worker.md "The log is
+one line per record").
+
+The agent writes into two pipes; one thread reads both as they fill and logs every line through the logger
+``memories_worker.agent`` (``… INFO memories_worker.agent: stdout: <line>``), so it passes through the
+worker's `OneLineFormatter` like every other record: a line the agent prints cannot pass for one of the
+worker's (``… INFO memories_worker: item ended … outcome=completed``, helper-100) nor send the terminal an
+escape sequence, and the worker's stdout still carries only summary lines.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import logging
+import os
+import selectors
+import threading
+
+log = logging.getLogger("memories_worker.agent")
+
+# A line longer than this many characters is logged in pieces of this size (a run of output without a
+# newline — a progress bar, a binary dump — must not grow the worker's memory without bound).
+MAX_LINE_CHARS = 8192
+READ_BYTES = 65536
+
+
+class AgentOutput:
+    """Two pipes for an agent's stdout and stderr, and the thread that logs what arrives on them.
+
+    Use: ``output = AgentOutput()``; pass ``output.stdout`` / ``output.stderr`` (write ends, file descriptors)
+    to `subprocess.Popen`; call `started()` right after it (the worker's copies of the write ends are
+    closed, so the pipes end when the agent and everything it started have closed theirs); call
+    `close(timeout)` after the agent's process group is gone. Bytes are decoded as UTF-8 per stream
+    (incrementally: a character split across two reads is kept whole); bytes that are not UTF-8 appear as
+    ``\\xff``. Lines end at ``\\n`` (a ``\\r\\n`` ending is dropped with it); a line longer than
+    `MAX_LINE_CHARS` characters is logged in pieces; an unfinished last line is logged when its pipe ends.
+
+    The thread waits only on the pipes and on the worker's stderr, where the agent wrote directly before:
+    an agent is held up by a stalled stderr no more than it was.
+    """
+
+    def __init__(self) -> None:
+        self._read_out, self.stdout = os.pipe()
+        try:
+            self._read_err, self.stderr = os.pipe()
+        except OSError:
+            os.close(self._read_out)
+            os.close(self.stdout)
+            raise
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._pump, name="agent-output", daemon=True)
+
+    def started(self) -> None:
+        """The agent has its copies of the write ends: close the worker's and start logging."""
+        for fd in (self.stdout, self.stderr):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._thread.start()
+
+    def close(self, timeout: float) -> None:
+        """Wait up to `timeout` seconds for both pipes to end (every writer closed them), log what is left
+        and close the read ends. A writer that outlives the agent's process group (one that left it) may
+        still be writing: after `timeout` what it writes is no longer read, and its next write fails
+        (EPIPE). Blocks: call it from a thread when an event loop must go on meanwhile."""
+        if self._thread.ident is None:  # never started (the agent did not start): the write ends are ours
+            for fd in (self.stdout, self.stderr):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        else:
+            self._thread.join(timeout)
+            self._stop.set()
+            self._thread.join()
+        for fd in (self._read_out, self._read_err):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _pump(self) -> None:
+        names = {self._read_out: "stdout", self._read_err: "stderr"}
+        pending = {fd: "" for fd in names}
+        decoders = {fd: codecs.getincrementaldecoder("utf-8")("backslashreplace") for fd in names}
+        with selectors.DefaultSelector() as selector:
+            for fd in names:
+                selector.register(fd, selectors.EVENT_READ)
+            while selector.get_map() and not self._stop.is_set():
+                for key, _ in selector.select(timeout=0.2):
+                    fd = key.fd
+                    try:
+                        chunk = os.read(fd, READ_BYTES)
+                    except OSError:
+                        chunk = b""
+                    ended = not chunk
+                    text = pending[fd] + decoders[fd].decode(chunk, final=ended)
+                    pending[fd] = _log_lines(names[fd], text, ended=ended)
+                    if ended:
+                        selector.unregister(fd)
+            for fd in selector.get_map():  # stopped with a pipe still open: its unfinished line is logged
+                _log_lines(names[fd], pending[fd] + decoders[fd].decode(b"", final=True), ended=True)
+
+
+def _log_lines(stream: str, text: str, *, ended: bool) -> str:
+    """Log the complete lines of `text`, and pieces of `MAX_LINE_CHARS` characters of a longer one; return
+    the unfinished rest, or log it too when the stream `ended`."""
+    *lines, rest = text.split("\n")
+    if ended and rest:
+        lines.append(rest)
+        rest = ""
+    for line in lines:
+        line = line.removesuffix("\r")
+        for start in range(0, max(len(line), 1), MAX_LINE_CHARS):
+            log.info("%s: %s", stream, line[start : start + MAX_LINE_CHARS])
+    while len(rest) > MAX_LINE_CHARS:
+        log.info("%s: %s", stream, rest[:MAX_LINE_CHARS])
+        rest = rest[MAX_LINE_CHARS:]
+    return rest
