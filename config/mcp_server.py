@@ -29,6 +29,7 @@ answer, is -32600 before the SDK sees it (`message_problem`), as is an ``initial
 from __future__ import annotations
 
 import json
+import re
 import time
 from http import HTTPStatus
 from typing import Any
@@ -344,8 +345,15 @@ def _object_in(body: bytes) -> Any:
 _JSON_KINDS = {type(None): "null", bool: "a boolean", float: "a float", list: "an array", dict: "an object"}
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _valid_id(rid: Any) -> bool:
-    return isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
+    """A string without lone surrogates (a reply echoes the id, and such a string has no UTF-8 form: strict
+    clients could not read the reply) or an integer."""
+    if isinstance(rid, str):
+        return _LONE_SURROGATE.search(rid) is None
+    return isinstance(rid, int) and not isinstance(rid, bool)
 
 
 def _readable_id(message: Any) -> str | int | None:
@@ -357,13 +365,17 @@ def message_problem(message: Any, *, in_batch: bool = False) -> str | None:
     """Why the JSON-RPC `message` (parsed JSON) must be answered -32600 "Invalid Request" before the SDK
     reads it, or None. The SDK reads a request whose ``id`` is not a string or an integer (null, a float,
     a bool, an array, an object) as a *notification* and answers 202 with nothing: the client would wait
-    for a reply that never comes. MCP allows only strings and integers (and never null). In a batch,
-    ``initialize`` is refused too (MCP 2025-03-26: it "MUST NOT be part of a JSON-RPC batch").
+    for a reply that never comes. MCP allows only strings and integers (and never null). A string id
+    holding a lone surrogate (``"\\ud800"``) would come back in a reply no strict client can parse: refused
+    too, with id null (JSON-RPC's id when it cannot be determined). In a batch, ``initialize`` is refused
+    too (MCP 2025-03-26: it "MUST NOT be part of a JSON-RPC batch").
     Anything else — responses, notifications, what is no JSON-RPC at all — is left to the SDK.
     """
     if not isinstance(message, dict) or not isinstance(message.get("method"), str):
         return None
     if "id" in message and not _valid_id(message["id"]):
+        if isinstance(message["id"], str):
+            return "a request's id must be a string of Unicode text; this one holds a lone surrogate."
         kind = _JSON_KINDS.get(type(message["id"]), "that")
         return f"a request's id must be a string or an integer, not {kind}."
     if in_batch and message["method"] == "initialize":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import mcp.client.session as client_session
 import pytest
@@ -146,6 +148,39 @@ def test_a_request_whose_id_is_no_string_or_integer_is_invalid_not_a_notificatio
     body = response.json()
     assert body["id"] is None and body["error"]["code"] == -32600
     assert "id must be a string or an integer" in body["error"]["message"]
+    assert not Store.objects.filter(owner=alice.user).exists()
+
+
+@pytest.mark.parametrize("version", ["2025-03-26", "2025-11-25", "2026-07-28"])
+def test_a_request_id_holding_a_lone_surrogate_is_invalid_and_never_echoed(live, alice, version):
+    """JSON-RPC echoes the id, and a lone surrogate has no UTF-8 form: the reply carried ``"\\ud800"``, which
+    strict clients cannot parse (a breaker). It is -32600 with id null, alone and in a batch; nothing runs."""
+    message = {"jsonrpc": "2.0", "id": "req-\ud800", "method": "tools/call"}
+    message["params"] = {"name": "ensure_memories", "arguments": {}}
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": version,
+    }
+    with httpx.Client(headers={"Authorization": f"Bearer {alice.secret}"}, timeout=30) as http:
+        # json.dumps writes the surrogate as an escape (httpx's own encoding would fail on it)
+        response = http.post(live.mcp_url, content=json.dumps(message), headers=headers)
+        batch = None
+        if version == "2025-03-26":
+            ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+            batch = http.post(live.mcp_url, content=json.dumps([message, ping]), headers=headers)
+    assert response.status_code == 400
+    assert b"\\ud800" not in response.content.lower()
+    body = response.json()
+    assert body["id"] is None and body["error"]["code"] == -32600
+    assert body["error"]["message"] == (
+        "Invalid Request: a request's id must be a string of Unicode text; this one holds a lone surrogate."
+    )
+    if batch is not None:
+        assert batch.status_code == 200 and b"\\ud800" not in batch.content.lower()
+        bad, ping = batch.json()
+        assert bad["id"] is None and bad["error"]["code"] == -32600 and "lone surrogate" in bad["error"]["message"]
+        assert ping == {"jsonrpc": "2.0", "id": 2, "result": {}}
     assert not Store.objects.filter(owner=alice.user).exists()
 
 
