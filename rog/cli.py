@@ -593,10 +593,12 @@ def export(state: State, user, project, board, store, output) -> None:
     try:
         if output is not None:  # `-o ""` (an unset $BACKUP) is a file `open` cannot make, not stdout (helper-101)
             # SIGTERM/SIGHUP as Ctrl-C: the temporary file of a cut export is removed (helper-99)
-            with transfer.termination_as_interrupt(), OpenedOnFirstWrite(output) as out:
-                try:
+            opened = OpenedOnFirstWrite(output)
+            try:
+                with transfer.termination_as_interrupt(), opened as out:
                     transfer.export_store(state.client, sid, out)
-                except KeyboardInterrupt:
+            except KeyboardInterrupt:
+                if not opened.finished:  # else it came once FILE held the whole export: that is a success
                     raise Interrupted("The export was abandoned; a plain FILE is left as it was.") from None
         else:
             transfer.export_store(state.client, sid, sys.stdout.buffer)

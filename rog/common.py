@@ -11,9 +11,11 @@ import errno
 import json
 import os
 import re
+import signal
 import stat
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, NoReturn
@@ -378,6 +380,24 @@ class RogGroup(click.Group):
         super().add_command(cmd, name)
 
 
+# Ctrl-C, and the signals an export takes as one (`rog.transfer.termination_as_interrupt`).
+_INTERRUPTIONS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+@contextlib.contextmanager
+def _interruptions_held():
+    """Hold SIGINT, SIGTERM and SIGHUP back for the block (the main thread only: signals go to it); one that
+    arrived meanwhile is delivered, and its handler runs, when the block ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTIONS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 class OpenedOnFirstWrite:
     """A binary file at `path` written by an export (`rog memories export -o`, `manage.py export_store -o`):
     opened by its first write, not before, and — where it is a plain file — replaced only when the export is
@@ -401,11 +421,15 @@ class OpenedOnFirstWrite:
       import refuses.
 
     Raises OSError from `write` (the file or its folder cannot be written) and from leaving the block (the
-    sync or the rename failed; the temporary file is then removed).
+    sync or the rename failed; the temporary file is then removed). `finished` is True once a complete
+    export is closed (and renamed over `path`): Ctrl-C, SIGTERM and SIGHUP are held during that last step,
+    so one that lands then is raised after it, and a caller can tell "interrupted, FILE as it was" from
+    "interrupted after the export was whole" (which exited 130 saying the export was abandoned; helper-101).
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = os.fspath(path)
+        self.finished = False
         self._file: BinaryIO | None = None
         self._temporary: str | None = None
         self._final = self.path  # where the temporary file is renamed to: `path` in its real folder
@@ -474,13 +498,18 @@ class OpenedOnFirstWrite:
             return
         out, temporary, self._file, self._temporary = self._file, self._temporary, None, None
         try:
-            if temporary is not None and complete:
-                out.flush()
-                os.fsync(out.fileno())  # the backup is on disk before it replaces the previous one
-            out.close()
-            if temporary is not None and complete:
-                os.replace(temporary, self._final)
-                temporary = None
+            if complete:
+                with _interruptions_held():  # one that lands now is raised once the export is whole
+                    if temporary is not None:
+                        out.flush()
+                        os.fsync(out.fileno())  # the backup is on disk before it replaces the previous one
+                    out.close()
+                    if temporary is not None:
+                        os.replace(temporary, self._final)
+                        temporary = None
+                    self.finished = True
+            else:
+                out.close()
         finally:
             if not out.closed:
                 out.close()

@@ -293,3 +293,77 @@ def test_an_empty_output_name_is_refused_not_taken_for_stdout(tmp_path):
     assert done.returncode == 6 and done.stdout == b"", done.stderr
     assert json.loads(done.stderr)["error"]["message"] == 'Could not write the answer to "": No such file or directory.'
     assert_backup_kept(tmp_path)
+
+
+def test_an_interruption_during_the_rename_lands_after_it(tmp_path, monkeypatch):
+    """A Ctrl-C that lands while a complete export is renamed over FILE: the rename happens, `finished` says
+    so, and the KeyboardInterrupt comes after it — the caller can tell "FILE is whole" from "abandoned"."""
+    backup = tmp_path / "backup.jsonl"
+    backup.write_bytes(YESTERDAY)
+    rename = os.replace
+
+    def interrupted_rename(source, target):
+        os.kill(os.getpid(), signal.SIGINT)  # delivered at once unless held
+        rename(source, target)
+
+    monkeypatch.setattr(os, "replace", interrupted_rename)
+    opened = OpenedOnFirstWrite(backup)
+    with pytest.raises(KeyboardInterrupt), opened as out:
+        out.write(b"today's export\n")
+    assert opened.finished
+    assert backup.read_bytes() == b"today's export\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl"]
+    # held only for that step: a Ctrl-C before it still stops the export, and FILE is kept
+    opened = OpenedOnFirstWrite(backup)
+    with pytest.raises(KeyboardInterrupt), opened as out:
+        out.write(b"tomorrow's ")
+        os.kill(os.getpid(), signal.SIGINT)
+        out.write(b"export\n")
+    assert not opened.finished and backup.read_bytes() == b"today's export\n"
+
+
+class _WholeExport(http.server.BaseHTTPRequestHandler):
+    """Answers an export with a header and its end line: a complete (empty) export."""
+
+    body = b'{"type":"memories-export","version":1,"counts":{}}\n{"type":"end","lines":2}\n'
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/jsonl")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args):
+        pass
+
+
+# `rog` with its rename of the finished file interrupted by `signal` (the race a test cannot time from outside)
+_RENAME_INTERRUPTED = """
+import os, signal, sys
+from rog.cli import main
+rename, signum = os.replace, getattr(signal, sys.argv.pop(1))
+def interrupted_rename(source, target):
+    os.kill(os.getpid(), signum)
+    rename(source, target)
+os.replace = interrupted_rename
+sys.argv[0] = "rog"
+main()
+"""
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_an_interruption_once_the_export_is_whole_is_a_success(tmp_path, signum):
+    """Ctrl-C (or SIGTERM/SIGHUP) that lands as the finished export replaces FILE exited 130 saying the export
+    was abandoned and FILE left as it was — while FILE held the whole export (helper-101). It is exit 0."""
+    with fake_server(_WholeExport, tmp_path) as (command, env):
+        done = subprocess.run(
+            [sys.executable, "-c", _RENAME_INTERRUPTED, signum, *command[1:]],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert (tmp_path / "backup.jsonl").read_bytes() == _WholeExport.body
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl"]

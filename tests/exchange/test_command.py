@@ -135,3 +135,28 @@ def test_export_store_stopped_by_sigterm_keeps_the_previous_file(tmp_path, priva
     assert stopped.value.code == 130 and "Interrupted: the export was abandoned" in err.getvalue()
     assert backup.read_bytes() == b"yesterday's export\n" and sorted(tmp_path.iterdir()) == [backup]
     assert signal.getsignal(signal.SIGTERM) is before  # the handler in place before is back
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_export_store_interrupted_once_the_file_is_whole_succeeds(tmp_path, private_store, monkeypatch, signum):
+    """A Ctrl-C (or SIGTERM/SIGHUP) landing as the finished export is renamed over FILE said "the export was
+    abandoned (a plain FILE is left as it was)" and exited 130 — FILE held the whole export (helper-101).
+    Signals are held for the rename; the command then reports the export as done."""
+    import os
+    import signal
+
+    rename = os.replace
+
+    def interrupted_rename(source, target):
+        os.kill(os.getpid(), getattr(signal, signum))
+        rename(source, target)
+
+    backup = tmp_path / "backup.jsonl"
+    backup.write_bytes(b"yesterday's export\n")
+    monkeypatch.setattr(os, "replace", interrupted_rename)
+    out, err = io.StringIO(), io.StringIO()
+    call_command("export_store", str(private_store.pk), "-o", str(backup), stdout=out, stderr=err)
+    assert err.getvalue() == "" and out.getvalue().startswith("Exported ")
+    lines = backup.read_bytes().splitlines()
+    assert json.loads(lines[0])["type"] == "memories-export" and json.loads(lines[-1])["type"] == "end"
+    assert sorted(tmp_path.iterdir()) == [backup]

@@ -38,11 +38,12 @@ class Command(BaseCommand):
         lines = 0
         started = time.monotonic()
         # FILE is opened by the first line, once the snapshot is read (`rog memories export -o` does the same)
+        opened = None if output is None else OpenedOnFirstWrite(output)
         try:
             # SIGTERM/SIGHUP as Ctrl-C, so a cut export's temporary file is removed (helper-99)
             with (
                 termination_as_interrupt(),
-                contextlib.nullcontext(sys.stdout.buffer) if output is None else OpenedOnFirstWrite(output) as out,
+                contextlib.nullcontext(sys.stdout.buffer) if opened is None else opened as out,
             ):
                 for line in export_lines(store):
                     out.write(line)
@@ -51,8 +52,9 @@ class Command(BaseCommand):
             where = quoted(output) if output is not None else "standard output"
             raise CommandError(f"Could not write the export to {where}: {exc.strerror}.") from None
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP: a message and 130, not a traceback
-            self.stderr.write("Interrupted: the export was abandoned (a plain FILE is left as it was).")
-            sys.exit(130)
+            if opened is None or not opened.finished:  # else it came once FILE held the whole export
+                self.stderr.write("Interrupted: the export was abandoned (a plain FILE is left as it was).")
+                sys.exit(130)
         if output is not None:
             elapsed = time.monotonic() - started
             self.stdout.write(f"Exported {lines} lines of store {store.pk} to {quoted(output)} in {elapsed:.2f} s.")
