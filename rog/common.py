@@ -386,16 +386,27 @@ _INTERRUPTIONS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 @contextlib.contextmanager
 def _interruptions_held():
-    """Hold SIGINT, SIGTERM and SIGHUP back for the block (the main thread only: signals go to it); one that
-    arrived meanwhile is delivered, and its handler runs, when the block ends."""
+    """Hold SIGINT, SIGTERM and SIGHUP back for the block: one that arrives meanwhile is noted, and raised
+    again when the block ends, for the handler in place before (KeyboardInterrupt, or the default action).
+
+    Python-level handlers, not the thread's signal mask: a signal sent to the process is delivered to any
+    thread that does not block it, and Python runs its handler in the main thread at once — a mask set by
+    one thread held nothing in a process with other threads (found by the suite under pytest-xdist). Only in
+    the main thread (the only one that may set handlers); elsewhere it changes nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTIONS)
+    arrived: list[int] = []
+    previous = {
+        number: signal.signal(number, lambda signum, frame: arrived.append(signum)) for number in _INTERRUPTIONS
+    }
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for number, handler in previous.items():  # None: one set outside Python, which cannot be put back
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+        if arrived:
+            signal.raise_signal(arrived[0])
 
 
 class OpenedOnFirstWrite:
