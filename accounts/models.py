@@ -14,8 +14,11 @@ from django.utils import timezone
 
 from config.text import quoted
 
-HANDLE_RE = r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_])?$"
-SLUG_RE = r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?$"
+# `\Z`, not `$`: Python's `$` also matches before a final newline (RegexValidator searches), so "apollo\n"
+# passed as a slug beside "apollo", and "me\n" past the reserved names (helper-103). OpenAPI documents them
+# with `$` (drf-spectacular writes `\Z` as ECMA's `$`, which ends the text).
+HANDLE_RE = r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_])?\Z"
+SLUG_RE = r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?\Z"
 handle_validator = RegexValidator(HANDLE_RE, "A handle is 1–64 ASCII letters, digits, '.', '_' or '-'.")
 # the API's words for a handle that breaks HANDLE_RE (the validator's message is in migrations: unchanged)
 HANDLE_RULE = "1–64 ASCII letters, digits, '.', '_' or '-', starting with a letter or digit, not ending in '.' or '-'"

@@ -61,6 +61,10 @@ def test_a_malformed_slug_is_told_the_rule(cast):
         {"slug": ["apollo"]},
         {"slug": None},
         {"slug": "apollo\u0000"},
+        # Python's `$` matched before a final newline: each of these was a 201 (helper-103)
+        {"slug": "apollo\n"},
+        {"slug": "me\n"},
+        {"slug": "6f1c2a3b-0000-4000-8000-000000000000\n"},
         {"slug": "ok", "name": ""},
         {"slug": "ok", "name": "x" * 256},
         {"slug": "ok", "name": "bell\u0007"},
@@ -419,3 +423,18 @@ def test_the_set_up_helper_changes_members_by_the_same_rules_as_the_api():
     assert project.rights_version == 1  # boss's demotion narrowed; dave's was refused
     roles = dict(ProjectMembership.objects.filter(project=project).values_list("user__handle", "role"))
     assert roles == {"boss": "member", "dave": "owner"}
+
+
+def test_a_slug_or_handle_with_a_final_newline_is_refused_everywhere(cast):
+    """`^…$` in Python also matches "apollo\\n" (RegexValidator searches): a second project "apollo\\n" beside
+    "apollo", a section "sec\\n", a member "olivia\\n" looked up (helper-103). Whole strings only now."""
+    users, clients = cast
+    make_project(users)
+    staff_section = clients["staff"].post("/api/v1/sections", {"slug": "sec\n"}, format="json")
+    renamed = clients["owner"].patch("/api/v1/projects/apollo", {"slug": "apollo2\n"}, format="json")
+    member = clients["owner"].post("/api/v1/projects/apollo/members", {"handle": "olivia\n"}, format="json")
+    for response, field in ((staff_section, "slug"), (renamed, "slug"), (member, "handle")):
+        assert response.status_code == 400, response.content
+        assert list(response.json()["error"]["details"]["fields"]) == [field]
+    assert not Section.objects.filter(slug__startswith="sec").exists()
+    assert Project.objects.get().slug == "apollo"

@@ -49,6 +49,15 @@ def test_create_token_says_when_another_spelling_of_the_handle_names_an_existing
     assert same.getvalue() == ""
 
 
+@pytest.mark.parametrize("handle", ["dave\n", "me\n", "x\n\n"])
+def test_a_handle_with_a_final_newline_is_no_handle(handle):
+    """`create_token --handle $'dave\\n' --create-user` made a user "dave\\n" beside "dave" (helper-103): the
+    handle rule's `$` matched before the newline. Every user is made through `full_clean`."""
+    with pytest.raises(CommandError, match="handle"):
+        call_command("create_token", "--handle", handle, "--create-user", stdout=io.StringIO(), stderr=io.StringIO())
+    assert not User.objects.exists()
+
+
 @pytest.mark.parametrize("handle", ["me", "00000000-0000-0000-0000-000000000000"])
 def test_ensure_demo_with_a_handle_no_user_may_have_is_a_clear_error(handle):
     with pytest.raises(CommandError, match=f'--handle "{handle}": The handle'):
