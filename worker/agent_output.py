@@ -16,6 +16,7 @@ import logging
 import os
 import selectors
 import threading
+import time
 
 log = logging.getLogger("memories_worker.agent")
 
@@ -31,7 +32,7 @@ class AgentOutput:
     Use: ``output = AgentOutput()``; pass ``output.stdout`` / ``output.stderr`` (write ends, file descriptors)
     to `subprocess.Popen`; call `started()` right after it (the worker's copies of the write ends are
     closed, so the pipes end when the agent and everything it started have closed theirs); call
-    `close(timeout)` after the agent's process group is gone. Bytes are decoded as UTF-8 per stream
+    `close(idle, limit)` after the agent's process group is gone. Bytes are decoded as UTF-8 per stream
     (incrementally: a character split across two reads is kept whole); bytes that are not UTF-8 appear as
     ``\\xff``. Lines end at ``\\n`` (a ``\\r\\n`` ending is dropped with it); a line longer than
     `MAX_LINE_CHARS` characters is logged in pieces; an unfinished last line is logged when its pipe ends.
@@ -49,6 +50,7 @@ class AgentOutput:
             os.close(self.stdout)
             raise
         self._stop = threading.Event()
+        self._last_read = time.monotonic()  # when the pump last read something (or started)
         self._thread = threading.Thread(target=self._pump, name="agent-output", daemon=True)
 
     def started(self) -> None:
@@ -56,19 +58,28 @@ class AgentOutput:
         for fd in (self.stdout, self.stderr):
             with contextlib.suppress(OSError):
                 os.close(fd)
+        self._last_read = time.monotonic()
         self._thread.start()
 
-    def close(self, timeout: float) -> None:
-        """Wait up to `timeout` seconds for both pipes to end (every writer closed them), log what is left
-        and close the read ends. A writer that outlives the agent's process group (one that left it) may
-        still be writing: after `timeout` what it writes is no longer read, and its next write fails
-        (EPIPE). Blocks: call it from a thread when an event loop must go on meanwhile."""
+    def close(self, idle: float, limit: float) -> None:
+        """Read on until both pipes end (every writer closed them), until nothing has arrived for `idle`
+        seconds, or for at most `limit` seconds; log what was read and close the read ends. A backlog the
+        agent left in its pipes (a traceback after a burst, a pipe it enlarged) is read while it flows
+        (helper-102: a fixed second dropped the tail of a 1 MiB backlog); a process that left the agent's
+        process group and holds the pipes ends the reading after `idle` seconds of silence or `limit`
+        seconds of chatter, with a WARNING, and its next write fails (EPIPE). Blocks: call it from a thread
+        when an event loop must go on meanwhile."""
         if self._thread.ident is None:  # never started (the agent did not start): the write ends are ours
             for fd in (self.stdout, self.stderr):
                 with contextlib.suppress(OSError):
                     os.close(fd)
         else:
-            self._thread.join(timeout)
+            deadline = time.monotonic() + limit
+            while self._thread.is_alive():
+                wait = min(deadline, self._last_read + idle) - time.monotonic()
+                if wait <= 0:
+                    break
+                self._thread.join(min(wait, 0.1))
             self._stop.set()
             self._thread.join()
         for fd in (self._read_out, self._read_err):
@@ -89,13 +100,22 @@ class AgentOutput:
                         chunk = os.read(fd, READ_BYTES)
                     except OSError:
                         chunk = b""
+                    self._last_read = time.monotonic()
                     ended = not chunk
                     text = pending[fd] + decoders[fd].decode(chunk, final=ended)
                     pending[fd] = _log_lines(names[fd], text, ended=ended)
                     if ended:
                         selector.unregister(fd)
+            still_open = [name for fd, name in names.items() if fd in selector.get_map()]
             for fd in selector.get_map():  # stopped with a pipe still open: its unfinished line is logged
                 _log_lines(names[fd], pending[fd] + decoders[fd].decode(b"", final=True), ended=True)
+        if still_open:
+            log.warning(
+                "no longer reading the agent's %s: a process that left its process group still holds %s; "
+                "what it writes from now on is not logged",
+                " and ".join(still_open),
+                "it" if len(still_open) == 1 else "them",
+            )
 
 
 def _log_lines(stream: str, text: str, *, ended: bool) -> str:

@@ -170,9 +170,11 @@ class _HeartbeatWork:
 
 # Kept back from the lease for the flush's last requests to arrive before the server's expiry.
 FLUSH_MARGIN_SECONDS = 1.0
-# How long the agent's output is still read once its process group is gone: a process that left the group
-# may hold the pipes open; what it writes after this is not logged (`AgentOutput.close`).
+# How long the agent's output is still read once its process group is gone (`AgentOutput.close`): while it
+# flows (a backlog in the pipes), up to OUTPUT_DRAIN_LIMIT_SECONDS; a process that left the group and holds
+# the pipes stops the reading after OUTPUT_DRAIN_SECONDS of silence. What it writes after that is not logged.
 OUTPUT_DRAIN_SECONDS = 1.0
+OUTPUT_DRAIN_LIMIT_SECONDS = 10.0
 
 
 def stop_grace(opts: Options, beats: _HeartbeatWork) -> float:
@@ -516,7 +518,7 @@ async def _run_agent(opts, summary, stores, env, workdir, stop, lease, beats, mo
             stderr=output.stderr,
         )
     except BaseException:
-        output.close(0)
+        output.close(0, 0)
         raise
     output.started()
     log.info("agent started pid=%d", process.pid)
@@ -541,7 +543,7 @@ async def _run_agent(opts, summary, stores, env, workdir, stop, lease, beats, mo
             await _end_group(process.pid, grace)
         mount_lock.forget_agent(process.pid)
         with anyio.CancelScope(shield=True):  # its last lines are logged before the worker's next ones
-            await anyio.to_thread.run_sync(output.close, OUTPUT_DRAIN_SECONDS)
+            await anyio.to_thread.run_sync(output.close, OUTPUT_DRAIN_SECONDS, OUTPUT_DRAIN_LIMIT_SECONDS)
     summary.agent_exit = process.returncode
     if lease.lost:
         summary.outcome = "lease_lost"

@@ -613,6 +613,30 @@ def test_the_agents_output_is_logged_as_its_own_lines_and_cannot_forge_the_worke
     assert log.index("stdout: unfinished") < log.index("agent ended exit=0")
 
 
+def test_a_backlog_the_agent_left_in_its_pipes_is_logged_to_its_last_line(worker, notes_store, make_session):
+    """An agent that enlarged its pipe (F_SETPIPE_SZ, no privilege needed) and exited after a burst left more
+    than a second of logging behind: a fixed one-second drain dropped the rest, its last line (a traceback's,
+    typically) included, and said nothing (helper-102). The reading goes on while the backlog flows."""
+    make_session(notes_store)
+    lines = 300_000
+    run = worker(
+        f"""
+        import fcntl
+        fcntl.fcntl(1, 1031, 1 << 20)  # F_SETPIPE_SZ: 1 MiB
+        data = b"\\n" * {lines}
+        written = 0
+        while written < len(data):
+            written += os.write(1, data[written:])
+        os.write(1, b"LAST LINE\\n")
+        """,
+    )
+    summary = run.finish(timeout=120)
+    assert summary["outcome"] == "completed", run.log()
+    log = run.log()
+    assert log.count(" INFO memories_worker.agent: stdout: \n") == lines
+    assert "memories_worker.agent: stdout: LAST LINE" in log and "no longer reading" not in log
+
+
 def test_a_process_that_left_the_agents_group_cannot_hold_the_worker_by_its_output(worker, notes_store, make_session):
     """The worker reads the agent's output until every writer has closed the pipes: a process the agent
     started in a session of its own (out of the group the worker stops) keeps them open. The worker reads it
@@ -634,6 +658,10 @@ def test_a_process_that_left_the_agents_group_cannot_hold_the_worker_by_its_outp
         summary = run.finish(timeout=30)
         assert summary["outcome"] == "completed" and summary["agent_exit"] == 0
         assert "memories_worker.agent: stdout: tick" in run.log()
+        warning = (
+            "no longer reading the agent's stdout and stderr: a process that left its process group still holds them"
+        )
+        assert warning in run.log()
         deadline = time.monotonic() + 10
         while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
             time.sleep(0.05)  # (a zombie of the agent's, reaped when the agent's init adopts it)
