@@ -326,7 +326,7 @@ def _batch_in(body: bytes) -> list | None:
     if body.lstrip(b" \t\r\n")[:1] != b"[":
         return None
     try:
-        messages = json.loads(body)
+        messages = json.loads(body.decode("utf-8"))  # strict UTF-8, as `_object_in`
     except (ValueError, RecursionError):
         return None
     return messages if isinstance(messages, list) else None
@@ -337,7 +337,9 @@ def _object_in(body: bytes) -> Any:
     if body.lstrip(b" \t\r\n")[:1] != b"{":
         return None
     try:
-        return json.loads(body)
+        # strict UTF-8: `json.loads(bytes)` decodes with surrogatepass, so an encoded surrogate (ED A0 80), which
+        # is no UTF-8, was read as a lone surrogate and refused as one instead of as a parse error (helper-102)
+        return json.loads(body.decode("utf-8"))
     except (ValueError, RecursionError):
         return None
 

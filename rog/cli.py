@@ -598,6 +598,7 @@ def export(state: State, user, project, board, store, output) -> None:
                 with transfer.termination_as_interrupt(), opened as out:
                     transfer.export_store(state.client, sid, out)
             except KeyboardInterrupt:
+                opened.close(complete=False)  # one that landed before `close` held interruptions
                 if not opened.finished:  # else it came once FILE held the whole export: that is a success
                     raise Interrupted("The export was abandoned; a plain FILE is left as it was.") from None
         else:

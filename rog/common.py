@@ -397,10 +397,11 @@ def _interruptions_held():
         yield
         return
     arrived: list[int] = []
-    previous = {
-        number: signal.signal(number, lambda signum, frame: arrived.append(signum)) for number in _INTERRUPTIONS
-    }
+    previous: dict[int, Any] = {}
     try:
+        for number in _INTERRUPTIONS:  # noted before it is replaced: a signal between the two is put back right
+            previous[number] = signal.getsignal(number)
+            signal.signal(number, lambda signum, frame: arrived.append(signum))
         yield
     finally:
         for number, handler in previous.items():  # None: one set outside Python, which cannot be put back
@@ -496,7 +497,8 @@ class OpenedOnFirstWrite:
 
     def write(self, data: bytes) -> int:
         if self._file is None:
-            self._file = self._open()
+            with _interruptions_held():  # a temporary file made is one `close` knows of (helper-102: leaked)
+                self._file = self._open()
         return self._file.write(data)
 
     def flush(self) -> None:
@@ -504,29 +506,29 @@ class OpenedOnFirstWrite:
             self._file.flush()
 
     def close(self, *, complete: bool = True) -> None:
-        """Close the file; a temporary one is renamed over `path` when `complete`, else removed."""
+        """Close the file; a temporary one is renamed over `path` when `complete`, else removed. Interruptions
+        are held for all of it: one that lands meanwhile is raised when FILE is either whole or as it was. Safe
+        to call again (a caller that caught an interruption calls ``close(complete=False)`` to be sure)."""
         if self._file is None:
             return
-        out, temporary, self._file, self._temporary = self._file, self._temporary, None, None
-        try:
-            if complete:
-                with _interruptions_held():  # one that lands now is raised once the export is whole
-                    if temporary is not None:
-                        out.flush()
-                        os.fsync(out.fileno())  # the backup is on disk before it replaces the previous one
+        with _interruptions_held():
+            out, temporary = self._file, self._temporary
+            try:
+                if complete and temporary is not None:
+                    out.flush()
+                    os.fsync(out.fileno())  # the backup is on disk before it replaces the previous one
+                out.close()
+                if complete and temporary is not None:
+                    os.replace(temporary, self._final)
+                    temporary = None
+                self.finished = complete
+            finally:
+                self._file = self._temporary = None
+                if not out.closed:
                     out.close()
-                    if temporary is not None:
-                        os.replace(temporary, self._final)
-                        temporary = None
-                    self.finished = True
-            else:
-                out.close()
-        finally:
-            if not out.closed:
-                out.close()
-            if temporary is not None:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temporary)
+                if temporary is not None:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(temporary)
 
     def __enter__(self) -> OpenedOnFirstWrite:
         return self

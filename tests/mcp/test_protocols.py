@@ -184,6 +184,21 @@ def test_a_request_id_holding_a_lone_surrogate_is_invalid_and_never_echoed(live,
     assert not Store.objects.filter(owner=alice.user).exists()
 
 
+@pytest.mark.parametrize("batch", [False, True])
+def test_an_encoded_surrogate_is_no_utf_8_and_a_parse_error(live, alice, batch):
+    """ED A0 80 is a surrogate encoded as UTF-8 would, which UTF-8 forbids: Python's `json.loads(bytes)` took it
+    (surrogatepass), so the id was refused as "holds a lone surrogate" (helper-102). It is -32700 like any
+    other byte that is not UTF-8, and nothing runs."""
+    message = b'{"jsonrpc":"2.0","id":"\xed\xa0\x80","method":"tools/call","params":{"name":"ensure_memories"}}'
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    with httpx.Client(headers={"Authorization": f"Bearer {alice.secret}"}, timeout=30) as http:
+        response = http.post(live.mcp_url, content=b"[" + message + b"]" if batch else message, headers=headers)
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert body["id"] is None and body["error"]["code"] == -32700, body
+    assert not Store.objects.filter(owner=alice.user).exists()
+
+
 def test_a_batch_answers_its_invalid_members_in_place_and_runs_the_rest(live, alice):
     """JSON-RPC answers each invalid member of a batch with its own error: a request with an array id
     (id null in the reply) and an initialize (MCP 2025-03-26: never part of a batch; its own id) — the

@@ -52,6 +52,8 @@ class Command(BaseCommand):
             where = quoted(output) if output is not None else "standard output"
             raise CommandError(f"Could not write the export to {where}: {exc.strerror}.") from None
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP: a message and 130, not a traceback
+            if opened is not None:
+                opened.close(complete=False)  # one that landed before `close` held interruptions
             if opened is None or not opened.finished:  # else it came once FILE held the whole export
                 self.stderr.write("Interrupted: the export was abandoned (a plain FILE is left as it was).")
                 sys.exit(130)
