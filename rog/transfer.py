@@ -89,13 +89,9 @@ def export_store(client: Client, store_id: str, out: BinaryIO) -> dict[str, Any]
         raise _failure(f"The export was cut short after {lines} lines: {exc}", kind="network_error") from None
     out.flush()
     tail = last.rstrip(b"\n").rpartition(b"\n")[2]
-    try:
-        end = json.loads(tail)
-    except ValueError:
-        end = None
-    if not isinstance(end, dict) or end.get("type") != "end":
+    if not _is_end_line(tail):
         raise _failure(f"The export ended after {lines} lines without its end line: it is incomplete.")
-    return end
+    return json.loads(tail)
 
 
 def _chunks(path: Path, first_line: int) -> Iterator[tuple[int, bytes, int]]:
@@ -115,6 +111,29 @@ def _chunks(path: Path, first_line: int) -> Iterator[tuple[int, bytes, int]]:
             size += len(line)
         if buffer:
             yield start, b"".join(buffer), done
+
+
+# More than an end line takes: the line count and the chain's digest.
+END_LINE_BYTES = 4096
+
+
+def _ends_with_end_line(path: Path) -> bool:
+    """Whether the last line of `path` (a trailing newline or several aside) is an export's end line, a JSON
+    object of type ``end`` — what `export_store` checks of a stream. False for a file cut short, in the
+    middle of a line or at a line's end."""
+    size = path.stat().st_size
+    with path.open("rb") as stream:
+        stream.seek(max(0, size - END_LINE_BYTES))
+        tail = stream.read()
+    return _is_end_line(tail.rstrip(b"\n").rpartition(b"\n")[2])
+
+
+def _is_end_line(line: bytes) -> bool:
+    try:
+        end = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(end, dict) and end.get("type") == "end"
 
 
 def _check_same_file(path: Path, upload: dict[str, Any], label: str) -> None:
@@ -229,6 +248,16 @@ def import_store(
         upload = client.request("GET", f"memories/imports/{resume}")["data"]
         _check_same_file(path, upload, label or quoted(str(path)))
     total = path.stat().st_size
+    if total and not _ends_with_end_line(path):
+        # Before anything is sent: a file cut in the middle of a line was refused for that line ("not valid
+        # UTF-8", "not valid JSON"), and `--resume` with it abandoned the import and its progress (helper-103).
+        named = label or quoted(str(path))
+        kept = f" Import {resume} is still open: resume it with the whole file." if resume else ""
+        raise _failure(
+            f"{named} ends before its end line (its last line is cut short or missing): it is not a whole export; "
+            f"nothing was sent.{kept}",
+            status=400,
+        )
     failures = 0
     try:
         with _bar(total, "importing") as update:

@@ -216,7 +216,10 @@ def test_a_truncated_file_is_abandoned_on_the_server_and_the_store_id_stays_free
     (tmp_path / "cut.jsonl").write_bytes(b"\n".join(exported.split(b"\n")[:3]) + b"\n")
     (tmp_path / "whole.jsonl").write_bytes(exported)
     error = rog("memories", "import", "cut.jsonl", expect=3)
-    assert "ended before its end line" in error["error"]["message"]
+    assert error["error"]["message"] == (
+        '"cut.jsonl" ends before its end line (its last line is cut short or missing): it is not a whole export; '
+        "nothing was sent."
+    )
     assert not Store.objects.filter(importing=True).exists() and not StoreImport.objects.exists()
     result = rog("memories", "import", "whole.jsonl")
     assert result["data"]["store"]["id"] == str(store.pk) and not result["data"].get("warnings")
@@ -415,6 +418,35 @@ def test_resume_refuses_an_import_of_another_file(live_server, token, store, tmp
     assert again.exit_code == 3 and "received other lines" in again.output  # committed: still checked
     same = runner.invoke(rog_main, ["memories", "import", str(tmp_path / "a.jsonl"), "--resume", upload["id"]], env=env)
     assert same.exit_code == 0, same.output
+
+
+@pytest.mark.parametrize("cut", ["mid-line", "at a line's end"])
+def test_a_file_cut_short_is_refused_before_anything_is_sent_and_an_open_import_keeps_its_lines(
+    live_server, token, store, tmp_path, cut
+):
+    """A file cut in the middle of a line was refused for that line ("is not valid UTF-8", "not valid JSON"),
+    and `--resume` with such a copy sent the cut line, was refused, and abandoned the import with its
+    received lines (helper-103). Both kinds of cut are found before a byte is sent; the import stays open
+    and resumes with the whole file."""
+    runner, env = exported_then_deleted(live_server, token, store, tmp_path / "a.jsonl")
+    whole = (tmp_path / "a.jsonl").read_bytes()
+    lines = whole.splitlines(keepends=True)
+    cut_file = tmp_path / "cut.jsonl"
+    cut_file.write_bytes(b"".join(lines[:-2]) + lines[-2][:9] if cut == "mid-line" else b"".join(lines[:-1]))
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/jsonl"}
+    opened = httpx.post(f"{live_server.url}/api/v1/memories/imports", content=b"".join(lines[:4]), headers=headers)
+    assert opened.status_code == 201, opened.text
+    upload = opened.json()["data"]
+    fresh = runner.invoke(rog_main, ["memories", "import", str(cut_file)], env=env)
+    resumed = runner.invoke(rog_main, ["memories", "import", str(cut_file), "--resume", upload["id"]], env=env)
+    for refused in (fresh, resumed):
+        assert refused.exit_code == 3, refused.output
+        assert "ends before its end line (its last line is cut short or missing)" in refused.output
+    assert f"Import {upload['id']} is still open: resume it with the whole file." in resumed.output
+    assert [row.next_line for row in StoreImport.objects.all()] == [5]  # nothing else was opened or sent
+    done = runner.invoke(rog_main, ["memories", "import", str(tmp_path / "a.jsonl"), "--resume", upload["id"]], env=env)
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["data"]["status"] == "committed"
 
 
 def test_a_lost_import_id_is_found_again_with_rog_memories_imports(live_server, token, store, tmp_path):
