@@ -524,7 +524,8 @@ def _import_against(tmp_path, respond, *, signals_at: list[float]):
 
     path = tmp_path / "big.jsonl"
     line = b'{"type": "entry", "pad": "' + b"x" * 1000 + b'"}\n'
-    path.write_bytes(line * (2 * transfer.CHUNK_BYTES // len(line) + 10))
+    # ends with an end line: rog refuses a file without one before sending anything
+    path.write_bytes(line * (2 * transfer.CHUNK_BYTES // len(line) + 10) + b'{"type": "end"}\n')
     second_chunk = threading.Event()
 
     def watched(path_, headers, body, method):
