@@ -8,8 +8,18 @@ import sys
 def main() -> None:
     """Run a management command. A database that cannot be reached, or that lacks migrations, is one line
     saying what to do, not a traceback ending in `relation "accounts_user" does not exist` (a tester ran
-    `create_token` against the embedded database while their server used DATABASE_URL)."""
+    `create_token` against the embedded database while their server used DATABASE_URL). A Ctrl-C — while
+    Django loads too, which takes a few tenths of a second — is "Interrupted." and exit 130 (128 + SIGINT),
+    not a traceback (helper-102); a command that says more of its own interruption (`export_store`) does."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    try:
+        _run()
+    except KeyboardInterrupt:
+        sys.stderr.write("Interrupted.\n")
+        sys.exit(130)
+
+
+def _run() -> None:
     from django.core.management import execute_from_command_line
     from django.db.utils import OperationalError, ProgrammingError
 
