@@ -401,7 +401,8 @@ def _interruptions_held():
     try:
         for number in _INTERRUPTIONS:  # noted before it is replaced: a signal between the two is put back right
             previous[number] = signal.getsignal(number)
-            signal.signal(number, lambda signum, frame: arrived.append(signum))
+            if previous[number] != signal.SIG_IGN:  # ignored (`nohup`): it stays ignored
+                signal.signal(number, lambda signum, frame: arrived.append(signum))
         yield
     finally:
         for number, handler in previous.items():  # None: one set outside Python, which cannot be put back
@@ -466,39 +467,41 @@ class OpenedOnFirstWrite:
             return None
         return stat.S_IMODE(found.st_mode), found.st_uid, found.st_gid
 
-    def _open(self) -> BinaryIO:
+    def _open(self) -> None:
+        """Open `path` in place, or a temporary file beside it (`self._temporary`), as `self._file`."""
         like = self._replaceable()
-        if like is None:
-            return open(self.path, "wb")
         head, name = os.path.split(self.path)
-        if not name:  # "" or "folder/": no file name, so `open` says what is wrong (helper-101)
-            return open(self.path, "wb")
+        if like is None or not name:  # no name ("", "folder/"): `open` says what is wrong (helper-101)
+            # Never with interruptions held: a FIFO without a reader blocks here until one comes (helper-104).
+            self._file = open(self.path, "wb")  # noqa: SIM115 (closed by `close`)
+            return
         if not os.path.isdir(head or "."):  # as the kernel sees it: `missing/..` is no folder (ENOENT, as `open`)
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), self.path)
         # The folder `path` really lies in: `a/link/..` is the parent of the link's target, not `a` (helper-99).
         folder = os.path.realpath(head or ".")
         prefix = "." + os.fsdecode(os.fsencode(name)[:200]) + "."  # a 255-byte name leaves room for the rest
-        try:
-            descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".part")
-        except OSError as exc:  # never fall back to writing in place: a cut export would cost the old FILE
-            reason = f"no temporary file could be made beside it ({exc.strerror}); it is left as it was"
-            raise OSError(exc.errno, reason, self.path) from None
-        try:
-            mode, uid, gid = like
-            os.fchmod(descriptor, mode)
-            if (uid, gid) != (os.geteuid(), os.getegid()):
-                os.fchown(descriptor, uid, gid)
-        except OSError:
-            os.close(descriptor)
-            os.unlink(temporary)
-            raise
-        self._temporary, self._final = temporary, os.path.join(folder, name)
-        return os.fdopen(descriptor, "wb")
+        # Held until `close` knows of the temporary file: one made as a signal landed leaked (helper-102).
+        with _interruptions_held():
+            try:
+                descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".part")
+            except OSError as exc:  # never fall back to writing in place: a cut export would cost the old FILE
+                reason = f"no temporary file could be made beside it ({exc.strerror}); it is left as it was"
+                raise OSError(exc.errno, reason, self.path) from None
+            try:
+                mode, uid, gid = like
+                os.fchmod(descriptor, mode)
+                if (uid, gid) != (os.geteuid(), os.getegid()):
+                    os.fchown(descriptor, uid, gid)
+                self._file = os.fdopen(descriptor, "wb")
+            except OSError:
+                os.close(descriptor)
+                os.unlink(temporary)
+                raise
+            self._temporary, self._final = temporary, os.path.join(folder, name)
 
     def write(self, data: bytes) -> int:
         if self._file is None:
-            with _interruptions_held():  # a temporary file made is one `close` knows of (helper-102: leaked)
-                self._file = self._open()
+            self._open()
         return self._file.write(data)
 
     def flush(self) -> None:
@@ -506,12 +509,14 @@ class OpenedOnFirstWrite:
             self._file.flush()
 
     def close(self, *, complete: bool = True) -> None:
-        """Close the file; a temporary one is renamed over `path` when `complete`, else removed. Interruptions
-        are held for all of it: one that lands meanwhile is raised when FILE is either whole or as it was. Safe
-        to call again (a caller that caught an interruption calls ``close(complete=False)`` to be sure)."""
+        """Close the file; a temporary one is renamed over `path` when `complete`, else removed. For a temporary
+        file interruptions are held for all of it (a regular file: its flush, sync and rename end): one that
+        lands meanwhile is raised when FILE is either whole or as it was. A file written in place is closed
+        without holding them — it may be a pipe whose reader stalls (helper-104: only SIGKILL stopped rog).
+        Safe to call again (a caller that caught an interruption calls ``close(complete=False)`` to be sure)."""
         if self._file is None:
             return
-        with _interruptions_held():
+        with _interruptions_held() if self._temporary is not None else contextlib.nullcontext():
             out, temporary = self._file, self._temporary
             try:
                 if complete and temporary is not None:

@@ -181,8 +181,9 @@ def _interrupt_after_answer() -> Iterator[None]:
     KeyboardInterrupt: interrupted mid-request, rog could not know the import the first chunk opened (the
     server went on and left it open, holding the file's store id, while rog said nothing was imported — a
     tester), nor whether the last chunk committed it. A second Ctrl-C interrupts at once. Outside the main
-    thread (no signal handlers there) it changes nothing."""
-    if threading.current_thread() is not threading.main_thread():
+    thread (no signal handlers there), or with SIGINT ignored (a background job of a script), it changes
+    nothing."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         yield
         return
     held: list[int] = []
@@ -210,7 +211,8 @@ def termination_as_interrupt() -> Iterator[None]:
     export as Ctrl-C: whatever SIGINT does at that moment runs (`_interrupt_after_answer` holds it while a
     chunk is in flight), so the open import is abandoned on the server, `rog memories import -`'s copy of
     stdin is removed and an export's temporary file too; all were left behind (helper-95, helper-99).
-    Outside the main thread (no signal handlers there) it changes nothing."""
+    A signal already ignored (`nohup`, `trap '' HUP`) stays ignored. Outside the main thread (no signal
+    handlers there) it changes nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -221,7 +223,13 @@ def termination_as_interrupt() -> Iterator[None]:
             raise KeyboardInterrupt
         handler(signum, frame)
 
-    previous = {number: signal.signal(number, forward) for number in (signal.SIGTERM, signal.SIGHUP)}
+    # One that is ignored stays ignored: `nohup rog memories export -o …` outlived its terminal only when
+    # writing to stdout (helper-104).
+    previous = {
+        number: signal.signal(number, forward)
+        for number in (signal.SIGTERM, signal.SIGHUP)
+        if signal.getsignal(number) != signal.SIG_IGN
+    }
     try:
         yield
     finally:
@@ -292,6 +300,10 @@ def import_store(
                         time.sleep(min(2**failures, 10))
                         upload = _refresh(client, upload)
                         continue
+                    if resume and upload is not None and exc.status < 500 and exc.status != 404:
+                        # A resumed import keeps the lines it had: the refused line is this copy's, and was
+                        # abandoned with a day's progress (helper-104: a blank line after the end line).
+                        raise TransferFailed(_still_open(exc.body, upload), exc.status) from None
                     _abort(client, upload)
                     raise TransferFailed(exc.body, exc.status) from None
                 except NetworkError as exc:
@@ -306,6 +318,18 @@ def import_store(
     except KeyboardInterrupt:  # Ctrl-C: an open import would hold the file's store id until it idles out
         raise Interrupted(_interrupted(client, upload)) from None
     return upload
+
+
+def _still_open(body: dict[str, Any], upload: dict[str, Any]) -> dict[str, Any]:
+    """The server's error object `body` with a hint that the resumed import `upload` is still open."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return body
+    hint = (
+        f"Import {upload['id']} is still open with the {int(upload.get('next_line', 1)) - 1} lines it had received: "
+        f"correct the file and run the same command again (--resume {upload['id']}); an unfinished import idles out."
+    )
+    return {**body, "error": {**error, "hint": hint}}
 
 
 def _interrupted(client: Client, upload: dict[str, Any] | None) -> str:

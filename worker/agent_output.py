@@ -50,7 +50,10 @@ class AgentOutput:
             os.close(self.stdout)
             raise
         self._stop = threading.Event()
-        self._last_read = time.monotonic()  # when the pump last read something (or started)
+        # Since when the pump has been waiting for the pipes with nothing to read, or None while it reads and
+        # logs (which a slow stderr can make take seconds: that is no silence; helper-104).
+        self._idle_since: float | None = None
+        self._stopped_by = ""  # why `close` stopped the reading: "silence" or "limit"
         self._thread = threading.Thread(target=self._pump, name="agent-output", daemon=True)
 
     def started(self) -> None:
@@ -58,7 +61,6 @@ class AgentOutput:
         for fd in (self.stdout, self.stderr):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        self._last_read = time.monotonic()
         self._thread.start()
 
     def close(self, idle: float, limit: float) -> None:
@@ -67,8 +69,9 @@ class AgentOutput:
         agent left in its pipes (a traceback after a burst, a pipe it enlarged) is read while it flows
         (helper-102: a fixed second dropped the tail of a 1 MiB backlog); a process that left the agent's
         process group and holds the pipes ends the reading after `idle` seconds of silence or `limit`
-        seconds of chatter, with a WARNING, and its next write fails (EPIPE). Blocks: call it from a thread
-        when an event loop must go on meanwhile."""
+        seconds of chatter, with a WARNING, and its next write fails (EPIPE). Silence is time the reader spent
+        waiting on empty pipes, not logging: a slow stderr never reads as silence. Blocks: call it from a
+        thread when an event loop must go on meanwhile."""
         if self._thread.ident is None:  # never started (the agent did not start): the write ends are ours
             for fd in (self.stdout, self.stderr):
                 with contextlib.suppress(OSError):
@@ -76,10 +79,14 @@ class AgentOutput:
         else:
             deadline = time.monotonic() + limit
             while self._thread.is_alive():
-                wait = min(deadline, self._last_read + idle) - time.monotonic()
-                if wait <= 0:
+                now, idle_since = time.monotonic(), self._idle_since
+                if now >= deadline:
+                    self._stopped_by = "limit"
                     break
-                self._thread.join(min(wait, 0.1))
+                if idle_since is not None and now - idle_since >= idle:
+                    self._stopped_by = "silence"
+                    break
+                self._thread.join(0.05)
             self._stop.set()
             self._thread.join()
         for fd in (self._read_out, self._read_err):
@@ -94,13 +101,17 @@ class AgentOutput:
             for fd in names:
                 selector.register(fd, selectors.EVENT_READ)
             while selector.get_map() and not self._stop.is_set():
-                for key, _ in selector.select(timeout=0.2):
+                if self._idle_since is None:
+                    self._idle_since = time.monotonic()
+                ready = selector.select(timeout=0.2)
+                if ready:
+                    self._idle_since = None
+                for key, _ in ready:
                     fd = key.fd
                     try:
                         chunk = os.read(fd, READ_BYTES)
                     except OSError:
                         chunk = b""
-                    self._last_read = time.monotonic()
                     ended = not chunk
                     text = pending[fd] + decoders[fd].decode(chunk, final=ended)
                     pending[fd] = _log_lines(names[fd], text, ended=ended)
@@ -109,12 +120,19 @@ class AgentOutput:
             still_open = [name for fd, name in names.items() if fd in selector.get_map()]
             for fd in selector.get_map():  # stopped with a pipe still open: its unfinished line is logged
                 _log_lines(names[fd], pending[fd] + decoders[fd].decode(b"", final=True), ended=True)
-        if still_open:
+        if still_open and self._stopped_by == "silence":
             log.warning(
                 "no longer reading the agent's %s: a process that left its process group still holds %s; "
                 "what it writes from now on is not logged",
                 " and ".join(still_open),
                 "it" if len(still_open) == 1 else "them",
+            )
+        elif still_open:
+            log.warning(
+                "stopped reading the agent's %s after the time allowed once the agent ended: a process that "
+                "left its process group still writes, or the worker's stderr is too slow for the agent's "
+                "output; the rest is not logged",
+                " and ".join(still_open),
             )
 
 

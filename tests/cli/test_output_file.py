@@ -428,3 +428,86 @@ def test_a_ctrl_c_while_rog_loads_is_its_error_object_not_a_traceback(tmp_path):
     assert done.returncode == 130 and b"Traceback" not in done.stderr, done.stderr
     error = json.loads(done.stderr)["error"]
     assert error == {"type": "interrupted", "message": "Interrupted. Nothing was done."}
+
+
+class _SlowWholeExport(http.server.BaseHTTPRequestHandler):
+    """Answers an export with its header, then after 1.5 s its end line: a whole export, slowly."""
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/jsonl")
+        self.end_headers()
+        self.wfile.write(b'{"type":"memories-export","version":1,"counts":{}}\n')
+        self.wfile.flush()
+        time.sleep(1.5)
+        self.wfile.write(b'{"type":"end","lines":2}\n')
+
+    def log_message(self, *args):
+        pass
+
+
+def test_an_ignored_sighup_stays_ignored(tmp_path):
+    """`nohup rog memories export -o FILE &` was abandoned when its terminal closed: SIGHUP was taken as Ctrl-C
+    even though the caller had ignored it (helper-104). An ignored signal stays ignored; the export finishes."""
+
+    def ignore_hangups():
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    with fake_server(_SlowWholeExport, tmp_path) as (command, env):
+        process = subprocess.Popen(
+            command,
+            cwd=tmp_path,
+            env=env,
+            stderr=subprocess.PIPE,
+            preexec_fn=ignore_hangups,
+        )
+        deadline = time.monotonic() + 30
+        while not any(p.name.endswith(".part") for p in tmp_path.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        process.send_signal(signal.SIGHUP)
+        process.wait(timeout=30)
+    assert process.returncode == 0, process.stderr.read()
+    assert (tmp_path / "backup.jsonl").read_bytes().endswith(b'{"type":"end","lines":2}\n')
+
+
+class _BigExport(http.server.BaseHTTPRequestHandler):
+    """Answers an export with 1 MiB of lines (no end line): more than a pipe holds."""
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/jsonl")
+        self.end_headers()
+        self.wfile.write(b'{"type":"memories-export","version":1,"counts":{"entries":9}}\n')
+        self.wfile.write((b'{"type":"entry","pad":"' + b"x" * 1000 + b'"}\n') * 1024)
+        time.sleep(20)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("reader", ["none", "stalled"])
+def test_an_export_into_a_fifo_whose_reader_stalls_still_stops_on_ctrl_c(tmp_path, reader):
+    """`-o FIFO` (or `-o /dev/stdout | stalled-reader`) blocks in `open` until a reader comes, or in a write
+    while the reader does not read; interruptions held around the open and the close made rog unstoppable
+    but by SIGKILL (helper-104). A FIFO is written in place, never held: Ctrl-C stops it (twice when the first
+    lands in a write and the close's flush blocks again)."""
+    with fake_server(_BigExport if reader == "stalled" else _SlowWholeExport, tmp_path) as (command, env):
+        fifo = tmp_path / "fifo"
+        os.mkfifo(fifo)
+        process = subprocess.Popen([*command[:-1], "fifo"], cwd=tmp_path, env=env, stderr=subprocess.PIPE)
+        held = os.open(fifo, os.O_RDONLY) if reader == "stalled" else None  # opened, never read
+        try:
+            time.sleep(1.0)  # in `open` (no reader) or in a write (the pipe is full)
+            for _ in range(3):
+                process.send_signal(signal.SIGINT)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=2)
+                if process.returncode is not None:
+                    break
+        finally:
+            if process.returncode is None:
+                process.kill()
+                process.wait()
+            if held is not None:
+                os.close(held)
+    assert process.returncode == 130, process.stderr.read()

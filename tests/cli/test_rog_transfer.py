@@ -449,6 +449,31 @@ def test_a_file_cut_short_is_refused_before_anything_is_sent_and_an_open_import_
     assert json.loads(done.stdout)["data"]["status"] == "committed"
 
 
+@pytest.mark.parametrize("ending", ["blank line", "crlf end line"])
+def test_a_resumed_import_whose_copy_is_refused_stays_open_with_its_lines(live_server, token, store, tmp_path, ending):
+    """`--resume` with a copy the server refuses near its end (a blank line after the end line, a CRLF end
+    line) abandoned the import, and with it every line received so far (helper-104: 64,929 lines after a
+    70 MB upload). A resumed import is left open, its hint says so, and resumes with a corrected file."""
+    runner, env = exported_then_deleted(live_server, token, store, tmp_path / "a.jsonl")
+    whole = (tmp_path / "a.jsonl").read_bytes()
+    lines = whole.splitlines(keepends=True)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(whole + b"\n" if ending == "blank line" else b"".join(lines[:-1]) + lines[-1][:-1] + b"\r\n")
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/jsonl"}
+    opened = httpx.post(f"{live_server.url}/api/v1/memories/imports", content=b"".join(lines[:4]), headers=headers)
+    assert opened.status_code == 201, opened.text
+    upload = opened.json()["data"]
+    refused = runner.invoke(rog_main, ["memories", "import", str(bad), "--resume", upload["id"]], env=env)
+    assert refused.exit_code == 3, refused.output
+    error = json.loads(refused.stderr)["error"]
+    assert error["message"].startswith(f"line {len(lines) + (1 if ending == 'blank line' else 0)}:"), error
+    assert error["hint"].startswith(f"Import {upload['id']} is still open with the 4 lines it had received")
+    assert [row.next_line for row in StoreImport.objects.all()] == [5]
+    done = runner.invoke(rog_main, ["memories", "import", str(tmp_path / "a.jsonl"), "--resume", upload["id"]], env=env)
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["data"]["status"] == "committed"
+
+
 def test_a_lost_import_id_is_found_again_with_rog_memories_imports(live_server, token, store, tmp_path):
     """An interrupted import whose id was lost (a closed terminal): `rog memories imports --open` lists it, and
     `--resume` with the listed id finishes it."""
