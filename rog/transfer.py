@@ -300,7 +300,7 @@ def import_store(
                         time.sleep(min(2**failures, 10))
                         upload = _refresh(client, upload)
                         continue
-                    if resume and upload is not None and exc.status < 500 and exc.status != 404:
+                    if resume and upload is not None and _refuses_the_file(exc):
                         # A resumed import keeps the lines it had: the refused line is this copy's, and was
                         # abandoned with a day's progress (helper-104: a blank line after the end line).
                         raise TransferFailed(_still_open(exc.body, upload), exc.status) from None
@@ -318,6 +318,16 @@ def import_store(
     except KeyboardInterrupt:  # Ctrl-C: an open import would hold the file's store id until it idles out
         raise Interrupted(_interrupted(client, upload)) from None
     return upload
+
+
+def _refuses_the_file(exc: ApiError) -> bool:
+    """Whether the server refused a chunk for what the file holds: a line it names (400 with
+    ``details.line``) or a line over the size limit (413) — not the caller's rights or the import's state."""
+    if exc.status == 413:
+        return True
+    error = exc.body.get("error") if isinstance(exc.body, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    return exc.status == 400 and isinstance(details, dict) and isinstance(details.get("line"), int)
 
 
 def _still_open(body: dict[str, Any], upload: dict[str, Any]) -> dict[str, Any]:
