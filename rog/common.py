@@ -473,7 +473,9 @@ class OpenedOnFirstWrite:
         head, name = os.path.split(self.path)
         if like is None or not name:  # no name ("", "folder/"): `open` says what is wrong (helper-101)
             # Never with interruptions held: a FIFO without a reader blocks here until one comes (helper-104).
-            self._file = open(self.path, "wb")  # noqa: SIM115 (closed by `close`)
+            # Unbuffered: an abandoned export must not flush a buffer into a pipe whose reader stalls, which
+            # blocked again after the first signal (helper-105: `timeout`'s one SIGTERM was swallowed).
+            self._file = open(self.path, "wb", buffering=0)  # noqa: SIM115 (closed by `close`)
             return
         if not os.path.isdir(head or "."):  # as the kernel sees it: `missing/..` is no folder (ENOENT, as `open`)
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), self.path)
@@ -500,9 +502,13 @@ class OpenedOnFirstWrite:
             self._temporary, self._final = temporary, os.path.join(folder, name)
 
     def write(self, data: bytes) -> int:
+        """Write all of `data` (bytes); returns its length. Raises OSError as the file does."""
         if self._file is None:
             self._open()
-        return self._file.write(data)
+        view = memoryview(data)
+        while view:  # an unbuffered write may take part of it (a pipe, a signal that did not interrupt)
+            view = view[self._file.write(view) :]
+        return len(data)
 
     def flush(self) -> None:
         if self._file is not None:

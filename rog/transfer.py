@@ -180,15 +180,20 @@ def _interrupt_after_answer() -> Iterator[None]:
     """Hold a Ctrl-C (SIGINT) that arrives while a chunk is in flight until its answer is in, then raise
     KeyboardInterrupt: interrupted mid-request, rog could not know the import the first chunk opened (the
     server went on and left it open, holding the file's store id, while rog said nothing was imported — a
-    tester), nor whether the last chunk committed it. A second Ctrl-C interrupts at once. Outside the main
-    thread (no signal handlers there), or with SIGINT ignored (a background job of a script), it changes
-    nothing."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    tester), nor whether the last chunk committed it. A second Ctrl-C interrupts at once. SIGTERM and SIGHUP
+    reach it through `termination_as_interrupt` and are held alike. A SIGINT the caller ignored (a background
+    job of a script) stays ignored — while SIGTERM is still held (helper-105: skipping the hold for an ignored
+    SIGINT let a SIGTERM cut the request and leave the import open). Outside the main thread (no signal
+    handlers there) it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
     held: list[int] = []
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
 
     def hold(signum, frame):
+        if ignored and signum == signal.SIGINT:
+            return
         if held:
             raise KeyboardInterrupt
         held.append(signum)

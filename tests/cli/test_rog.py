@@ -513,12 +513,15 @@ def test_a_redirect_is_refused_naming_where_it_points(tmp_path):
     assert "https://elsewhere.example/api/v1/me" in json.loads(done.stderr)["error"]["message"]
 
 
-def _import_against(tmp_path, respond, *, signals_at: list[float]):
-    """Run `rog memories import` of a two-chunk file against the fake server `respond`, sending SIGINT at
-    each of `signals_at` (seconds after the second chunk reached the server). Returns (process, stderr)."""
+def _import_against(tmp_path, respond, *, signals_at: list[float], signum=None, ignore_sigint: bool = False):
+    """Run `rog memories import` of a two-chunk file against the fake server `respond`, sending `signum`
+    (SIGINT) at each of `signals_at` (seconds after the second chunk reached the server); `ignore_sigint`:
+    rog starts with SIGINT ignored, as a script's background job does. Returns (process, stderr)."""
     import signal
     import threading
     import time
+
+    signum = signal.SIGINT if signum is None else signum
 
     from rog import transfer
 
@@ -539,12 +542,13 @@ def _import_against(tmp_path, respond, *, signals_at: list[float]):
             env={**os.environ, "ROG_API_URL": url, "ROG_TOKEN": "mem_fake"},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None,
         )
         assert second_chunk.wait(30)
         started = time.monotonic()
         for at in signals_at:
             time.sleep(max(0.0, at - (time.monotonic() - started)))
-            process.send_signal(signal.SIGINT)
+            process.send_signal(signum)
         process.wait(60)
     return process, process.stderr.read().decode()
 
@@ -795,3 +799,32 @@ def test_a_404_under_an_api_url_with_a_path_points_at_the_path(live_server, me, 
     assert under["hint"].startswith("ROG_API_URL / --api-url has the path /xyz: rog calls ")
     at_root = Rog(live_server.url, token, tmp_path)("memories", "wake", "--user", "nobody-here", expect=3)["error"]
     assert "ROG_API_URL" not in at_root.get("hint", "")
+
+
+def test_a_sigterm_during_a_chunk_is_held_even_with_sigint_ignored(tmp_path):
+    """A script's background job starts with SIGINT ignored; skipping the chunk's hold for an ignored SIGINT
+    let a SIGTERM cut the request in flight, and the import it opened was left open (helper-105). SIGTERM is
+    held until the chunk's answer, then the import is abandoned; a SIGINT stays ignored."""
+    import signal
+    import time
+
+    calls = []
+
+    def respond(path, headers, body, method):
+        calls.append((method, path.split("?")[0]))
+        if method == "POST" and "/lines" in path:
+            time.sleep(1.5)
+            return 200, OPEN, {}
+        if method == "POST":
+            return 201, OPEN, {}
+        return 200, OPEN, {}
+
+    ignored, said = _import_against(tmp_path, respond, signals_at=[0.3], ignore_sigint=True)
+    # the SIGINT changed nothing: both chunks went out, and the fake server (which never commits) ends it
+    assert ignored.returncode == 3 and "Interrupted" not in said, said
+    assert [path for method, path in calls if method == "POST"][-1] == "/api/v1/memories/imports/imp1/lines"
+    calls.clear()
+    process, stderr = _import_against(tmp_path, respond, signals_at=[0.3], signum=signal.SIGTERM, ignore_sigint=True)
+    assert process.returncode == 130, stderr
+    assert "waiting for the server's answer to the chunk in flight" in stderr
+    assert "The import was abandoned" in stderr and ("DELETE", "/api/v1/memories/imports/imp1") in calls
