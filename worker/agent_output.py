@@ -107,6 +107,8 @@ class AgentOutput:
                 if ready:
                     self._idle_since = None
                 for key, _ in ready:
+                    if self._stop.is_set():  # what this pipe holds is the salvage's, below
+                        break
                     fd = key.fd
                     try:
                         chunk = os.read(fd, READ_BYTES)
@@ -114,31 +116,47 @@ class AgentOutput:
                         chunk = b""
                     ended = not chunk
                     text = pending[fd] + decoders[fd].decode(chunk, final=ended)
-                    pending[fd] = _log_lines(names[fd], text, ended=ended)
+                    pending[fd] = _log_lines(names[fd], text, ended=ended, stop=self._stop)
                     if ended:
                         selector.unregister(fd)
-            still_open = [name for fd, name in names.items() if fd in selector.get_map()]
-            for fd in selector.get_map():  # stopped with a pipe still open: its unfinished line is logged
-                _log_lines(names[fd], pending[fd] + decoders[fd].decode(b"", final=True), ended=True)
-        if still_open and self._stopped_by == "silence":
+            still_open = [fd for fd in names if fd in selector.get_map()]
+        if not still_open:
+            return
+        # Stopped with pipes still open: what each holds at hand is read once more, and its last lines logged
+        # (a traceback on stderr behind a flood on stdout; helper-106 lost it), the rest of the backlog not.
+        for fd in still_open:
+            os.set_blocking(fd, False)
+            try:
+                chunk = os.read(fd, READ_BYTES)
+            except OSError:
+                chunk = b""
+            text = pending[fd] + decoders[fd].decode(chunk, final=True)
+            _log_lines(names[fd], "\n".join(text.split("\n")[-SALVAGED_LINES:]), ended=True)
+        streams = " and ".join(names[fd] for fd in still_open)
+        if self._stopped_by == "silence":
             log.warning(
                 "no longer reading the agent's %s: a process that left its process group still holds %s; "
                 "what it writes from now on is not logged",
-                " and ".join(still_open),
+                streams,
                 "it" if len(still_open) == 1 else "them",
             )
-        elif still_open:
+        else:
             log.warning(
                 "stopped reading the agent's %s after the time allowed once the agent ended: a process that "
                 "left its process group still writes, or the worker's stderr is too slow for the agent's "
-                "output; the rest is not logged",
-                " and ".join(still_open),
+                "output; its last lines at hand were logged, the rest of it is not",
+                streams,
             )
 
 
-def _log_lines(stream: str, text: str, *, ended: bool) -> str:
+# Lines logged of what each pipe still holds when the reading is stopped (`AgentOutput.close`).
+SALVAGED_LINES = 20
+
+
+def _log_lines(stream: str, text: str, *, ended: bool, stop: threading.Event | None = None) -> str:
     """Log the complete lines of `text`, and pieces of `MAX_LINE_CHARS` characters of a longer one; return
-    the unfinished rest, or log it too when the stream `ended`."""
+    the unfinished rest, or log it too when the stream `ended`. Once `stop` is set nothing more is logged (the
+    rest of `text` is dropped): one read can hold 65,536 lines, minutes of a slow stderr (helper-106)."""
     *lines, rest = text.split("\n")
     if ended and rest:
         lines.append(rest)
@@ -146,8 +164,14 @@ def _log_lines(stream: str, text: str, *, ended: bool) -> str:
     for line in lines:
         line = line.removesuffix("\r")
         for start in range(0, max(len(line), 1), MAX_LINE_CHARS):
+            if stop is not None and stop.is_set():
+                return ""
             log.info("%s: %s", stream, line[start : start + MAX_LINE_CHARS])
-    while len(rest) > MAX_LINE_CHARS:
+    # A long run without a newline is logged in pieces as it comes; a "\r" right after a piece waits for the
+    # "\n" it may belong to (it logged an empty record; helper-106).
+    while len(rest.removesuffix("\r")) > MAX_LINE_CHARS:
+        if stop is not None and stop.is_set():
+            return ""
         log.info("%s: %s", stream, rest[:MAX_LINE_CHARS])
         rest = rest[MAX_LINE_CHARS:]
     return rest

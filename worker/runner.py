@@ -28,6 +28,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
@@ -465,6 +466,7 @@ async def _serve(opts, item, client, summary, stop, lease, beats, mount_lock: Mo
         functools.partial(set_aside_copies, workdir, (CONFLICTS_DIR, UNSYNCED_DIR), stamp=stamp, mount_lock=mount_lock)
     )
     stores = WorkerMemoryStores(client, workdir=workdir, slugs=slugs, sync_interval=opts.sync_interval)
+    draining: list[threading.Thread] = []
     try:
         try:
             await stores.download(session)
@@ -479,10 +481,12 @@ async def _serve(opts, item, client, summary, stop, lease, beats, mount_lock: Mo
             summary.outcome = "lease_lost" if lease.lost else "interrupted" if stop.signal_name else "work_stopped"
             return
         env = _agent_env(opts, item, session, context, stores)
-        await _run_agent(opts, summary, stores, env, workdir, stop, lease, beats, mount_lock)
+        await _run_agent(opts, summary, stores, env, workdir, stop, lease, beats, mount_lock, draining)
     finally:
         with anyio.CancelScope(shield=True):
             await _teardown(opts, item, summary, stores, lease, beats)
+            for drainer in draining:  # bounded by OUTPUT_DRAIN_LIMIT_SECONDS from the agent's end
+                await anyio.to_thread.run_sync(drainer.join)
 
 
 def _agent_env(opts, item, session, context: str, stores: WorkerMemoryStores) -> dict[str, str]:
@@ -501,7 +505,11 @@ def _agent_env(opts, item, session, context: str, stores: WorkerMemoryStores) ->
     return env
 
 
-async def _run_agent(opts, summary, stores, env, workdir, stop, lease, beats, mount_lock: MountRootLock) -> None:
+async def _run_agent(
+    opts, summary, stores, env, workdir, stop, lease, beats, mount_lock: MountRootLock, draining: list
+) -> None:
+    """Run the agent until it exits or the item is stopped. `draining`: where a reading of its output still
+    going on (the item was stopped) is left for the caller to wait for after the teardown."""
     # Its own process group: a terminal's Ctrl-C reaches the worker, which then stops the agent itself.
     # Its stdout and stderr are logged line by line as the worker's records (`AgentOutput`): stdout carries
     # only the summary lines, and no line the agent prints can pass for the worker's. Started from the event
@@ -542,8 +550,17 @@ async def _run_agent(opts, summary, stores, env, workdir, stop, lease, beats, mo
         else:  # the agent exited (or was killed from outside): what it left running in its group goes too
             await _end_group(process.pid, grace)
         mount_lock.forget_agent(process.pid)
-        with anyio.CancelScope(shield=True):  # its last lines are logged before the worker's next ones
-            await anyio.to_thread.run_sync(output.close, OUTPUT_DRAIN_SECONDS, OUTPUT_DRAIN_LIMIT_SECONDS)
+        drain = functools.partial(output.close, OUTPUT_DRAIN_SECONDS, OUTPUT_DRAIN_LIMIT_SECONDS)
+        if stop.event.is_set() or lease.ended:
+            # Stopped: the flush comes first, in the window it shares with the agent's shutdown; the output is
+            # read meanwhile and waited for after the teardown (helper-106: a chatty escaped child's drain used
+            # up the window, and a file written before the stop was not pushed).
+            drainer = threading.Thread(target=drain, name="agent-output-drain", daemon=True)
+            drainer.start()
+            draining.append(drainer)
+        else:
+            with anyio.CancelScope(shield=True):  # its last lines are logged before the worker's next ones
+                await anyio.to_thread.run_sync(drain)
     summary.agent_exit = process.returncode
     if lease.lost:
         summary.outcome = "lease_lost"

@@ -93,3 +93,36 @@ def test_a_pipe_held_silent_is_given_up_after_the_silence_with_a_warning(sink, t
         "no longer reading the agent's stdout and stderr: a process that left its process group still holds "
         "them; what it writes from now on is not logged"
     ]
+
+
+def test_the_time_allowed_bounds_a_slow_stderr_and_the_other_streams_last_lines_are_kept(sink):
+    """Once the time allowed had passed, the reader still logged the whole read it held (65,536 lines: 48 s to
+    a slow stderr), and the agent's last stderr line, queued behind a flood on stdout, was lost (helper-106).
+    It stops within a record of the limit, then logs the last lines each pipe holds."""
+    slow = sink(0.0002)
+    source = (
+        "import fcntl, os\n"
+        "fcntl.fcntl(1, 1031, 1 << 20)  # F_SETPIPE_SZ\n"
+        "data = memoryview(b'\\n' * 200_000)\n"
+        "while data:\n"
+        "    data = data[os.write(1, data):]\n"
+        "os.write(2, b'Traceback: the last words\\n')\n"
+    )
+    output = run_agent(source)
+    started = time.monotonic()
+    output.close(0.5, 1.0)
+    assert time.monotonic() - started < 5
+    assert ("INFO", "stderr: Traceback: the last words") in slow.texts
+    warnings = [text for level, text in slow.texts if level == "WARNING"]
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "stopped reading the agent's stdout and stderr after the time allowed"
+    )
+
+
+def test_a_carriage_return_right_after_a_full_piece_waits_for_its_newline(sink):
+    """`y` × 16,384 then `\\r`, and the `\\n` in a later write: the `\\r` was left alone after two full pieces
+    and became an empty record when the `\\n` came (helper-106). A `\\r\\n` ending is one line end."""
+    logged = sink(0)
+    output = run_agent("import os, time\nos.write(1, b'y' * 16384 + b'\\r')\ntime.sleep(0.3)\nos.write(1, b'\\n')")
+    output.close(0.5, 10.0)
+    assert logged.texts == [("INFO", "stdout: " + "y" * 8192)] * 2

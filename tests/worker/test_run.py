@@ -407,12 +407,22 @@ def test_a_reused_work_directory_keeps_every_unsynced_copy_out_of_the_next_agent
     assert contents(prefs) == {"/editor.md": "vim"}
 
 
+@pytest.mark.parametrize("chatty_child", [False, True])
 def test_a_stop_from_outside_ends_the_agent_and_the_flush_window_still_pushes(
-    worker, key_sdk, environment, notes_store, make_session
+    worker, key_sdk, environment, notes_store, make_session, chatty_child
 ):
+    """With `chatty_child`, the agent leaves a process of its own session printing twice a second: reading its
+    output after the stop used up the window the flush shares with the agent's shutdown, and the file was not
+    pushed (helper-106). The flush goes first; the output is read meanwhile."""
     session = make_session(notes_store)
     run = worker(
-        """
+        f"""
+        import subprocess
+        if {chatty_child!r}:
+            child = subprocess.Popen(
+                ["sh", "-c", "while true; do echo tick; sleep 0.5; done"], start_new_session=True
+            )
+            say("child", str(child.pid))
         (MOUNTS / "team-notes" / "note.md").write_text("written before the stop")
         say("written")
         time.sleep(600)
@@ -422,14 +432,20 @@ def test_a_stop_from_outside_ends_the_agent_and_the_flush_window_still_pushes(
         grace=2,
     )
     run.wait_for("written")
-    work = Work.objects.get(session=session)
-    key_sdk.beta.environments.work.stop(str(work.pk), environment_id=str(environment.pk))  # no force: stopping
-    summary = run.finish(timeout=60)
-    assert summary["outcome"] == "work_stopped" and summary["final_sync"] is False
+    try:
+        work = Work.objects.get(session=session)
+        key_sdk.beta.environments.work.stop(str(work.pk), environment_id=str(environment.pk))  # no force: stopping
+        summary = run.finish(timeout=60)
+    finally:
+        if chatty_child:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(run.wait_for("child")), signal.SIGKILL)
+    assert summary["outcome"] == "work_stopped" and summary["final_sync"] is False, run.log()
     assert contents(notes_store) == {"/note.md": "written before the stop"}  # pushed while stopping: still leased
     assert session_versions(session) == [("created", "/note.md")]
     assert work_state(session) == "stopped" and summary["work_stopped"] is True
     assert left_in(run.mounts) == []
+    assert ("memories_worker.agent: stdout: tick" in run.log()) is chatty_child
 
 
 def test_after_a_stop_from_outside_a_slow_agent_leaves_the_flush_its_share_of_the_lease(
