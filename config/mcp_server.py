@@ -29,7 +29,6 @@ answer, is -32600 before the SDK sees it (`message_problem`), as is an ``initial
 from __future__ import annotations
 
 import json
-import re
 import time
 from http import HTTPStatus
 from typing import Any
@@ -59,6 +58,7 @@ from config.errors import (
 )
 from config.fields import not_a
 from config.parsers import duplicate_key, find_forbidden, forbidden_refusal
+from config.text import has_lone_surrogate
 
 # Where the Django request travels inside the ASGI scope handed to the SDK (read back in `call_tool`).
 SCOPE_KEY = "memories.django_request"
@@ -347,14 +347,11 @@ def _object_in(body: bytes) -> Any:
 _JSON_KINDS = {type(None): "null", bool: "a boolean", float: "a float", list: "an array", dict: "an object"}
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _valid_id(rid: Any) -> bool:
     """A string without lone surrogates (a reply echoes the id, and such a string has no UTF-8 form: strict
     clients could not read the reply) or an integer."""
     if isinstance(rid, str):
-        return _LONE_SURROGATE.search(rid) is None
+        return not has_lone_surrogate(rid)
     return isinstance(rid, int) and not isinstance(rid, bool)
 
 

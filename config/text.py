@@ -16,6 +16,14 @@ def first_forbidden_char(text: str) -> str | None:
     return "contains a NUL character" if match.group() == "\x00" else "contains a lone surrogate"
 
 
+def has_lone_surrogate(text: str) -> bool:
+    """Whether `text` holds a lone surrogate (U+D800–U+DFFF), which no UTF-8 can encode."""
+    return _SURROGATE.search(text) is not None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def utf8_len(text: str) -> int:
     """Length of `text` in UTF-8 bytes (callers have already rejected lone surrogates)."""
     return len(text.encode("utf-8"))

@@ -88,10 +88,10 @@ def export_store(client: Client, store_id: str, out: BinaryIO) -> dict[str, Any]
             raise _failure(f"The export could not start: {exc}", kind="network_error") from None
         raise _failure(f"The export was cut short after {lines} lines: {exc}", kind="network_error") from None
     out.flush()
-    tail = last.rstrip(b"\n").rpartition(b"\n")[2]
-    if not _is_end_line(tail):
+    end = _end_line(last.rstrip(b"\n").rpartition(b"\n")[2])
+    if end is None:
         raise _failure(f"The export ended after {lines} lines without its end line: it is incomplete.")
-    return json.loads(tail)
+    return end
 
 
 def _chunks(path: Path, first_line: int) -> Iterator[tuple[int, bytes, int]]:
@@ -125,15 +125,16 @@ def _ends_with_end_line(path: Path) -> bool:
     with path.open("rb") as stream:
         stream.seek(max(0, size - END_LINE_BYTES))
         tail = stream.read()
-    return _is_end_line(tail.rstrip(b"\n").rpartition(b"\n")[2])
+    return _end_line(tail.rstrip(b"\n").rpartition(b"\n")[2]) is not None
 
 
-def _is_end_line(line: bytes) -> bool:
+def _end_line(line: bytes) -> dict[str, Any] | None:
+    """`line` parsed when it is an export's end line (a JSON object of type ``end``), else None."""
     try:
         end = json.loads(line)
     except ValueError:
-        return False
-    return isinstance(end, dict) and end.get("type") == "end"
+        return None
+    return end if isinstance(end, dict) and end.get("type") == "end" else None
 
 
 def _check_same_file(path: Path, upload: dict[str, Any], label: str) -> None:

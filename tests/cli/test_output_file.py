@@ -21,6 +21,7 @@ import pytest
 
 from rog.common import OpenedOnFirstWrite
 from tests.cli.test_rog import ROG
+from tests.interrupted import run_with_import_interrupted
 
 
 class Cut(Exception):
@@ -405,26 +406,14 @@ def test_an_interruption_at_any_moment_leaves_file_whole_or_as_it_was_and_nothin
     assert interrupted > 0  # the signals did land inside the export
 
 
-# `rog`'s entry with the load of `rog.cli` interrupted (a Ctrl-C in the first tenth of a second)
-_LOAD_INTERRUPTED = """
-import builtins, sys
-load = builtins.__import__
-def interrupted(name, *args, **kwargs):
-    if name == "rog.cli":
-        raise KeyboardInterrupt
-    return load(name, *args, **kwargs)
-builtins.__import__ = interrupted
-from rog.entry import main
-sys.exit(main())
-"""
-
-
 def test_a_ctrl_c_while_rog_loads_is_its_error_object_not_a_traceback(tmp_path):
     """The console script imported `rog.cli` before any handler: a Ctrl-C then printed a KeyboardInterrupt
     traceback (helper-102). The script is `rog.entry:main`, which answers it like any other interruption."""
     with open(ROG) as script:
         assert "from rog.entry import main" in script.read()  # what `pip install` made of pyproject.toml
-    done = subprocess.run([sys.executable, "-c", _LOAD_INTERRUPTED, "whoami"], capture_output=True, timeout=60)
+    done = run_with_import_interrupted(
+        "rog.cli", "import sys\nfrom rog.entry import main\nsys.exit(main())\n", "whoami"
+    )
     assert done.returncode == 130 and b"Traceback" not in done.stderr, done.stderr
     error = json.loads(done.stderr)["error"]
     assert error == {"type": "interrupted", "message": "Interrupted. Nothing was done."}

@@ -11,6 +11,7 @@ import pytest
 from django.db import connection
 
 from tests.databases import database_url
+from tests.interrupted import run_with_import_interrupted
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,24 +64,10 @@ def test_a_database_that_cannot_be_reached_is_one_line(empty_database):
     assert "_absent" in done.stderr and "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
 
 
-# manage.py with the load of Django's management package interrupted (a Ctrl-C while Django starts)
-_LOAD_INTERRUPTED = """
-import builtins, runpy, sys
-load = builtins.__import__
-def interrupted(name, *args, **kwargs):
-    if name == "django.core.management":
-        raise KeyboardInterrupt
-    return load(name, *args, **kwargs)
-builtins.__import__ = interrupted
-sys.argv = ["manage.py", "check"]
-runpy.run_path(%r, run_name="__main__")
-"""
-
-
 def test_a_ctrl_c_while_django_starts_is_one_line_and_130():
     """A Ctrl-C in the few tenths of a second Django takes to load printed a KeyboardInterrupt traceback
     (helper-102: 13 of 80 `export_store` runs interrupted early)."""
-    done = subprocess.run(
-        [sys.executable, "-c", _LOAD_INTERRUPTED % str(ROOT / "manage.py")], capture_output=True, timeout=60, cwd=ROOT
-    )
+    manage = str(ROOT / "manage.py")
+    program = f"import runpy, sys\nsys.argv = ['manage.py', 'check']\nrunpy.run_path({manage!r}, run_name='__main__')\n"
+    done = run_with_import_interrupted("django.core.management", program, cwd=ROOT)
     assert (done.returncode, done.stderr) == (130, b"Interrupted.\n")

@@ -10,6 +10,7 @@ import sys
 import click
 import pytest
 
+from tests.interrupted import run_with_import_interrupted
 from worker.cli import main
 
 
@@ -51,25 +52,13 @@ def test_the_environment_key_is_taken_and_leaves_no_copy_a_child_can_read():
     assert (still_set, child_saw_key, child_saw_other, dumpable) == ("False", "False", "True", "0")
 
 
-# `memories-worker`'s entry with the load of `worker.cli` interrupted (a Ctrl-C while the SDK imports)
-_LOAD_INTERRUPTED = """
-import builtins, sys
-load = builtins.__import__
-def interrupted(name, *args, **kwargs):
-    if name == "worker.cli":
-        raise KeyboardInterrupt
-    return load(name, *args, **kwargs)
-builtins.__import__ = interrupted
-from worker.entry import main
-sys.exit(main())
-"""
-
-
 def test_a_ctrl_c_while_the_worker_loads_is_one_line_not_a_traceback():
     """The console script imported `worker.cli` (the anthropic SDK: about half a second) before any handler:
     a Ctrl-C then was a KeyboardInterrupt traceback. Nothing is claimed yet: one line, exit 0 (a stopped worker)."""
     from tests.worker.conftest import WORKER
 
     assert "from worker.entry import main" in WORKER.read_text()  # what `pip install` made of pyproject.toml
-    done = subprocess.run([sys.executable, "-c", _LOAD_INTERRUPTED, "run"], capture_output=True, timeout=60)
+    done = run_with_import_interrupted(
+        "worker.cli", "import sys\nfrom worker.entry import main\nsys.exit(main())\n", "run"
+    )
     assert (done.returncode, done.stderr) == (0, b"memories-worker: interrupted while starting; nothing was claimed.\n")
