@@ -14,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import os
 import shutil
+import stat
 import sys
 import tempfile
 import uuid
@@ -650,24 +652,37 @@ def import_(state: State, file, user, project, board, resume) -> None:
 
 @contextlib.contextmanager
 def _import_file(file: str) -> Iterator[Path]:
-    """`file` as a path to import from; `-`: stdin copied to a temporary file first (an import reads its file
-    more than once — the header, then the lines, and from a chunk's first line again on a retry), removed
-    afterwards. stdin that is a terminal is a usage error rather than a wait for typed JSON Lines."""
-    if file != "-":
+    """`file` as a path to import from. An import reads its file more than once — the header, then the lines,
+    from a chunk's first line again on a retry, the first lines again for `--resume` — so what can be read only
+    once is copied to a temporary file first and removed afterwards: `-` (stdin), and a FIFO or device such
+    as `<(…)` (helper-107: `--resume` read its first lines, found nothing left and abandoned the import).
+    stdin that is a terminal is a usage error rather than a wait for typed JSON Lines."""
+    if file == "-":
+        source = sys.stdin.buffer if sys.stdin is not None else None
+        if source is None or sys.stdin.isatty():
+            fail_usage("import - reads an export from stdin; pipe one in, e.g. `rog memories import - < store.jsonl`.")
+        with _spooled(source, "stdin") as path:
+            yield path
+        return
+    if stat.S_ISREG(os.stat(file).st_mode):
         yield Path(file)
         return
-    stdin = sys.stdin.buffer if sys.stdin is not None else None
-    if stdin is None or sys.stdin.isatty():
-        fail_usage("import - reads an export from stdin; pipe one in, e.g. `rog memories import - < store.jsonl`.")
+    with open(file, "rb") as source, _spooled(source, quoted(file)) as path:
+        yield path
+
+
+@contextlib.contextmanager
+def _spooled(source, named: str) -> Iterator[Path]:
+    """`source` (a binary stream, `named` in messages) copied to a temporary file; its path, removed after."""
     with tempfile.TemporaryDirectory(prefix="rog-import-") as folder:
-        path = Path(folder) / "stdin.jsonl"
+        path = Path(folder) / "import.jsonl"
         try:
             with path.open("wb") as spool:
-                shutil.copyfileobj(stdin, spool, 1 << 20)
+                shutil.copyfileobj(source, spool, 1 << 20)
         except OSError as exc:  # TMPDIR full (was a traceback, helper-95)
             message = (
-                f"Could not copy stdin to {quoted(str(path))}: {exc.strerror}. Set TMPDIR to a folder with room for "
-                "the export."
+                f"Could not copy {named} to {quoted(str(path))}: {exc.strerror}. Set TMPDIR to a folder with room "
+                "for the export."
             )
             emit({"type": "error", "error": {"type": "output_error", "message": message}}, stream=sys.stderr)
             sys.exit(EXIT_OUTPUT)

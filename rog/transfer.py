@@ -117,15 +117,20 @@ def _chunks(path: Path, first_line: int) -> Iterator[tuple[int, bytes, int]]:
 END_LINE_BYTES = 4096
 
 
-def _ends_with_end_line(path: Path) -> bool:
-    """Whether the last line of `path` (a trailing newline or several aside) is an export's end line, a JSON
-    object of type ``end`` — what `export_store` checks of a stream. False for a file cut short, in the
-    middle of a line or at a line's end."""
+def _ending_problem(path: Path) -> str | None:
+    """What is wrong with how `path` ends (a lowercase phrase), or None: an export's last line is its end line,
+    a JSON object of type ``end``, followed by one newline or none — what `export_store` checks of a stream.
+    A file cut short (in the middle of a line or at a line's end) or with blank lines after its end line
+    (which the server refuses only after the whole upload; helper-107) is found before anything is sent."""
     size = path.stat().st_size
     with path.open("rb") as stream:
         stream.seek(max(0, size - END_LINE_BYTES))
         tail = stream.read()
-    return _end_line(tail.rstrip(b"\n").rpartition(b"\n")[2]) is not None
+    if _end_line(tail.removesuffix(b"\n").rpartition(b"\n")[2]) is not None:
+        return None
+    if _end_line(tail.rstrip(b"\n").rpartition(b"\n")[2]) is not None:
+        return "has blank lines after its end line, the export's last"
+    return "ends before its end line (its last line is cut short or missing): it is not a whole export"
 
 
 def _end_line(line: bytes) -> dict[str, Any] | None:
@@ -262,16 +267,13 @@ def import_store(
         upload = client.request("GET", f"memories/imports/{resume}")["data"]
         _check_same_file(path, upload, label or quoted(str(path)))
     total = path.stat().st_size
-    if total and not _ends_with_end_line(path):
+    problem = _ending_problem(path) if total else None
+    if problem:
         # Before anything is sent: a file cut in the middle of a line was refused for that line ("not valid
         # UTF-8", "not valid JSON"), and `--resume` with it abandoned the import and its progress (helper-103).
         named = label or quoted(str(path))
         kept = f" Import {resume} is still open: resume it with the whole file." if resume else ""
-        raise _failure(
-            f"{named} ends before its end line (its last line is cut short or missing): it is not a whole export; "
-            f"nothing was sent.{kept}",
-            status=400,
-        )
+        raise _failure(f"{named} {problem}; nothing was sent.{kept}", status=400)
     failures = 0
     try:
         with _bar(total, "importing") as update:

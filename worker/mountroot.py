@@ -51,6 +51,8 @@ _OWN_NAMES = frozenset({LOCK_FILE, AGENT_FILE, LEFTOVERS_DIR, ROOT_MARKER, "lost
 # Run as `python -I -c PDEATHSIG_HELPER <worker pid> <agent command…>` (isolated: nothing from the agent's work
 # directory or environment is imported). The signal survives the exec; the parent check closes the race of a
 # worker that died before the prctl. A preexec_fn would do the same, but is not safe in a process with threads.
+# Python's start-up ignores SIGPIPE (and SIGXFSZ) and an exec keeps what is ignored: agents ran with them
+# ignored, so `yes | head` in an agent's shell never ended `yes` (helper-107). They are reset before the exec.
 PDEATHSIG_HELPER = """\
 import ctypes, os, signal, sys
 libc = ctypes.CDLL(None, use_errno=True)
@@ -58,6 +60,9 @@ if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
     sys.exit("memories-worker: prctl(PR_SET_PDEATHSIG) failed: " + os.strerror(ctypes.get_errno()))
 if os.getppid() != int(sys.argv[1]):
     sys.exit("memories-worker: the worker ended before its agent started")
+for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):  # Python ignores these; an exec would pass that on to the agent
+    if hasattr(signal, name):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
 try:
     os.execvp(sys.argv[2], sys.argv[2:])
 except OSError as e:

@@ -106,9 +106,9 @@ def test_a_terminated_import_from_stdin_leaves_no_copy_of_it_behind(rog, tmp_pat
     process.stdin.write(b'{"type":"memories-export"}\n')
     process.stdin.flush()
     deadline = time.monotonic() + 30
-    while not list(tmp_path.glob("rog-import-*/stdin.jsonl")) and time.monotonic() < deadline:
+    while not list(tmp_path.glob("rog-import-*/import.jsonl")) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert list(tmp_path.glob("rog-import-*/stdin.jsonl")), "the spool was never made"
+    assert list(tmp_path.glob("rog-import-*/import.jsonl")), "the spool was never made"
     process.send_signal(signum)
     _out, err = process.communicate(timeout=30)
     assert process.returncode == 130, err
@@ -420,19 +420,29 @@ def test_resume_refuses_an_import_of_another_file(live_server, token, store, tmp
     assert same.exit_code == 0, same.output
 
 
-@pytest.mark.parametrize("cut", ["mid-line", "at a line's end"])
+@pytest.mark.parametrize("cut", ["mid-line", "at a line's end", "blank line"])
 def test_a_file_cut_short_is_refused_before_anything_is_sent_and_an_open_import_keeps_its_lines(
     live_server, token, store, tmp_path, cut
 ):
     """A file cut in the middle of a line was refused for that line ("is not valid UTF-8", "not valid JSON"),
     and `--resume` with such a copy sent the cut line, was refused, and abandoned the import with its
-    received lines (helper-103). Both kinds of cut are found before a byte is sent; the import stays open
-    and resumes with the whole file."""
+    received lines (helper-103). Both kinds of cut, and blank lines after the end line (refused by the server
+    only after the whole upload; helper-107), are found before a byte is sent; the import stays open and
+    resumes with the whole file."""
     runner, env = exported_then_deleted(live_server, token, store, tmp_path / "a.jsonl")
     whole = (tmp_path / "a.jsonl").read_bytes()
     lines = whole.splitlines(keepends=True)
     cut_file = tmp_path / "cut.jsonl"
-    cut_file.write_bytes(b"".join(lines[:-2]) + lines[-2][:9] if cut == "mid-line" else b"".join(lines[:-1]))
+    cut_file.write_bytes(
+        {
+            "mid-line": b"".join(lines[:-2]) + lines[-2][:9],
+            "at a line's end": b"".join(lines[:-1]),
+            "blank line": whole + b"\n\n",
+        }[cut]
+    )
+    said = {
+        "blank line": "has blank lines after its end line, the export's last; nothing was sent.",
+    }.get(cut, "ends before its end line (its last line is cut short or missing)")
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/jsonl"}
     opened = httpx.post(f"{live_server.url}/api/v1/memories/imports", content=b"".join(lines[:4]), headers=headers)
     assert opened.status_code == 201, opened.text
@@ -441,7 +451,7 @@ def test_a_file_cut_short_is_refused_before_anything_is_sent_and_an_open_import_
     resumed = runner.invoke(rog_main, ["memories", "import", str(cut_file), "--resume", upload["id"]], env=env)
     for refused in (fresh, resumed):
         assert refused.exit_code == 3, refused.output
-        assert "ends before its end line (its last line is cut short or missing)" in refused.output
+        assert said in refused.output
     assert f"Import {upload['id']} is still open: resume it with the whole file." in resumed.output
     assert [row.next_line for row in StoreImport.objects.all()] == [5]  # nothing else was opened or sent
     done = runner.invoke(rog_main, ["memories", "import", str(tmp_path / "a.jsonl"), "--resume", upload["id"]], env=env)
@@ -449,16 +459,21 @@ def test_a_file_cut_short_is_refused_before_anything_is_sent_and_an_open_import_
     assert json.loads(done.stdout)["data"]["status"] == "committed"
 
 
-@pytest.mark.parametrize("ending", ["blank line", "crlf end line"])
-def test_a_resumed_import_whose_copy_is_refused_stays_open_with_its_lines(live_server, token, store, tmp_path, ending):
-    """`--resume` with a copy the server refuses near its end (a blank line after the end line, a CRLF end
-    line) abandoned the import, and with it every line received so far (helper-104: 64,929 lines after a
-    70 MB upload). A resumed import is left open, its hint says so, and resumes with a corrected file."""
+@pytest.mark.parametrize("damage", ["a broken line", "crlf end line"])
+def test_a_resumed_import_whose_copy_is_refused_stays_open_with_its_lines(live_server, token, store, tmp_path, damage):
+    """`--resume` with a copy the server refuses for a line it holds (a blank line after the end line then,
+    a CRLF end line, a broken line) abandoned the import, and with it every line received so far
+    (helper-104: 64,929 lines after a 70 MB upload). A resumed import is left open, its hint says so, and
+    resumes with a corrected file."""
     runner, env = exported_then_deleted(live_server, token, store, tmp_path / "a.jsonl")
     whole = (tmp_path / "a.jsonl").read_bytes()
     lines = whole.splitlines(keepends=True)
+    assert len(lines) > 7
     bad = tmp_path / "bad.jsonl"
-    bad.write_bytes(whole + b"\n" if ending == "blank line" else b"".join(lines[:-1]) + lines[-1][:-1] + b"\r\n")
+    if damage == "a broken line":
+        bad.write_bytes(b"".join(lines[:6]) + b"{not json}\n" + b"".join(lines[7:]))
+    else:
+        bad.write_bytes(b"".join(lines[:-1]) + lines[-1][:-1] + b"\r\n")
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/jsonl"}
     opened = httpx.post(f"{live_server.url}/api/v1/memories/imports", content=b"".join(lines[:4]), headers=headers)
     assert opened.status_code == 201, opened.text
@@ -466,12 +481,41 @@ def test_a_resumed_import_whose_copy_is_refused_stays_open_with_its_lines(live_s
     refused = runner.invoke(rog_main, ["memories", "import", str(bad), "--resume", upload["id"]], env=env)
     assert refused.exit_code == 3, refused.output
     error = json.loads(refused.stderr)["error"]
-    assert error["message"].startswith(f"line {len(lines) + (1 if ending == 'blank line' else 0)}:"), error
+    assert error["message"].startswith(f"line {7 if damage == 'a broken line' else len(lines)}:"), error
     assert error["hint"].startswith(f"Import {upload['id']} is still open with the 4 lines it had received")
     assert [row.next_line for row in StoreImport.objects.all()] == [5]
     done = runner.invoke(rog_main, ["memories", "import", str(tmp_path / "a.jsonl"), "--resume", upload["id"]], env=env)
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["data"]["status"] == "committed"
+
+
+@pytest.mark.timeout(60)  # the bug reopened the pipe and waited for a writer for ever
+def test_a_pipe_resumes_an_import_like_a_file(live_server, token, store, tmp_path):
+    """`rog memories import <(cat a.jsonl) --resume ID`: the first lines were read to check the file, the
+    rest of the pipe was then read as the whole file — nothing left, "ended before its end line", and the
+    open import with its received lines was abandoned (helper-107). A FIFO or device is copied first, as `-`."""
+    import threading
+
+    runner, env = exported_then_deleted(live_server, token, store, tmp_path / "a.jsonl")
+    whole = (tmp_path / "a.jsonl").read_bytes()
+    lines = whole.splitlines(keepends=True)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/jsonl"}
+    opened = httpx.post(f"{live_server.url}/api/v1/memories/imports", content=b"".join(lines[:4]), headers=headers)
+    assert opened.status_code == 201, opened.text
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def feed():
+        with open(fifo, "wb") as pipe:
+            pipe.write(whole)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    done = runner.invoke(rog_main, ["memories", "import", str(fifo), "--resume", opened.json()["data"]["id"]], env=env)
+    feeder.join(10)
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["data"]["status"] == "committed"
+    assert Store.objects.get(pk=store.pk).entry_count > 0
 
 
 def test_a_lost_import_id_is_found_again_with_rog_memories_imports(live_server, token, store, tmp_path):

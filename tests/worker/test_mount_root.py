@@ -297,3 +297,18 @@ def test_a_hard_link_planted_as_the_lock_file_is_never_written_through(tmp_path)
     with pytest.raises(MountRootError, match="is not a worker's lock file"):
         MountRootLock.acquire(mounts)
     assert victim.read_text() == "precious data"
+
+
+def test_the_agent_starts_with_sigpipe_and_sigxfsz_at_their_defaults():
+    """The PDEATHSIG helper is a Python, whose start-up ignores SIGPIPE and SIGXFSZ, and an exec keeps what
+    is ignored: agents ran with both ignored, so `yes | head` in an agent's shell never ended `yes`, and a
+    writer the worker stopped reading kept running (helper-107)."""
+    from worker.mountroot import agent_command
+
+    done = subprocess.run(
+        agent_command(["sh", "-c", "grep SigIgn /proc/$$/status"]), capture_output=True, text=True, timeout=30
+    )
+    ignored = int(done.stdout.split()[1], 16)
+    assert ignored & (1 << (signal.SIGPIPE - 1)) == 0 and ignored & (1 << (signal.SIGXFSZ - 1)) == 0, done.stdout
+    killed = subprocess.run(agent_command(["sh", "-c", "yes | head -n 1"]), capture_output=True, timeout=30)
+    assert killed.returncode == 0 and killed.stdout == b"y\n" and killed.stderr == b""
